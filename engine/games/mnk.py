@@ -1,0 +1,270 @@
+"""The m,n,k games: k stones in a row on an H x W board, optionally with gravity.
+
+One class covers tic-tac-toe (3x3, k=3), Connect Four (6x7, k=4, gravity) and
+Gomoku (15x15, k=5). A state is a flat ``int32`` array: a header at the fixed
+offsets below, then the H*W cells row-major from the top-left (``EMPTY``, or
+``1 + player`` for a stone). The compiled kernels take ``(params, state, ...)``
+with ``params`` the ``int32`` constants at the ``P_*`` offsets.
+
+A move only ever completes lines through the stone just placed, so ``play``
+checks the four line directions through that stone and stops each scan after
+k - 1 stones: O(k) per move, never a board scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from numba import njit
+
+from engine.games.base import Game
+from engine.games.symmetry import SymmetrySet, dihedral, mirror_only
+
+__all__ = [
+    "MNKGame",
+    "tictactoe",
+    "connect4",
+    "gomoku",
+    "play_sequence",
+    "legal_mask_into",
+    "play_in_place",
+    "random_playout",
+    "TO_PLAY",
+    "MOVES",
+    "WINNER",
+    "LAST",
+    "HEADER",
+    "NO_WINNER",
+    "DRAW",
+    "NO_MOVE",
+    "EMPTY",
+]
+
+# -- state layout: header offsets, then the cells -----------------------------------
+TO_PLAY = 0  # player to move, 0 or 1
+MOVES = 1  # moves played so far
+WINNER = 2  # NO_WINNER while the game runs, then 0, 1 or DRAW
+LAST = 3  # the last action played, NO_MOVE before the first
+HEADER = 4  # cell i lives at state[HEADER + i]
+
+NO_WINNER = -1
+DRAW = 2
+NO_MOVE = -1
+EMPTY = 0  # a stone of player p is stored as 1 + p
+
+# -- params layout ------------------------------------------------------------------
+P_HEIGHT = 0
+P_WIDTH = 1
+P_K = 2
+P_GRAVITY = 3
+
+
+@njit(cache=True)
+def _is_legal(params, state, action):
+    """Whether ``action`` is legal; ``action`` must already be in 0..A-1."""
+    if state[WINNER] != NO_WINNER:
+        return False
+    # With gravity a column is open while its top cell (row 0) is empty.
+    return state[HEADER + action] == EMPTY
+
+
+@njit(cache=True)
+def legal_mask_into(params, state, out):
+    """Fill ``out`` (``bool[A]``) with the legal actions of ``state``."""
+    for action in range(out.shape[0]):
+        out[action] = _is_legal(params, state, action)
+
+
+@njit(cache=True)
+def _run(params, state, row, col, d_row, d_col, stone, limit):
+    """Stones of colour ``stone`` in a line from (row, col) exclusive, up to ``limit``."""
+    height, width = params[P_HEIGHT], params[P_WIDTH]
+    count = 0
+    r, c = row + d_row, col + d_col
+    while count < limit and 0 <= r < height and 0 <= c < width and state[HEADER + r * width + c] == stone:
+        count += 1
+        r += d_row
+        c += d_col
+    return count
+
+
+@njit(cache=True)
+def _makes_line(params, state, row, col, d_row, d_col, stone):
+    need = params[P_K] - 1
+    forward = _run(params, state, row, col, d_row, d_col, stone, need)
+    if forward >= need:
+        return True
+    return forward + _run(params, state, row, col, -d_row, -d_col, stone, need - forward) >= need
+
+
+@njit(cache=True)
+def play_in_place(params, state, action):
+    """Play a legal ``action`` for the player to move, updating the winner."""
+    height, width = params[P_HEIGHT], params[P_WIDTH]
+    if params[P_GRAVITY]:
+        col = action
+        row = height - 1
+        while state[HEADER + row * width + col] != EMPTY:
+            row -= 1
+    else:
+        row, col = action // width, action % width
+    player = state[TO_PLAY]
+    stone = 1 + player
+    state[HEADER + row * width + col] = stone
+    state[MOVES] += 1
+    state[LAST] = action
+    state[TO_PLAY] = 1 - player
+    # The four line directions: along the row, down the column, both diagonals.
+    if (
+        _makes_line(params, state, row, col, 0, 1, stone)
+        or _makes_line(params, state, row, col, 1, 0, stone)
+        or _makes_line(params, state, row, col, 1, 1, stone)
+        or _makes_line(params, state, row, col, 1, -1, stone)
+    ):
+        state[WINNER] = player
+    elif state[MOVES] == height * width:
+        state[WINNER] = DRAW
+
+
+@njit(cache=True)
+def random_playout(params, state, seed):
+    """Play uniformly random legal moves in place until the game ends.
+
+    Returns the number of moves played. ``seed`` (0 <= seed < 2**32) seeds numba's
+    own generator (not NumPy's), so the same seed and state give the same game.
+    """
+    np.random.seed(seed)
+    num_actions = params[P_WIDTH] if params[P_GRAVITY] else params[P_HEIGHT] * params[P_WIDTH]
+    played = 0
+    while state[WINNER] == NO_WINNER:
+        # Pick the r-th legal action by counting, so the loop allocates nothing.
+        count = 0
+        for action in range(num_actions):
+            if state[HEADER + action] == EMPTY:
+                count += 1
+        r = np.random.randint(0, count)
+        for action in range(num_actions):
+            if state[HEADER + action] == EMPTY:
+                if r == 0:
+                    play_in_place(params, state, action)
+                    break
+                r -= 1
+        played += 1
+    return played
+
+
+class MNKGame(Game):
+    """k in a row on an H x W board; with ``gravity`` the actions are the columns."""
+
+    history_length = 1
+
+    def __init__(self, *, height: int, width: int, k: int, gravity: bool, name: str):
+        if height < 1 or width < 1:
+            raise ValueError(f"board must be at least 1x1, got {height}x{width}")
+        if not 1 <= k <= max(height, width):
+            raise ValueError(f"k={k} does not fit a {height}x{width} board")
+        self.name = name
+        self.height, self.width, self.k, self.gravity = height, width, k, bool(gravity)
+        self.board_shape = (height, width)
+        self.num_actions = width if gravity else height * width
+        self.params = np.array([height, width, k, int(gravity)], dtype=np.int32)
+        self.symmetries = _board_symmetries(height, width, self.gravity)
+        # Columns mirror exactly as the board does; index k matches ``symmetries``.
+        self.policy_symmetries = mirror_only(1, width) if gravity else self.symmetries
+
+    def __repr__(self) -> str:
+        return (
+            f"MNKGame(height={self.height}, width={self.width}, k={self.k}, "
+            f"gravity={self.gravity}, name={self.name!r})"
+        )
+
+    # -- positions -------------------------------------------------------------------
+    def initial_state(self) -> np.ndarray:
+        state = np.zeros(HEADER + self.height * self.width, dtype=np.int32)
+        state[WINNER] = NO_WINNER
+        state[LAST] = NO_MOVE
+        return state
+
+    def legal_mask(self, state: np.ndarray) -> np.ndarray:
+        mask = np.zeros(self.num_actions, dtype=np.bool_)
+        legal_mask_into(self.params, state, mask)
+        return mask
+
+    def play_unchecked(self, state: np.ndarray, action: int) -> np.ndarray:
+        play_in_place(self.params, state, int(action))
+        return np.empty(0, dtype=np.int32)  # nothing is ever captured
+
+    def random_playout(self, state: np.ndarray, seed: int) -> int:
+        """Finish the game in place with random moves; returns how many were played."""
+        return int(random_playout(self.params, state, seed))
+
+    def to_play(self, state: np.ndarray) -> int:
+        return int(state[TO_PLAY])
+
+    def move_number(self, state: np.ndarray) -> int:
+        return int(state[MOVES])
+
+    def is_terminal(self, state: np.ndarray) -> bool:
+        return bool(state[WINNER] != NO_WINNER)
+
+    def outcome(self, state: np.ndarray) -> float:
+        winner = int(state[WINNER])
+        if winner == 0:
+            return 1.0
+        if winner == 1:
+            return -1.0
+        return 0.0
+
+    def board(self, state: np.ndarray) -> np.ndarray:
+        return state[HEADER:].reshape(self.height, self.width).astype(np.int8)
+
+    # -- text ----------------------------------------------------------------------------
+    def action_to_text(self, action: int) -> str:
+        if not 0 <= action < self.num_actions:
+            raise ValueError(f"action {action} is outside 0..{self.num_actions - 1}")
+        return str(int(action) + 1)
+
+    def text_to_action(self, text: str) -> int:
+        stripped = text.strip()
+        if not (stripped.isascii() and stripped.isdigit()) or not 1 <= int(stripped) <= self.num_actions:
+            what = "column" if self.gravity else "cell"
+            raise ValueError(f"{text!r} is not a {self.name} move: expected a {what} 1..{self.num_actions}")
+        return int(stripped) - 1
+
+    def render(self, state: np.ndarray) -> str:
+        """Rows top to bottom, ``X`` for player 0, ``O`` for player 1, ``.`` empty."""
+        marks = np.array([".", "X", "O"])
+        lines = [" ".join(marks[row]) for row in self.board(state)]
+        if self.gravity:
+            lines.append(" ".join(str(c + 1) for c in range(self.width)))
+        return "\n".join(lines)
+
+
+def _board_symmetries(height: int, width: int, gravity: bool) -> SymmetrySet:
+    if gravity:
+        return mirror_only(height, width)
+    if height == width:
+        return dihedral(height)
+    # A rectangle without gravity also keeps its half turn (and so the up-down mirror).
+    return SymmetrySet(height, width, [(False, 0), (True, 0), (False, 2), (True, 2)])
+
+
+def tictactoe() -> MNKGame:
+    return MNKGame(height=3, width=3, k=3, gravity=False, name="tictactoe")
+
+
+def connect4() -> MNKGame:
+    return MNKGame(height=6, width=7, k=4, gravity=True, name="connect4")
+
+
+def gomoku(size: int = 15) -> MNKGame:
+    return MNKGame(height=size, width=size, k=5, gravity=False, name="gomoku")
+
+
+def play_sequence(game: Game, actions: Iterable[int | str]) -> np.ndarray:
+    """The state after playing ``actions`` (ints or move text) from the start, checked."""
+    state = game.initial_state()
+    for action in actions:
+        game.play(state, game.text_to_action(action) if isinstance(action, str) else action)
+    return state
