@@ -141,7 +141,7 @@ class GtpEngine:
             return _reply(True, cmd_id, command(args))
         except GtpError as e:
             return _reply(False, cmd_id, str(e))
-        except Exception as e:  # noqa: BLE001 - a controller must never lose the engine
+        except Exception as e:  # a controller must never lose the engine
             return _reply(False, cmd_id, f"internal error: {type(e).__name__}: {e}")
 
     def run(self, stdin: TextIO, stdout: TextIO) -> None:

@@ -373,3 +373,14 @@ def test_encoder_layout_for_the_side_to_move():
     assert planes[e5][2] == 1 and planes[c3][3] == 0  # one move ago C3 was not there
     assert planes[..., 16].min() == 1  # black to move
     assert planes[..., 4:16].sum() == 0  # two moves ago the board was empty
+
+
+def test_moves_out_of_turn_restart_the_run_of_passes():
+    # GTP lets a controller play one colour twice; two passes by the same player are
+    # not "two consecutive passes" of the game.
+    board = GoBoard(GoGame(size=9))
+    board.play("pass", color=0)
+    board.play("pass", color=0)
+    assert not board.game.is_terminal(board.state)
+    board.play("pass", color=1)
+    assert board.game.end_reason(board.state) == "two passes"

@@ -226,11 +226,11 @@ class GoGame(Game):
         if board.shape != self.board_shape:
             raise ValueError(f"board shape {board.shape} does not match {self.board_shape}")
         state = self.initial_state()
-        for a in np.flatnonzero(board.reshape(-1)):
+        for a in map(int, np.flatnonzero(board.reshape(-1))):
             color = int(board.reshape(-1)[a])
             if color not in (K.BLACK, K.WHITE):
                 raise ValueError(f"point {self.action_to_text(a)} holds {color}, not 0, 1 or 2")
-            K.place_stone(self.params, state, self._point(int(a)), color)
+            K.place_stone(self.params, state, self._point(a), color)
         for g in self.groups(state):
             if not g.liberties:
                 raise ValueError(f"the group at {self.action_to_text(g.stones[0])} has no liberty")
@@ -246,6 +246,10 @@ class GoGame(Game):
     def random_playout(self, state: np.ndarray, seed: int, *, avoid_own_eyes: bool = False) -> int:
         """Plays seeded uniform random legal moves in place to the end; returns the count."""
         return int(K.random_playout(self.params, state, seed, avoid_own_eyes))
+
+    def random_games(self, state: np.ndarray, games: int, seed: int, *, avoid_own_eyes: bool = False) -> int:
+        """Play ``games`` random games from ``state`` (left unchanged); total moves."""
+        return int(K.random_games(self.params, state, games, seed, avoid_own_eyes))
 
     # -- text ----------------------------------------------------------------------------
     def action_to_text(self, action: int) -> str:
@@ -347,8 +351,8 @@ class GoGame(Game):
         except ValueError as e:
             raise RenDatabaseError(str(e)) from None
         actual = {(g.color, g.stones, g.liberties) for g in self.groups(state)}
-        for ren_id, color, stones, liberties in listed:
-            if (color, stones, liberties) not in actual:
+        for ren_id, color, ren_stones, ren_liberties in listed:
+            if (color, ren_stones, ren_liberties) not in actual:
                 raise RenDatabaseError(
                     f"ren {ren_id} does not match the board: its stones are not one group "
                     "or its liberties are not that group's liberties"
@@ -413,8 +417,10 @@ class GoBoard:
         before = self.state.copy()
         if color is not None and color != self.game.to_play(self.state):
             self.state[K.TO_PLAY] = color
-            # Playing twice in a row voids the ko point (it was the other player's).
+            # The skipped player neither passed nor played: the ko point (theirs) and
+            # the run of consecutive passes both start over.
             self.state[K.KO] = K.NO_POINT
+            self.state[K.PASSES] = 0
         try:
             captured = self.game.play(self.state, action)
         except IllegalMove:
@@ -461,7 +467,7 @@ class GoBoard:
         return self.game.action_to_text(g.atari_point)
 
     def legal_moves(self) -> list[str]:
-        return [self.game.action_to_text(a) for a in np.flatnonzero(self.game.legal_mask(self.state))]
+        return [self.game.action_to_text(int(a)) for a in np.flatnonzero(self.game.legal_mask(self.state))]
 
     def __str__(self) -> str:
         return self.game.render(self.state)

@@ -400,6 +400,23 @@ def random_playout(params, st, seed, avoid_own_eyes):
     of moves played. Deterministic for a given seed.
     """
     np.random.seed(seed)
+    return _random_moves(params, st, avoid_own_eyes)
+
+
+@njit(cache=True)
+def random_games(params, st, games, seed, avoid_own_eyes):
+    """Play ``games`` seeded random games from copies of ``st``; total moves played."""
+    np.random.seed(seed)
+    total = 0
+    scratch = st.copy()
+    for _ in range(games):
+        scratch[:] = st
+        total += _random_moves(params, scratch, avoid_own_eyes)
+    return total
+
+
+@njit(cache=True)
+def _random_moves(params, st, avoid_own_eyes):
     points = params[P_POINTS]
     captured = np.empty(points, dtype=np.int32)
     empties = np.empty(points, dtype=np.int32)

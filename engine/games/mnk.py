@@ -30,6 +30,7 @@ __all__ = [
     "legal_mask_into",
     "play_in_place",
     "random_playout",
+    "random_games",
     "TO_PLAY",
     "MOVES",
     "WINNER",
@@ -76,7 +77,7 @@ def legal_mask_into(params, state, out):
         out[action] = _is_legal(params, state, action)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _run(params, state, row, col, d_row, d_col, stone, limit):
     """Stones of colour ``stone`` in a line from (row, col) exclusive, up to ``limit``."""
     height, width = params[P_HEIGHT], params[P_WIDTH]
@@ -89,7 +90,7 @@ def _run(params, state, row, col, d_row, d_col, stone, limit):
     return count
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _makes_line(params, state, row, col, d_row, d_col, stone):
     need = params[P_K] - 1
     forward = _run(params, state, row, col, d_row, d_col, stone, need)
@@ -135,21 +136,34 @@ def random_playout(params, state, seed):
     own generator (not NumPy's), so the same seed and state give the same game.
     """
     np.random.seed(seed)
+    return _random_moves(params, state)
+
+
+@njit(cache=True)
+def random_games(params, state, games, seed):
+    """Play ``games`` seeded random games from copies of ``state``; returns the total
+    number of moves. Seeding once per call keeps short games cheap (a benchmark's
+    and a rollout evaluator's loop)."""
+    np.random.seed(seed)
+    total = 0
+    scratch = state.copy()
+    for _ in range(games):
+        scratch[:] = state
+        total += _random_moves(params, scratch)
+    return total
+
+
+@njit(cache=True)
+def _random_moves(params, state):
     num_actions = params[P_WIDTH] if params[P_GRAVITY] else params[P_HEIGHT] * params[P_WIDTH]
     played = 0
     while state[WINNER] == NO_WINNER:
-        # Pick the r-th legal action by counting, so the loop allocates nothing.
-        count = 0
-        for action in range(num_actions):
-            if state[HEADER + action] == EMPTY:
-                count += 1
-        r = np.random.randint(0, count)
-        for action in range(num_actions):
-            if state[HEADER + action] == EMPTY:
-                if r == 0:
-                    play_in_place(params, state, action)
-                    break
-                r -= 1
+        # Rejection sampling is uniform over the legal actions and, with most of them
+        # legal, cheaper than counting them first.
+        action = np.random.randint(0, num_actions)
+        while state[HEADER + action] != EMPTY:
+            action = np.random.randint(0, num_actions)
+        play_in_place(params, state, action)
         played += 1
     return played
 
@@ -198,6 +212,10 @@ class MNKGame(Game):
     def random_playout(self, state: np.ndarray, seed: int) -> int:
         """Finish the game in place with random moves; returns how many were played."""
         return int(random_playout(self.params, state, seed))
+
+    def random_games(self, state: np.ndarray, games: int, seed: int) -> int:
+        """Play ``games`` random games from ``state`` (left unchanged); total moves."""
+        return int(random_games(self.params, state, games, seed))
 
     def to_play(self, state: np.ndarray) -> int:
         return int(state[TO_PLAY])
