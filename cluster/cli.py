@@ -43,8 +43,49 @@ def _run_gtp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_selfplay_demo(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "selfplay-demo",
+        help="play seeded random games of a config's game and show one",
+        description="Plays random games with the compiled rules and prints a tally, "
+        "the speed and the last game's board.",
+    )
+    p.add_argument("--config", default="configs/connect4.yaml", help="run config (default: connect4)")
+    p.add_argument("--games", type=int, default=1000, help="games to play (default: 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first game")
+    p.set_defaults(handler=_run_selfplay_demo)
+
+
+def _run_selfplay_demo(args: argparse.Namespace) -> int:
+    import time
+
+    from cluster.config import ConfigError, load_config
+
+    try:
+        game = load_config(args.config).game.make()
+    except ConfigError as e:
+        print(f"tengen selfplay-demo: {e}", file=sys.stderr)
+        return 2
+    if args.games < 1:
+        print("tengen selfplay-demo: --games must be at least 1", file=sys.stderr)
+        return 2
+    tally = {1.0: 0, 0.0: 0, -1.0: 0}
+    moves = 0
+    start = time.perf_counter()
+    for i in range(args.games):
+        state = game.initial_state()
+        moves += game.random_playout(state, args.seed + i)
+        tally[game.outcome(state)] += 1
+    seconds = time.perf_counter() - start
+    print(game.render(state))
+    print(f"{game.name}: {args.games} random games, {moves} moves in {seconds:.2f} s "
+          f"({moves / seconds:,.0f} moves/s, compile time included)")
+    print(f"first player won {tally[1.0]}, second won {tally[-1.0]}, drawn {tally[0.0]}")
+    return 0
+
+
 #: the subcommands, in the order ``--help`` lists them
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_gtp]
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_gtp, _add_selfplay_demo]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -104,6 +104,16 @@ class Game(abc.ABC):
         """+1/-1/0 from player 0's point of view for a finished game."""
 
     @abc.abstractmethod
+    def random_playout(self, state: np.ndarray, seed: int) -> int:
+        """Finish the game in place with seeded uniform random legal moves (one
+        compiled call); returns how many moves were played."""
+
+    @abc.abstractmethod
+    def random_games(self, state: np.ndarray, games: int, seed: int) -> int:
+        """Play ``games`` seeded random games from ``state`` (left unchanged) in one
+        compiled call; returns the total number of moves."""
+
+    @abc.abstractmethod
     def board(self, state: np.ndarray) -> np.ndarray:
         """``int8[H, W]``: 0 empty, 1 player 0's stone, 2 player 1's stone."""
 
