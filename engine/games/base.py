@@ -27,9 +27,12 @@ import numpy as np
 
 from engine.games.symmetry import SymmetrySet
 
-__all__ = ["Game", "IllegalMove", "PLAYER_NAMES"]
+__all__ = ["Game", "IllegalMove", "PLAYER_NAMES", "KERNEL_MNK", "KERNEL_GO"]
 
 PLAYER_NAMES = ("black", "white")
+
+#: kernel kinds: which compiled rules a state belongs to (see engine/games/kernels.py)
+KERNEL_MNK, KERNEL_GO = 0, 1
 
 
 class IllegalMove(ValueError):
@@ -48,6 +51,8 @@ class Game(abc.ABC):
     history_length: int
     #: the game's constants for the compiled kernels
     params: np.ndarray
+    #: which family of compiled kernels reads ``params`` and the states (KERNEL_*)
+    kernel_kind: int
     #: the board transformations that leave the rules unchanged
     symmetries: SymmetrySet
     #: the same transformations acting on the action layout (the board cells for Go

@@ -16,7 +16,7 @@ from os import PathLike
 import numpy as np
 
 from engine.games import go_kernels as K
-from engine.games.base import Game, IllegalMove
+from engine.games.base import KERNEL_GO, Game, IllegalMove
 from engine.games.symmetry import dihedral
 
 __all__ = [
@@ -57,6 +57,8 @@ class Group:
 
 class GoGame(Game):
     """Go rules for one board size, komi and ko rule (constants only)."""
+
+    kernel_kind = KERNEL_GO
 
     def __init__(
         self,

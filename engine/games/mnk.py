@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 from numba import njit
 
-from engine.games.base import Game
+from engine.games.base import KERNEL_MNK, Game
 from engine.games.symmetry import SymmetrySet, dihedral, mirror_only
 
 __all__ = [
@@ -172,6 +172,7 @@ class MNKGame(Game):
     """k in a row on an H x W board; with ``gravity`` the actions are the columns."""
 
     history_length = 1
+    kernel_kind = KERNEL_MNK
 
     def __init__(self, *, height: int, width: int, k: int, gravity: bool, name: str):
         if height < 1 or width < 1:

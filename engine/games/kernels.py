@@ -1,0 +1,73 @@
+"""One compiled entry point per rule operation, for code that runs over any game.
+
+Compiled search cannot take a Python ``Game`` object, so each game family has a
+kernel *kind* (``Game.kernel_kind``) and these functions dispatch on it. Every
+state keeps the player to move at index 0 (``TO_PLAY``) in both families.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from engine.games import go_kernels as go
+from engine.games import mnk
+from engine.games.base import KERNEL_GO, KERNEL_MNK
+
+__all__ = ["MNK", "GO", "legal_mask_into", "play", "is_terminal", "outcome", "board_into", "TO_PLAY"]
+
+MNK, GO = KERNEL_MNK, KERNEL_GO
+TO_PLAY = 0
+
+
+@njit(cache=True)
+def legal_mask_into(kind, params, st, out):
+    """Fill ``out[A]`` with the legal actions of the player to move."""
+    if kind == GO:
+        go.legal_mask_into(params, st, out)
+    else:
+        mnk.legal_mask_into(params, st, out)
+
+
+@njit(cache=True)
+def play(kind, params, st, action, scratch):
+    """Play a legal action in place; ``scratch`` is an int32 buffer of the board's
+    padded size for Go's captured points."""
+    if kind == GO:
+        go.play_action(params, st, action, scratch)
+    else:
+        mnk.play_in_place(params, st, action)
+
+
+@njit(cache=True)
+def is_terminal(kind, params, st):
+    if kind == GO:
+        return st[go.END] != go.ONGOING
+    return st[mnk.WINNER] != mnk.NO_WINNER
+
+
+@njit(cache=True)
+def outcome(kind, params, st):
+    """+1 / -1 / 0 from player 0's point of view, for a finished game."""
+    if kind == GO:
+        if st[go.END] == go.ENDED_BY_RESIGNATION:
+            return 1.0 if st[go.WINNER] == 0 else -1.0
+        twice = 2 * go.area_score(params, st) - params[go.P_KOMI2]
+        return 1.0 if twice > 0 else (-1.0 if twice < 0 else 0.0)
+    winner = st[mnk.WINNER]
+    if winner == mnk.DRAW:
+        return 0.0
+    return 1.0 if winner == 0 else -1.0
+
+
+@njit(cache=True)
+def board_into(kind, params, st, out):
+    """Write the board (0 empty, 1 player 0, 2 player 1) row-major into ``out[H*W]``."""
+    if kind == GO:
+        size, stride = params[go.P_SIZE], params[go.P_STRIDE]
+        for y in range(size):
+            for x in range(size):
+                out[y * size + x] = st[go.HEADER + (y + 1) * stride + x + 1]
+    else:
+        n = params[mnk.P_HEIGHT] * params[mnk.P_WIDTH]
+        for i in range(n):
+            out[i] = st[mnk.HEADER + i]

@@ -1,0 +1,242 @@
+"""Self-play: G concurrent games, one batched evaluation per search round.
+
+``SelfPlay.gather()`` returns the planes of every game's next leaves and
+``SelfPlay.apply(policy, value)`` feeds their evaluation back; whenever a game's
+root has had its simulations, it plays a move, and a finished game comes back as a
+``GameRecord``. ``step(evaluate)`` does one round of both. A worker that wants tree
+work to overlap inference keeps two SelfPlay objects (two half-batches) in flight.
+
+Move choice follows AlphaGo Zero (visit counts at temperature 1 for the first
+``temperature_moves`` moves, then the most visited) or a constant Boltzmann
+temperature (``temperature_schedule="constant"``, the classic Connect Four tutorial).
+KataGo's playout cap randomisation (``full_search_fraction`` < 1: only full searches
+become policy targets, the others use ``cheap_simulations``) and resignation
+(``resign_threshold``, never in a ``no_resign_fraction`` of games) are off by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.games.base import Game
+from engine.mcts import Evaluator, Search, choose_move, visit_policy
+
+__all__ = ["GameRecord", "SelfPlay"]
+
+
+@dataclass
+class GameRecord:
+    """One finished self-play game: its training positions and how it went."""
+
+    game: str
+    planes: np.ndarray  # uint8 [L, H, W, C]: recorded positions (full searches only)
+    policy: np.ndarray  # float32 [L, A]: visit distribution at each recorded position
+    value: np.ndarray  # float32 [L]: final result from each position's mover's view
+    moves: np.ndarray  # int32 [n]: every move played, in order
+    outcome: float  # +1 / 0 / -1 for player 0
+    model_version: int
+    resigned: bool = False
+    #: in a no-resign game: the player who would have resigned (for the false-positive rate)
+    would_resign: int | None = None
+
+    @property
+    def length(self) -> int:
+        return len(self.moves)
+
+
+@dataclass
+class _Game:
+    state_history: list = field(default_factory=list)  # earlier states, oldest first
+    planes: list = field(default_factory=list)
+    policies: list = field(default_factory=list)
+    movers: list = field(default_factory=list)
+    moves: list = field(default_factory=list)
+    full_search: bool = True
+    needs_noise: bool = True
+    no_resign: bool = False
+    would_resign: int | None = None
+
+
+class SelfPlay:
+    """Plays ``games`` concurrent self-play games of ``game`` and returns records."""
+
+    def __init__(
+        self,
+        game: Game,
+        *,
+        games: int,
+        simulations: int,
+        seed: int,
+        c_puct: float = 1.25,
+        fpu_reduction: float = 0.25,
+        leaves_per_round: int = 8,
+        virtual_loss: float = 1.0,
+        dirichlet_alpha: float = 0.3,
+        dirichlet_fraction: float = 0.25,
+        temperature_schedule: str = "alphazero",
+        temperature_moves: int = 30,
+        temperature: float = 1.0,
+        full_search_fraction: float = 1.0,
+        cheap_simulations: int = 0,
+        resign_threshold: float | None = None,
+        no_resign_fraction: float = 0.1,
+        model_version: int = 0,
+    ):
+        if temperature_schedule not in ("alphazero", "constant"):
+            raise ValueError(f"temperature_schedule must be 'alphazero' or 'constant', not {temperature_schedule!r}")
+        if not 0.0 < full_search_fraction <= 1.0:
+            raise ValueError("full_search_fraction must be in (0, 1]")
+        if full_search_fraction < 1.0 and not 1 <= cheap_simulations <= simulations:
+            raise ValueError("cheap_simulations must be in 1..simulations when playout caps are on")
+        self.game = game
+        self.simulations = simulations
+        self.rng = np.random.default_rng(seed)
+        self.search = Search(game, games=games, simulations=simulations, c_puct=c_puct,
+                             fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
+                             virtual_loss=virtual_loss)
+        self.dirichlet_alpha = dirichlet_alpha
+        self.dirichlet_fraction = dirichlet_fraction
+        self.temperature_schedule = temperature_schedule
+        self.temperature_moves = temperature_moves
+        self.temperature = temperature
+        self.full_search_fraction = full_search_fraction
+        self.cheap_simulations = cheap_simulations
+        self.resign_threshold = resign_threshold
+        self.no_resign_fraction = no_resign_fraction
+        self.model_version = model_version
+        self._games = [self._new_game() for _ in range(games)]
+        self._targets = np.zeros(games, dtype=np.float32)
+        self._active = np.ones(games, dtype=np.bool_)
+        self._games_left: int | None = None
+        for g in range(games):
+            self._start_move(g)
+        #: simulations (leaf evaluations and terminal backups) since creation
+        self.evaluations = 0
+        self.moves_played = 0
+
+    # -- the round --------------------------------------------------------------------
+    def gather(self) -> np.ndarray:
+        """Planes of this round's leaves, uint8 [B, H, W, C] (B = 0 when all games wait)."""
+        return self.search.gather(self._targets, self._active)
+
+    def apply(self, policy: np.ndarray, value: np.ndarray) -> list[GameRecord]:
+        """Feed back the evaluation of the last gather; play the moves that are due and
+        return the games that ended."""
+        self.evaluations += len(value)
+        self.search.apply(policy, value)
+        finished = []
+        tree = self.search.tree
+        for g in map(int, np.flatnonzero(self._active)):
+            info = self._games[g]
+            if info.needs_noise and self.search.root_expanded(g):
+                self._add_noise(g)
+            if tree.node_n[g, 0] >= self._targets[g] and tree.in_flight[g] == 0:
+                record = self._play_move(g)
+                if record is not None:
+                    finished.append(record)
+        return finished
+
+    def step(self, evaluate: Evaluator) -> list[GameRecord]:
+        planes = self.gather()
+        if len(planes) == 0:
+            return self.apply(*self._empty_evaluation())
+        policy, value = evaluate(planes)
+        return self.apply(policy, value)
+
+    def play(self, evaluate: Evaluator, games: int) -> list[GameRecord]:
+        """Play until ``games`` games have finished (the games in flight are finished too,
+        then no new ones start); returns all finished records."""
+        self._games_left = games - int(self._active.sum())
+        if self._games_left < 0:
+            self._active[games:] = False
+            self._games_left = 0
+        records: list[GameRecord] = []
+        while self._active.any():
+            records.extend(self.step(evaluate))
+        return records
+
+    def set_model_version(self, version: int) -> None:
+        """New samples carry ``version`` from the next recorded move on."""
+        self.model_version = version
+
+    # -- per game ---------------------------------------------------------------------
+    def _new_game(self) -> _Game:
+        return _Game(no_resign=bool(self.rng.random() < self.no_resign_fraction))
+
+    def _start_move(self, g: int) -> None:
+        info = self._games[g]
+        info.full_search = bool(self.full_search_fraction >= 1.0 or self.rng.random() < self.full_search_fraction)
+        self._targets[g] = self.simulations if info.full_search else self.cheap_simulations
+        # Noise is for exploration in full searches; cheap ones only pick the move.
+        info.needs_noise = info.full_search and self.dirichlet_fraction > 0
+        if info.needs_noise and self.search.root_expanded(g):
+            self._add_noise(g)
+
+    def _add_noise(self, g: int) -> None:
+        self.search.add_root_noise(g, self.rng, alpha=self.dirichlet_alpha, fraction=self.dirichlet_fraction)
+        self._games[g].needs_noise = False
+
+    def _temperature(self, move_number: int) -> float:
+        if self.temperature_schedule == "constant":
+            return self.temperature
+        return 1.0 if move_number < self.temperature_moves else 0.0
+
+    def _play_move(self, g: int) -> GameRecord | None:
+        info = self._games[g]
+        state = self.search.root_state(g)
+        mover = self.game.to_play(state)
+        visits = self.search.root_visits(g)
+        if self.resign_threshold is not None and self.search.root_value(g) < self.resign_threshold:
+            if not info.no_resign:
+                return self._finish(g, resigned_by=mover)
+            if info.would_resign is None:
+                info.would_resign = mover
+        if info.full_search:
+            info.planes.append(self.game.encode(state, info.state_history).astype(np.uint8))
+            info.policies.append(visit_policy(visits))
+            info.movers.append(mover)
+        action = choose_move(visits, self.rng, temperature=self._temperature(len(info.moves)))
+        info.state_history.append(state.copy())
+        del info.state_history[: -max(self.game.history_length - 1, 1)]
+        info.moves.append(action)
+        self.search.advance(g, action)
+        self.moves_played += 1
+        if self.game.is_terminal(self.search.root_state(g)):
+            return self._finish(g)
+        self._start_move(g)
+        return None
+
+    def _finish(self, g: int, resigned_by: int | None = None) -> GameRecord:
+        info = self._games[g]
+        state = self.search.root_state(g)
+        if resigned_by is None:
+            outcome = self.game.outcome(state)
+        else:
+            outcome = -1.0 if resigned_by == 0 else 1.0
+        movers = np.array(info.movers, dtype=np.int64)
+        shape = (0, *self.game.planes_shape)
+        record = GameRecord(
+            game=self.game.name,
+            planes=np.stack(info.planes) if info.planes else np.zeros(shape, dtype=np.uint8),
+            policy=np.stack(info.policies) if info.policies else np.zeros((0, self.game.num_actions), np.float32),
+            value=np.where(movers == 0, outcome, -outcome).astype(np.float32),
+            moves=np.array(info.moves, dtype=np.int32),
+            outcome=float(outcome),
+            model_version=self.model_version,
+            resigned=resigned_by is not None,
+            would_resign=info.would_resign,
+        )
+        self._games[g] = self._new_game()
+        self.search.reset(g)
+        if self._games_left is not None:
+            if self._games_left <= 0:
+                self._active[g] = False
+                return record
+            self._games_left -= 1
+        self._start_move(g)
+        return record
+
+    def _empty_evaluation(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((0, self.game.num_actions), np.float32), np.zeros(0, np.float32)

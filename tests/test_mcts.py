@@ -1,0 +1,241 @@
+"""Batched PUCT search, checked by hand and against a plain recursive reference."""
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.games import make_game
+from engine.mcts import RolloutEvaluator, Search, choose_move, uniform_evaluator, visit_policy
+
+TTT = make_game("tictactoe")
+C4 = make_game("connect4")
+
+
+def play_text(game, moves):
+    state = game.initial_state()
+    history = []
+    for m in moves:
+        history.append(state.copy())
+        game.play(state, game.text_to_action(m))
+    return state, history
+
+
+def fixed_evaluator(game, seed=0):
+    """A deterministic evaluator whose output depends only on the planes."""
+
+    def evaluate(planes):
+        flat = planes.reshape(len(planes), -1).astype(np.float64)
+        weights = np.random.default_rng(seed).normal(size=(flat.shape[1], game.num_actions + 1))
+        out = flat @ weights / 4.0
+        logits = out[:, :-1]
+        policy = np.exp(logits - logits.max(axis=1, keepdims=True))
+        policy /= policy.sum(axis=1, keepdims=True)
+        return policy.astype(np.float32), np.tanh(out[:, -1]).astype(np.float32)
+
+    return evaluate
+
+
+def reference_visits(game, state, evaluate, simulations, c_puct, fpu_reduction):
+    """A plain recursive PUCT with one leaf at a time, written for reading, not speed."""
+
+    class Node:
+        def __init__(self, state, history):
+            self.state, self.history = state, history
+            self.children, self.n, self.w = {}, {}, {}
+            self.prior, self.visits, self.value_sum = None, 0, 0.0
+
+    def evaluate_node(node):
+        if game.is_terminal(node.state):
+            o = game.outcome(node.state)
+            return o if game.to_play(node.state) == 0 else -o
+        if node.prior is None:
+            policy, value = evaluate(game.encode(node.state, node.history)[None].astype(np.uint8))
+            legal = game.legal_mask(node.state)
+            p = np.where(legal, policy[0], 0.0)
+            node.prior = p / p.sum()
+            return float(value[0])
+        return None
+
+    def simulate(node):
+        v = evaluate_node(node)
+        if v is None:
+            total = sum(node.n.values())
+            fpu = node.value_sum / node.visits - fpu_reduction
+            best, best_score = None, -math.inf
+            for a in np.flatnonzero(node.prior > 0):
+                n = node.n.get(a, 0)
+                q = node.w[a] / n if n else fpu
+                score = q + c_puct * node.prior[a] * math.sqrt(max(total, 1)) / (1 + n)
+                if score > best_score:
+                    best, best_score = a, score
+            if best not in node.children:
+                child_state = node.state.copy()
+                game.play(child_state, int(best))
+                node.children[best] = Node(child_state, node.history + [node.state])
+            v = -simulate(node.children[best])
+            node.n[best] = node.n.get(best, 0) + 1
+            node.w[best] = node.w.get(best, 0.0) + v
+        node.visits += 1
+        node.value_sum += v
+        return v
+
+    root = Node(state, [])
+    for _ in range(simulations):
+        simulate(root)
+    visits = np.zeros(game.num_actions, dtype=np.float32)
+    for a, n in root.n.items():
+        visits[a] = n
+    return visits
+
+
+@pytest.mark.parametrize("game, moves", [(TTT, ["5"]), (C4, ["4", "4", "3"]), (make_game("go", size=5), [])])
+def test_one_leaf_per_round_matches_the_reference_search(game, moves):
+    state, _ = play_text(game, moves)
+    evaluate = fixed_evaluator(game)
+    search = Search(game, games=1, simulations=120, leaves_per_round=1, c_puct=1.5, fpu_reduction=0.2)
+    search.reset(0, state)
+    search.run(evaluate)
+    expected = reference_visits(game, state, evaluate, 120, 1.5, 0.2)
+    assert np.array_equal(search.root_visits(0), expected)
+
+
+def test_puct_numbers_by_hand():
+    # Root: priors 0.6 / 0.3 / 0.1 over the three legal moves, value 0.2 for the root's
+    # mover; each child evaluates to 0.5 for its own mover, i.e. -0.5 for the root's.
+    state, _ = play_text(TTT, ["1", "2", "3", "4", "5", "6"])  # X to move; 7, 8, 9 free
+
+    def evaluate(planes):
+        n = len(planes)
+        policy = np.zeros((n, 9), np.float32)
+        policy[:, [6, 7, 8]] = [0.6, 0.3, 0.1]
+        root = planes[:, 0, 0, 2] == 1  # X to move: only the root
+        return policy, np.where(root, 0.2, 0.5).astype(np.float32)
+
+    search = Search(TTT, games=1, simulations=3, leaves_per_round=1, c_puct=1.0, fpu_reduction=0.25)
+    search.reset(0, state)
+    search.run(evaluate)
+    # Sim 1 evaluates the root. Sim 2: all unvisited, Q = fpu = 0.2 - 0.25 = -0.05 for each;
+    # U = 1.0 * P * sqrt(max(0, 1)) / 1 -> 0.6, 0.3, 0.1: cell 7 wins (0.55).
+    # X holds 1, 3, 5, so cell 7 makes 3-5-7 and ends the game: exact value +1 for the
+    # root's mover, no evaluation. Sim 3: root value (0.2 + 1) / 2 = 0.6,
+    # fpu = 0.35; cell 7: Q = 1, U = 0.6 * 1 / 2 = 0.3 -> 1.3; cell 8: 0.35 + 0.3 = 0.65.
+    assert search.root_visits(0).tolist() == [0, 0, 0, 0, 0, 0, 2, 0, 0]
+    assert search.root_q(0)[6] == 1.0
+    assert search.root_value(0) == pytest.approx((0.2 + 1 + 1) / 3)
+
+
+def test_terminal_leaves_are_exact_and_need_no_evaluation():
+    state, _ = play_text(C4, ["4", "1", "4", "1", "4", "2"])  # X to move wins in column 4
+    calls = []
+
+    def evaluate(planes):
+        calls.append(len(planes))
+        return uniform_evaluator(7)(planes)
+
+    search = Search(C4, games=1, simulations=200, leaves_per_round=4)
+    search.reset(0, state)
+    search.run(evaluate)
+    visits = search.root_visits(0)
+    assert np.argmax(visits) == 3 and search.root_q(0)[3] == 1.0
+    assert sum(calls) < 200  # repeated visits of the won position cost no evaluation
+
+
+def test_virtual_loss_spreads_the_leaves_of_a_round():
+    search = Search(C4, games=1, simulations=100, leaves_per_round=6)
+    evaluate = uniform_evaluator(7)
+    search.apply(*evaluate(search.gather()))  # the root
+    planes = search.gather()
+    assert len(planes) == 6
+    assert len({p.tobytes() for p in planes}) == 6  # six different positions
+
+
+def test_batch_rows_are_independent():
+    evaluate = fixed_evaluator(C4, seed=3)
+    openings = [[], ["4"], ["1", "7"], ["4", "4", "4"]]
+    together = Search(C4, games=4, simulations=80, leaves_per_round=4)
+    for g, moves in enumerate(openings):
+        together.reset(g, play_text(C4, moves)[0])
+    together.run(evaluate)
+    for g, moves in enumerate(openings):
+        alone = Search(C4, games=1, simulations=80, leaves_per_round=4)
+        alone.reset(0, play_text(C4, moves)[0])
+        alone.run(evaluate)
+        assert np.array_equal(alone.root_visits(0), together.root_visits(g))
+
+
+def test_subtree_is_reused_after_a_move():
+    search = Search(C4, games=1, simulations=300, leaves_per_round=4)
+    search.run(uniform_evaluator(7))
+    tree = search.tree
+    child = tree.children[0, 0, 3]
+    visits_below = tree.edge_n[0, child].copy()
+    search.advance(0, 3)
+    assert tree.node_n[0, 0] == visits_below.sum() + 1
+    assert np.array_equal(search.root_visits(0), visits_below)
+    assert C4.move_number(search.root_state(0)) == 1
+    search.run(uniform_evaluator(7))  # and the search goes on from there
+    assert search.tree.node_n[0, 0] == 300
+
+
+def test_search_planes_match_the_game_encoder_with_history():
+    go = make_game("go", size=5, history_length=4)
+    state, history = play_text(go, ["C3", "C4", "D3", "pass", "B2"])
+    search = Search(go, games=1, simulations=40, leaves_per_round=8)
+    search.reset(0, state, history)
+    evaluate = fixed_evaluator(go, seed=1)
+    checked = 0
+    for _ in range(4):
+        planes = search.gather()
+        for b in range(len(planes)):
+            g, node = int(search._leaf_game[b]), int(search._leaf_node[b])
+            path = []
+            while search.tree.parent[g, node] >= 0:
+                path.append(int(search.tree.parent_action[g, node]))
+                node = int(search.tree.parent[g, node])
+            leaf, leaf_history = state.copy(), list(history)
+            for a in reversed(path):
+                leaf_history.append(leaf.copy())
+                go.play(leaf, a)
+            assert np.array_equal(planes[b], go.encode(leaf, leaf_history))
+            checked += 1
+        search.apply(*evaluate(planes))
+    assert checked > 20
+
+
+def test_dirichlet_noise_keeps_a_distribution_over_legal_moves():
+    search = Search(C4, games=1, simulations=10)
+    search.reset(0, play_text(C4, ["1"] * 6)[0])  # column 1 is full
+    search.run(uniform_evaluator(7), simulations=1)
+    search.add_root_noise(0, np.random.default_rng(0), alpha=1.0, fraction=0.25)
+    prior = search.root_prior(0)
+    assert prior[0] == 0 and prior.sum() == pytest.approx(1.0) and len(set(prior[1:])) == 6
+
+
+def test_pure_mcts_with_rollouts_finds_the_block():
+    state, _ = play_text(C4, ["4", "1", "4", "1", "4"])  # O must block column 4
+    search = Search(C4, games=1, simulations=400, leaves_per_round=1, c_puct=2.0, formula="uct")
+    search.reset(0, state)
+    RolloutEvaluator(C4, rollouts=1, seed=0).run(search)
+    assert int(np.argmax(search.root_visits(0))) == 3
+
+
+def test_move_choice_from_visits():
+    visits = np.array([10, 30, 0, 60], dtype=np.float32)
+    rng = np.random.default_rng(0)
+    assert choose_move(visits, rng, temperature=0) == 3
+    picks = np.bincount([choose_move(visits, rng, temperature=1.0) for _ in range(4000)], minlength=4)
+    assert picks[2] == 0 and abs(picks[3] / 4000 - 0.6) < 0.03
+    assert visit_policy(visits).tolist() == pytest.approx([0.1, 0.3, 0.0, 0.6])
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError):
+        Search(C4, games=0, simulations=10)
+    search = Search(C4, games=1, simulations=10)
+    with pytest.raises(ValueError, match="not legal"):
+        search.reset(0, play_text(C4, ["1"] * 6)[0])
+        search.advance(0, 0)
+    planes = search.gather()
+    with pytest.raises(ValueError, match="expected policy"):
+        search.apply(np.zeros((len(planes), 3)), np.zeros(len(planes)))

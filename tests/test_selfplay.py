@@ -1,0 +1,82 @@
+"""Self-play records: what a learner receives from G concurrent games."""
+
+import numpy as np
+
+from engine.games import make_game
+from engine.mcts import uniform_evaluator
+from engine.selfplay import SelfPlay
+
+C4 = make_game("connect4")
+TTT = make_game("tictactoe")
+
+
+def replay(game, moves):
+    state, history, planes = game.initial_state(), [], []
+    for a in moves:
+        planes.append(game.encode(state, history))
+        history.append(state.copy())
+        game.play(state, int(a))
+    return state, planes
+
+
+def test_records_hold_consistent_targets():
+    selfplay = SelfPlay(C4, games=8, simulations=32, seed=0, model_version=7)
+    records = selfplay.play(uniform_evaluator(7), games=12)
+    assert len(records) == 12
+    for r in records:
+        final, planes = replay(C4, r.moves)  # the moves are legal and end the game
+        assert C4.is_terminal(final) and C4.outcome(final) == r.outcome
+        assert r.model_version == 7 and r.game == "connect4"
+        assert len(r.planes) == len(r.policy) == len(r.value) == r.length
+        assert np.array_equal(r.planes, np.stack(planes))
+        assert np.allclose(r.policy.sum(axis=1), 1.0)
+        movers = np.arange(r.length) % 2  # Connect Four alternates from player 0
+        assert np.array_equal(r.value, np.where(movers == 0, r.outcome, -r.outcome))
+        # The policy target only covers legal moves.
+        for p, x in zip(r.policy, planes, strict=True):
+            full_columns = (x[0, :, 0] + x[0, :, 1]) > 0
+            assert not p[full_columns].any()
+
+
+def test_a_seed_replays_the_same_games():
+    runs = [SelfPlay(TTT, games=4, simulations=24, seed=5).play(uniform_evaluator(9), games=6) for _ in range(2)]
+    assert [r.moves.tolist() for r in runs[0]] == [r.moves.tolist() for r in runs[1]]
+
+
+def test_playout_cap_randomisation_records_only_full_searches():
+    selfplay = SelfPlay(C4, games=8, simulations=48, seed=1, full_search_fraction=0.25, cheap_simulations=8)
+    records = selfplay.play(uniform_evaluator(7), games=16)
+    moves = sum(r.length for r in records)
+    recorded = sum(len(r.value) for r in records)
+    assert 0.1 * moves < recorded < 0.45 * moves
+
+
+def test_resignation_and_the_games_that_may_not_resign():
+    # With a uniform evaluator the root value is 0 until a forced loss shows up; a
+    # threshold just below 0 makes resignations common.
+    selfplay = SelfPlay(C4, games=8, simulations=64, seed=2, resign_threshold=-0.3, no_resign_fraction=0.5)
+    records = selfplay.play(uniform_evaluator(7), games=30)
+    resigned = [r for r in records if r.resigned]
+    assert resigned, "some games should resign"
+    for r in resigned:
+        final, _ = replay(C4, r.moves)
+        assert not C4.is_terminal(final)  # it stopped before the end
+        loser = len(r.moves) % 2  # the player to move resigned
+        assert r.outcome == (-1.0 if loser == 0 else 1.0)
+    assert all(r.would_resign is None for r in resigned)
+
+
+def test_constant_temperature_schedule_still_plays_legal_games():
+    selfplay = SelfPlay(TTT, games=4, simulations=16, seed=3, temperature_schedule="constant", temperature=0.5)
+    records = selfplay.play(uniform_evaluator(9), games=4)
+    assert all(TTT.is_terminal(replay(TTT, r.moves)[0]) for r in records)
+
+
+def test_go_self_play_with_history_planes():
+    go = make_game("go", size=5, max_moves=30)
+    selfplay = SelfPlay(go, games=4, simulations=16, seed=4)
+    records = selfplay.play(uniform_evaluator(go.num_actions), games=4)
+    for r in records:
+        final, planes = replay(go, r.moves)
+        assert go.is_terminal(final)
+        assert np.array_equal(r.planes, np.stack(planes)) and r.planes.shape[1:] == (5, 5, 17)
