@@ -53,6 +53,7 @@ class Tree(NamedTuple):
     edge_w: np.ndarray  # [G, M, A] float32: W, from the mover's view at the parent
     prior: np.ndarray  # [G, M, A] float32: P over legal moves, ILLEGAL elsewhere
     node_n: np.ndarray  # [G, M] float32: evaluations backed up through the node
+    edge_n_sum: np.ndarray  # [G, M] float32: sum over a of edge_n (so PUCT needs one pass)
     node_w: np.ndarray  # [G, M] float32: their value sum, from the node mover's view
     parent: np.ndarray  # [G, M] int32
     parent_action: np.ndarray  # [G, M] int32
@@ -82,6 +83,7 @@ def _new_tree(games: int, max_nodes: int, num_actions: int, state: np.ndarray, h
         edge_w=np.zeros((g, m, a), dtype=np.float32),
         prior=np.zeros((g, m, a), dtype=np.float32),
         node_n=np.zeros((g, m), dtype=np.float32),
+        edge_n_sum=np.zeros((g, m), dtype=np.float32),
         node_w=np.zeros((g, m), dtype=np.float32),
         parent=np.full((g, m), -1, dtype=np.int32),
         parent_action=np.full((g, m), -1, dtype=np.int32),
@@ -99,9 +101,7 @@ def _new_tree(games: int, max_nodes: int, num_actions: int, state: np.ndarray, h
 def _select_child(tree, g, node, formula, c_puct, fpu_reduction):
     """The action maximising Q + U at ``node`` (ties to the lowest action)."""
     prior, edge_n, edge_w = tree.prior[g, node], tree.edge_n[g, node], tree.edge_w[g, node]
-    total = 0.0
-    for a in range(prior.shape[0]):
-        total += edge_n[a]
+    total = tree.edge_n_sum[g, node]
     best, best_score = -1, -np.inf
     if formula == UCT:
         log_total = np.log(max(total, 1.0))
@@ -145,6 +145,7 @@ def _backup(tree, g, node, value, virtual_loss):
         a = tree.parent_action[g, node]
         v = -v
         tree.edge_n[g, parent, a] += 1.0 - virtual_loss
+        tree.edge_n_sum[g, parent] += 1.0 - virtual_loss
         tree.edge_w[g, parent, a] += v + virtual_loss
         node = parent
 
@@ -157,6 +158,7 @@ def _undo_virtual_loss(tree, g, node, virtual_loss):
             return
         a = tree.parent_action[g, node]
         tree.edge_n[g, parent, a] -= virtual_loss
+        tree.edge_n_sum[g, parent] -= virtual_loss
         tree.edge_w[g, parent, a] += virtual_loss
         node = parent
 
@@ -166,17 +168,22 @@ def _encode_leaf(tree, g, depth, scratch, to_play, out, b, height, width, histor
     """Write the planes of the leaf reached by ``depth`` path moves into ``out[b]``:
     mover's and opponent's stones for T positions (newest first), colour plane last."""
     own, other = 1 + to_play, 2 - to_play
+    colour = 1 if to_play == 0 else 0
+    planes = out[b]
     for t in range(history_length):
         # Positions along the path are in scratch.boards, older ones in the root's
         # history (all zeros before the game began: an empty board).
         board = scratch.boards[t] if t <= depth else tree.root_history[g, t - depth - 1]
-        for i in range(height * width):
-            v = board[i]
-            out[b, i // width, i % width, 2 * t] = 1 if v == own else 0
-            out[b, i // width, i % width, 2 * t + 1] = 1 if v == other else 0
-    colour = 1 if to_play == 0 else 0
-    for i in range(height * width):
-        out[b, i // width, i % width, 2 * history_length] = colour
+        i = 0
+        for y in range(height):
+            for x in range(width):
+                v = board[i]
+                planes[y, x, 2 * t] = v == own
+                planes[y, x, 2 * t + 1] = v == other
+                i += 1
+    for y in range(height):
+        for x in range(width):
+            planes[y, x, 2 * history_length] = colour
 
 
 @njit(cache=True)
@@ -190,7 +197,11 @@ def _replay(kind, params, tree, g, depth, scratch, history_length):
     if depth < keep:
         R.board_into(kind, params, st, scratch.boards[depth])
     for i in range(depth):
-        R.play(kind, params, st, scratch.path[i], scratch.captured)
+        # Every node above the leaf is expanded, so only the last move can end the game.
+        if i < depth - 1:
+            R.play_known_ongoing(kind, params, st, scratch.path[i], scratch.captured)
+        else:
+            R.play(kind, params, st, scratch.path[i], scratch.captured)
         slot = depth - (i + 1)
         if slot < keep:
             R.board_into(kind, params, st, scratch.boards[slot])
@@ -241,6 +252,7 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
             while True:
                 a = _select_child(tree, g, node, formula, c_puct, fpu_reduction)
                 tree.edge_n[g, node, a] += virtual_loss
+                tree.edge_n_sum[g, node] += virtual_loss
                 tree.edge_w[g, node, a] -= virtual_loss
                 scratch.path[depth] = a
                 depth += 1
@@ -294,6 +306,7 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
 def _undo_virtual_loss_edge(tree, g, node, a, virtual_loss):
     """Take back the virtual loss of a walk that stopped on edge (node, a)."""
     tree.edge_n[g, node, a] -= virtual_loss
+    tree.edge_n_sum[g, node] -= virtual_loss
     tree.edge_w[g, node, a] += virtual_loss
     _undo_virtual_loss(tree, g, node, virtual_loss)
 
@@ -357,6 +370,7 @@ def reroot_kernel(kind, params, tree, scratch, g, action):
             tree.edge_w[g, new, a] = tree.edge_w[g, old, a]
             tree.prior[g, new, a] = tree.prior[g, old, a]
         tree.node_n[g, new] = tree.node_n[g, old]
+        tree.edge_n_sum[g, new] = tree.edge_n_sum[g, old]
         tree.node_w[g, new] = tree.node_w[g, old]
         tree.status[g, new] = tree.status[g, old]
         tree.terminal_value[g, new] = tree.terminal_value[g, old]
@@ -374,6 +388,7 @@ def _clear_nodes(tree, g, start, stop):
         tree.edge_w[g, node, :] = 0.0
         tree.prior[g, node, :] = 0.0
         tree.node_n[g, node] = 0.0
+        tree.edge_n_sum[g, node] = 0.0
         tree.node_w[g, node] = 0.0
         tree.status[g, node] = PENDING
         tree.terminal_value[g, node] = 0.0

@@ -39,6 +39,16 @@ def play(kind, params, st, action, scratch):
 
 
 @njit(cache=True)
+def play_known_ongoing(kind, params, st, action, scratch):
+    """``play`` for a move known not to end the game (the m,n,k games then skip
+    their line scan)."""
+    if kind == GO:
+        go.play_action(params, st, action, scratch)
+    else:
+        mnk.play_known_ongoing(params, st, action)
+
+
+@njit(cache=True)
 def is_terminal(kind, params, st):
     if kind == GO:
         return st[go.END] != go.ONGOING

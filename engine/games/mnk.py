@@ -99,9 +99,9 @@ def _makes_line(params, state, row, col, d_row, d_col, stone):
     return forward + _run(params, state, row, col, -d_row, -d_col, stone, need - forward) >= need
 
 
-@njit(cache=True)
-def play_in_place(params, state, action):
-    """Play a legal ``action`` for the player to move, updating the winner."""
+@njit(cache=True, inline="always")
+def _place(params, state, action):
+    """Drop the mover's stone for ``action``; returns its (row, col)."""
     height, width = params[P_HEIGHT], params[P_WIDTH]
     if params[P_GRAVITY]:
         col = action
@@ -111,11 +111,27 @@ def play_in_place(params, state, action):
     else:
         row, col = action // width, action % width
     player = state[TO_PLAY]
-    stone = 1 + player
-    state[HEADER + row * width + col] = stone
+    state[HEADER + row * width + col] = 1 + player
     state[MOVES] += 1
     state[LAST] = action
     state[TO_PLAY] = 1 - player
+    return row, col
+
+
+@njit(cache=True)
+def play_known_ongoing(params, state, action):
+    """Play a legal move already known not to end the game: no line scan. (Search
+    replays paths through expanded, hence non-terminal, nodes.)"""
+    _place(params, state, action)
+
+
+@njit(cache=True)
+def play_in_place(params, state, action):
+    """Play a legal ``action`` for the player to move, updating the winner."""
+    height, width = params[P_HEIGHT], params[P_WIDTH]
+    player = state[TO_PLAY]
+    stone = 1 + player
+    row, col = _place(params, state, action)
     # The four line directions: along the row, down the column, both diagonals.
     if (
         _makes_line(params, state, row, col, 0, 1, stone)

@@ -1,0 +1,367 @@
+"""The AlphaZero dual residual network, its compiled inference call and its weights blob.
+
+Three parts, all pure (numpy and TensorFlow/Keras only):
+
+- ``build_network``: the AlphaGo Zero / AlphaZero tower (Silver et al. 2017, 2018):
+  a 3x3 convolution stem, ``blocks`` residual blocks, a policy head giving move
+  LOGITS ``[B, A]`` and a value head giving ``tanh`` values ``[B]``.
+- ``CompiledModel``: the one inference entry point (an ``Evaluator``). It pads every
+  batch to one of a few fixed bucket sizes and calls one ``tf.function`` so that a new
+  batch size never triggers a retrace (a retrace costs seconds; XLA recompiles more).
+- The weights blob: safetensors (never pickle) with a format tag and version in its
+  metadata, validated name by name and shape by shape before anything is assigned.
+  ``pack_tensors`` / ``unpack_tensors`` / ``assign_checked`` are the shared pieces that
+  the learner's checkpoints reuse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import safetensors.numpy
+import tensorflow as tf
+
+__all__ = [
+    "WEIGHTS_FORMAT",
+    "WEIGHTS_FORMAT_VERSION",
+    "DEFAULT_BUCKETS",
+    "WeightsError",
+    "build_network",
+    "gpu_available",
+    "CompiledModel",
+    "weights_to_bytes",
+    "weights_from_bytes",
+    "blob_sha256",
+    "save_weights_file",
+    "write_atomically",
+    "load_weights_file",
+    "model_variables",
+    "pack_tensors",
+    "unpack_tensors",
+    "assign_checked",
+]
+
+WEIGHTS_FORMAT = "tengen-weights"
+WEIGHTS_FORMAT_VERSION = "1"
+#: batch sizes the inference call is compiled for; anything else is padded up to one
+DEFAULT_BUCKETS = (1, 8, 32, 128, 256, 512, 1024)
+
+
+class WeightsError(ValueError):
+    """A weights blob or checkpoint that cannot be loaded into this model (bad bytes,
+    unknown format or version, missing or extra tensors, wrong shapes)."""
+
+
+# -- the network -------------------------------------------------------------------------
+
+
+def gpu_available() -> bool:
+    """Whether TensorFlow sees a GPU (decides XLA and mixed precision)."""
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def build_network(
+    *,
+    input_shape: Sequence[int],
+    num_actions: int,
+    blocks: int,
+    filters: int,
+    l2: float = 1e-4,
+    value_hidden: int = 64,
+    mixed_precision: bool = False,
+) -> keras.Model:
+    """The AlphaZero dual residual network.
+
+    Input ``planes_nhwc[B, H, W, C]`` float32; outputs the tuple
+    ``(policy_logits[B, A], value[B])``, both float32 whatever the precision.
+
+    Every layer has an explicit name (``block3_conv2``...) so that variable paths, the
+    keys of the weights blob, are the same for every network built with these
+    arguments, in any process. ``l2`` is the paper's ``c`` in ``c * ||theta||^2``: an
+    L2 regulariser on every kernel, summed in ``model.losses``. ``mixed_precision``
+    sets "mixed_float16" on these layers only (float32 variables, float16 maths), never
+    the global policy; the two output layers stay float32 for a stable softmax/tanh.
+    """
+    height, width, channels = (int(n) for n in input_shape)
+    dtype: Any = keras.DTypePolicy("mixed_float16") if mixed_precision else None
+    reg = keras.regularizers.L2(l2) if l2 else None
+
+    def conv(x, n_filters: int, kernel: int, name: str):
+        # no bias: the batch norm that follows has its own shift (beta)
+        return keras.layers.Conv2D(
+            n_filters, kernel, padding="same", use_bias=False, kernel_regularizer=reg, dtype=dtype, name=name
+        )(x)
+
+    def bn(x, name: str):
+        return keras.layers.BatchNormalization(dtype=dtype, name=name)(x)
+
+    def relu(x, name: str):
+        return keras.layers.ReLU(dtype=dtype, name=name)(x)
+
+    planes = keras.Input(shape=(height, width, channels), dtype="float32", name="planes")
+    x = relu(bn(conv(planes, filters, 3, "stem_conv"), "stem_bn"), "stem_relu")
+    for b in range(blocks):
+        y = relu(bn(conv(x, filters, 3, f"block{b}_conv1"), f"block{b}_bn1"), f"block{b}_relu1")
+        y = bn(conv(y, filters, 3, f"block{b}_conv2"), f"block{b}_bn2")
+        x = relu(keras.layers.Add(dtype=dtype, name=f"block{b}_add")([x, y]), f"block{b}_relu2")
+
+    p = relu(bn(conv(x, 2, 1, "policy_conv"), "policy_bn"), "policy_relu")
+    p = keras.layers.Flatten(dtype=dtype, name="policy_flatten")(p)
+    policy_logits = keras.layers.Dense(num_actions, kernel_regularizer=reg, dtype="float32", name="policy_logits")(p)
+
+    v = relu(bn(conv(x, 1, 1, "value_conv"), "value_bn"), "value_relu")
+    v = keras.layers.Flatten(dtype=dtype, name="value_flatten")(v)
+    v = keras.layers.Dense(value_hidden, activation="relu", kernel_regularizer=reg, dtype=dtype, name="value_hidden")(v)
+    v = keras.layers.Dense(1, activation="tanh", kernel_regularizer=reg, dtype="float32", name="value")(v)
+    value = keras.layers.Reshape((), dtype="float32", name="value_squeeze")(v)
+    return keras.Model(planes, (policy_logits, value), name="alphazero")
+
+
+# -- inference ---------------------------------------------------------------------------
+
+
+class CompiledModel:
+    """``evaluate(planes[B, H, W, C]) -> (policy[B, A] probabilities, value[B])``.
+
+    Every call is padded up to the smallest bucket that holds it (batches above the
+    largest bucket are cut into largest-bucket chunks), so the one ``tf.function``
+    below is traced at most once per bucket: ``trace_count`` counts those traces and
+    ``traced_batch_sizes`` lists the shapes they were traced for. Pad rows are zeros;
+    they cost compute but batch norm in inference mode keeps rows independent, so they
+    never change the real rows' answers.
+
+    ``jit_compile`` defaults to XLA when a GPU is visible and off on CPU, where XLA
+    compiles slowly and runs no faster. Weights can be swapped in place
+    (``load_weights_blob``, ``set_weights_from``) without a retrace: the function reads
+    the same variables. Not thread-safe; one caller (the model server loop) at a time.
+    """
+
+    def __init__(
+        self,
+        model: keras.Model,
+        *,
+        buckets: Sequence[int] = DEFAULT_BUCKETS,
+        jit_compile: bool | None = None,
+    ):
+        if not buckets or any(int(b) < 1 for b in buckets):
+            raise ValueError(f"buckets must be positive batch sizes, got {buckets!r}")
+        self.model = model
+        self.buckets = tuple(sorted({int(b) for b in buckets}))
+        self.jit_compile = gpu_available() if jit_compile is None else bool(jit_compile)
+        self.input_shape = tuple(int(n) for n in model.input_shape[1:])
+        self.trace_count = 0
+        #: batch sizes the function was traced for, in order
+        self.traced_batch_sizes: list[int] = []
+        #: how many times the compiled function ran (a call of B > largest bucket runs several)
+        self.calls = 0
+
+        def forward(planes_nhwc):
+            # Python side effects run only while tracing: this counts traces, not calls.
+            self.trace_count += 1
+            self.traced_batch_sizes.append(int(planes_nhwc.shape[0]))
+            logits, value = self.model(planes_nhwc, training=False)
+            return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1), tf.cast(value, tf.float32)
+
+        self._forward = tf.function(forward, jit_compile=self.jit_compile, reduce_retracing=False)
+
+    def bucket_for(self, batch: int) -> int:
+        """The padded size a batch of ``batch`` positions runs at (for one chunk)."""
+        for b in self.buckets:
+            if batch <= b:
+                return b
+        return self.buckets[-1]
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``planes[B, H, W, C]`` (float32 or uint8) -> ``(policy float32[B, A], value float32[B])``."""
+        planes = np.asarray(planes)
+        if planes.ndim != 4 or tuple(planes.shape[1:]) != self.input_shape:
+            raise ValueError(f"planes must be [B, {', '.join(map(str, self.input_shape))}], got {planes.shape}")
+        total = planes.shape[0]
+        if total == 0:
+            return (
+                np.zeros((0, self.model.output_shape[0][-1]), np.float32),
+                np.zeros((0,), np.float32),
+            )
+        largest = self.buckets[-1]
+        policies, values = [], []
+        for start in range(0, total, largest):
+            chunk = planes[start : start + largest]
+            n = chunk.shape[0]
+            size = self.bucket_for(n)
+            if n == size and chunk.dtype == np.float32:
+                padded = chunk
+            else:
+                padded = np.zeros((size, *self.input_shape), np.float32)
+                padded[:n] = chunk
+            policy, value = self._forward(tf.constant(padded))
+            self.calls += 1
+            policies.append(policy.numpy()[:n])
+            values.append(value.numpy()[:n])
+        if len(policies) == 1:
+            return policies[0], values[0]
+        return np.concatenate(policies), np.concatenate(values)
+
+    def load_weights_blob(self, blob: bytes) -> dict:
+        """Swap in the weights of a blob (validated first); returns its metadata."""
+        return weights_from_bytes(self.model, blob)
+
+    def set_weights_from(self, source: keras.Model | bytes) -> None:
+        """Hot-swap from another model of the same architecture or from a blob."""
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self.load_weights_blob(bytes(source))
+            return
+        tensors = {name: v.numpy() for name, v in model_variables(source).items()}
+        assign_checked(model_variables(self.model), tensors)
+
+
+# -- the weights blob --------------------------------------------------------------------
+
+
+def model_variables(model: keras.Model) -> dict[str, Any]:
+    """Every weight of ``model`` (trainable and batch-norm statistics) by its path."""
+    variables: dict[str, Any] = {}
+    for v in model.weights:
+        if v.path in variables:
+            raise WeightsError(f"two weights share the path {v.path!r}; name the layers")
+        variables[v.path] = v
+    return variables
+
+
+def pack_tensors(tensors: Mapping[str, np.ndarray], *, fmt: str, version: str, metadata: Mapping) -> bytes:
+    """A safetensors blob of ``tensors`` tagged ``fmt``/``version`` with JSON ``metadata``.
+
+    The header is rewritten with sorted keys: safetensors writes its metadata map in
+    hash order, which differs from call to call, and a blob's sha256 must depend on
+    its content only.
+    """
+    header_meta = {
+        "format": fmt,
+        "format_version": version,
+        "metadata": json.dumps(dict(metadata), sort_keys=True),
+    }
+    blob = safetensors.numpy.save({name: np.asarray(t, order="C") for name, t in tensors.items()}, metadata=header_meta)
+    (length,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8 : 8 + length])
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # safetensors aligns the data section to 8 bytes
+    return struct.pack("<Q", len(text)) + text + blob[8 + length :]
+
+
+def _read_header(blob: bytes) -> dict:
+    if len(blob) < 8:
+        raise WeightsError(f"not a weights blob: {len(blob)} bytes")
+    (length,) = struct.unpack("<Q", blob[:8])
+    if length > len(blob) - 8:
+        raise WeightsError(f"truncated blob: header of {length} bytes in a {len(blob)}-byte blob")
+    try:
+        header = json.loads(blob[8 : 8 + length])
+    except ValueError as err:
+        raise WeightsError(f"not a weights blob: unreadable header ({err})") from None
+    if not isinstance(header, dict):
+        raise WeightsError("not a weights blob: header is not a JSON object")
+    return header
+
+
+def unpack_tensors(blob: bytes, *, fmt: str, versions: Sequence[str]) -> tuple[dict[str, np.ndarray], dict]:
+    """The tensors and JSON metadata of a ``pack_tensors`` blob, after checking its tag.
+
+    Raises ``WeightsError`` for bytes that are not such a blob, another format, or a
+    version not in ``versions``.
+    """
+    blob = bytes(blob)
+    header = _read_header(blob)
+    meta = header.get("__metadata__") or {}
+    if meta.get("format") != fmt:
+        raise WeightsError(f"not a {fmt} blob (format tag {meta.get('format')!r})")
+    version = meta.get("format_version")
+    if version not in versions:
+        raise WeightsError(f"unknown {fmt} format_version {version!r}; this reader knows {', '.join(versions)}")
+    try:
+        metadata = json.loads(meta.get("metadata", "{}"))
+        tensors = safetensors.numpy.load(blob)
+    except Exception as err:  # safetensors raises its own error type for every bad layout
+        raise WeightsError(f"corrupt {fmt} blob: {err}") from None
+    if not isinstance(metadata, dict):
+        raise WeightsError(f"corrupt {fmt} blob: metadata is not a JSON object")
+    return tensors, metadata
+
+
+def assign_checked(variables: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> None:
+    """Assign ``tensors`` to ``variables`` by name, all or nothing.
+
+    Every name must be on both sides with the same shape and dtype; the first
+    mismatch raises ``WeightsError`` naming the tensor (and both shapes) before any
+    variable has changed.
+    """
+    missing = [name for name in variables if name not in tensors]
+    if missing:
+        raise WeightsError(f"blob lacks tensor {missing[0]!r} ({len(missing)} missing)")
+    extra = [name for name in tensors if name not in variables]
+    if extra:
+        raise WeightsError(f"blob has tensor {extra[0]!r} that this model lacks ({len(extra)} extra)")
+    for name, v in variables.items():
+        t = tensors[name]
+        if tuple(t.shape) != tuple(v.shape):
+            raise WeightsError(
+                f"tensor {name!r} has shape {tuple(t.shape)} in the blob but {tuple(v.shape)} in the model"
+            )
+        if np.dtype(t.dtype) != np.dtype(v.dtype):
+            raise WeightsError(f"tensor {name!r} is {t.dtype} in the blob but {v.dtype} in the model")
+    for name, v in variables.items():
+        v.assign(tensors[name])
+
+
+def weights_to_bytes(model: keras.Model, *, metadata: Mapping) -> bytes:
+    """Every weight of ``model`` as a tengen-weights blob, ``metadata`` as JSON in it."""
+    tensors = {name: v.numpy() for name, v in model_variables(model).items()}
+    return pack_tensors(tensors, fmt=WEIGHTS_FORMAT, version=WEIGHTS_FORMAT_VERSION, metadata=metadata)
+
+
+def weights_from_bytes(model: keras.Model, blob: bytes) -> dict:
+    """Load a tengen-weights blob into ``model`` (validated first); returns its metadata."""
+    tensors, metadata = unpack_tensors(blob, fmt=WEIGHTS_FORMAT, versions=(WEIGHTS_FORMAT_VERSION,))
+    assign_checked(model_variables(model), tensors)
+    return metadata
+
+
+def blob_sha256(blob: bytes) -> str:
+    """Hex sha256 of a blob: the identity servers check before a hot swap."""
+    return hashlib.sha256(blob).hexdigest()
+
+
+def write_atomically(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path``,
+    so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_weights_file(model: keras.Model, path: str | os.PathLike, *, metadata: Mapping) -> str:
+    """Write ``model``'s weights blob to ``path`` atomically; returns its sha256."""
+    blob = weights_to_bytes(model, metadata=metadata)
+    write_atomically(path, blob)
+    return blob_sha256(blob)
+
+
+def load_weights_file(model: keras.Model, path: str | os.PathLike) -> dict:
+    """Load a weights file written by ``save_weights_file``; returns its metadata."""
+    return weights_from_bytes(model, Path(path).read_bytes())

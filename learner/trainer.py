@@ -1,0 +1,184 @@
+"""One AlphaZero training step, learning-rate schedules and checkpoints.
+
+The loss is AlphaGo Zero's ``l = (z - v)^2 - pi^T log p + c ||theta||^2``: the value
+MSE (weighted by ``value_weight``), the cross-entropy between the search policy
+``pi`` and the network's softmax, and the L2 term the network's kernel regularisers
+put in ``model.losses``.
+
+Checkpoints are the weights blob format of engine/network.py (safetensors, never
+pickle) with a different tag: the model's weights under ``model/<path>``, the
+optimizer's variables (step counter, momentum...) under ``optimizer/<index>/<name>``,
+and the caller's ``extra`` (RNG state, stream position) as JSON metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from engine.network import assign_checked, model_variables, pack_tensors, unpack_tensors
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_FORMAT_VERSION",
+    "ALPHAGO_ZERO_SCHEDULE",
+    "StepSchedule",
+    "Trainer",
+]
+
+CHECKPOINT_FORMAT = "tengen-checkpoint"
+CHECKPOINT_FORMAT_VERSION = "1"
+#: AlphaGo Zero's annealing (Methods, "Optimization"): 1e-2, then 1e-3 from step 400K,
+#: then 1e-4 from 600K
+ALPHAGO_ZERO_SCHEDULE = ((0, 1e-2), (400_000, 1e-3), (600_000, 1e-4))
+
+
+class StepSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Piecewise-constant learning rate: ``[[step, lr], ...]``, each ``lr`` used from
+    its ``step`` on (the first step must be 0; steps strictly increase).
+
+    Keras's PiecewiseConstantDecay switches one step later (after ``step > boundary``);
+    this one switches at the boundary, as the configs read.
+    """
+
+    def __init__(self, schedule: Sequence[Sequence[float]]):
+        steps = [int(s) for s, _ in schedule]
+        rates = [float(lr) for _, lr in schedule]
+        if not steps or steps[0] != 0:
+            raise ValueError(f"a learning-rate schedule starts at step 0, got {schedule!r}")
+        if any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
+            raise ValueError(f"learning-rate schedule steps must increase, got {steps}")
+        self.schedule = [[s, lr] for s, lr in zip(steps, rates, strict=True)]
+        self._steps = tf.constant(steps, tf.int64)
+        self._rates = tf.constant(rates, tf.float32)
+
+    def __call__(self, step):
+        # index of the last boundary at or below the step
+        passed = tf.reduce_sum(tf.cast(tf.cast(step, tf.int64) >= self._steps, tf.int32))
+        return tf.gather(self._rates, passed - 1)
+
+    def get_config(self) -> dict:
+        return {"schedule": self.schedule}
+
+
+def _uses_float16(model: keras.Model) -> bool:
+    return any(getattr(layer, "compute_dtype", "float32") == "float16" for layer in model.layers)
+
+
+class Trainer:
+    """Trains a ``build_network`` model on ``(planes, policy, value)`` minibatches.
+
+    ``optimizer`` is "sgd" (with ``momentum``, AlphaZero's choice) or "adam";
+    ``learning_rate`` is a float or a ``[[step, lr], ...]`` schedule. A model built
+    with mixed precision gets dynamic loss scaling. ``train_step`` is one
+    ``tf.function`` with a fixed ``[None, ...]`` signature: any batch size, one trace.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: keras.Model,
+        optimizer: str = "sgd",
+        learning_rate: float | Sequence[Sequence[float]] = ALPHAGO_ZERO_SCHEDULE,
+        momentum: float = 0.9,
+        value_weight: float = 1.0,
+    ):
+        self.model = model
+        self.value_weight = float(value_weight)
+        lr: Any = float(learning_rate) if isinstance(learning_rate, (int, float)) else StepSchedule(learning_rate)
+        if optimizer == "sgd":
+            opt: keras.optimizers.Optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
+        elif optimizer == "adam":
+            opt = keras.optimizers.Adam(learning_rate=lr)
+        else:
+            raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
+        if _uses_float16(model):
+            # float16 gradients underflow without it (Micikevicius et al. 2018)
+            opt = keras.optimizers.LossScaleOptimizer(opt)
+        # built now so that a checkpoint can be restored before the first step
+        opt.build(model.trainable_variables)
+        self.optimizer = opt
+        self.trace_count = 0
+
+        height, width, channels = (int(n) for n in model.input_shape[1:])
+        num_actions = int(model.output_shape[0][-1])
+        signature = [
+            tf.TensorSpec([None, height, width, channels], tf.float32, name="planes_nhwc"),
+            tf.TensorSpec([None, num_actions], tf.float32, name="policy"),
+            tf.TensorSpec([None], tf.float32, name="value"),
+        ]
+        self._train_step = tf.function(self._step, input_signature=signature)
+
+    @property
+    def step(self) -> int:
+        """Optimizer updates applied so far (the learning-rate schedule's step)."""
+        return int(self.optimizer.iterations.numpy())
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate the next update will use."""
+        return float(self.optimizer.learning_rate.numpy())
+
+    def _step(self, planes, policy, value):
+        self.trace_count += 1  # runs only while tracing
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            logits, v = self.model(planes, training=True)
+            logits, v = tf.cast(logits, tf.float32), tf.cast(v, tf.float32)
+            policy_loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=policy, logits=logits))
+            value_loss = tf.reduce_mean(tf.square(v - value))
+            losses = self.model.losses
+            l2 = tf.add_n([tf.cast(x, tf.float32) for x in losses]) if losses else tf.constant(0.0)
+            loss = policy_loss + self.value_weight * value_loss + l2
+            scaled = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, variables)
+        learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)  # before the step moves on
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return {
+            "loss": loss,
+            "policy_loss": policy_loss,
+            "value_loss": value_loss,
+            "l2": l2,
+            "learning_rate": learning_rate,
+        }
+
+    def train_step(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray) -> dict[str, float]:
+        """One update on ``planes[B, H, W, C]``, ``policy[B, A]`` (targets summing to 1),
+        ``value[B]`` (outcomes in [-1, 1]).
+
+        Returns the losses before the update (``loss``, ``policy_loss``,
+        ``value_loss``, ``l2``) and the ``learning_rate`` it used.
+        """
+        out = self._train_step(
+            tf.constant(np.asarray(planes, np.float32)),
+            tf.constant(np.asarray(policy, np.float32)),
+            tf.constant(np.asarray(value, np.float32)),
+        )
+        return {name: float(t.numpy()) for name, t in out.items()}
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def _variables(self) -> dict[str, Any]:
+        named = {f"model/{path}": v for path, v in model_variables(self.model).items()}
+        # optimizer variable paths carry an instance number (sgd_3/...); index + name
+        # is what stays the same between two trainers built alike
+        for i, v in enumerate(self.optimizer.variables):
+            named[f"optimizer/{i:04d}/{v.name}"] = v
+        return named
+
+    def checkpoint_to_bytes(self, extra: Mapping | None = None) -> bytes:
+        """Model weights, optimizer state and step as one blob; ``extra`` rides along as JSON."""
+        tensors = {name: v.numpy() for name, v in self._variables().items()}
+        metadata = {"step": self.step, "extra": dict(extra or {})}
+        return pack_tensors(tensors, fmt=CHECKPOINT_FORMAT, version=CHECKPOINT_FORMAT_VERSION, metadata=metadata)
+
+    def restore_from_bytes(self, blob: bytes) -> dict:
+        """Restore a ``checkpoint_to_bytes`` blob (all checked before anything changes);
+        returns its ``extra``. Raises ``WeightsError`` when it does not fit."""
+        tensors, metadata = unpack_tensors(blob, fmt=CHECKPOINT_FORMAT, versions=(CHECKPOINT_FORMAT_VERSION,))
+        assign_checked(self._variables(), tensors)
+        extra = metadata.get("extra", {})
+        return extra if isinstance(extra, dict) else {}

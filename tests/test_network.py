@@ -1,0 +1,214 @@
+"""The dual network, its compiled inference call and its weights blob (tiny nets)."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from engine.games import make_game
+from engine.network import (
+    DEFAULT_BUCKETS,
+    WEIGHTS_FORMAT,
+    CompiledModel,
+    WeightsError,
+    blob_sha256,
+    build_network,
+    gpu_available,
+    load_weights_file,
+    model_variables,
+    pack_tensors,
+    save_weights_file,
+    weights_from_bytes,
+    weights_to_bytes,
+)
+
+
+def tiny(game, *, filters=8, **kwargs):
+    return build_network(
+        input_shape=game.planes_shape, num_actions=game.num_actions, blocks=1, filters=filters, **kwargs
+    )
+
+
+def random_planes(game, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 2, size=(batch, *game.planes_shape)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def connect4():
+    return make_game("connect4")
+
+
+@pytest.fixture(scope="module")
+def c4_model(connect4):
+    return tiny(connect4)
+
+
+@pytest.mark.parametrize(
+    "name, rules, planes_shape, actions",
+    [("connect4", {}, (6, 7, 3), 7), ("go", {"size": 9}, (9, 9, 17), 82)],
+)
+def test_output_shapes_probabilities_and_values(name, rules, planes_shape, actions):
+    game = make_game(name, **rules)
+    assert game.planes_shape == planes_shape
+    model = tiny(game)
+    # the model itself gives logits and a squeezed value
+    assert list(model.output_shape) == [(None, actions), (None,)]
+
+    policy, value = CompiledModel(model)(random_planes(game, 3))
+
+    assert policy.shape == (3, actions) and policy.dtype == np.float32
+    assert value.shape == (3,) and value.dtype == np.float32
+    np.testing.assert_allclose(policy.sum(axis=1), 1.0, rtol=1e-5)
+    assert np.all(policy >= 0)
+    assert np.all(np.abs(value) <= 1.0)
+
+
+def test_l2_regularises_every_kernel(c4_model):
+    kernels = [v for v in c4_model.trainable_variables if v.path.endswith("/kernel")]
+    # stem, 2 per block, policy conv + dense, value conv + hidden + output
+    assert len(kernels) == 1 + 2 + 2 + 3
+    assert len(c4_model.losses) == len(kernels)
+
+
+def test_no_retrace_across_batch_sizes_1_to_300(connect4, c4_model):
+    compiled = CompiledModel(c4_model)
+    planes = random_planes(connect4, 300, seed=1)
+    everything_policy, everything_value = compiled(planes)  # one bucket: 512
+
+    for batch in range(1, 301):
+        policy, value = compiled(planes[:batch])
+        assert policy.shape == (batch, 7)
+
+    used = {compiled.bucket_for(b) for b in range(1, 301)}
+    assert used == {1, 8, 32, 128, 256, 512}
+    assert compiled.trace_count == len(used)
+    assert sorted(compiled.traced_batch_sizes) == sorted(used)
+    # pad rows never leak into real rows: row i is the same answer at every batch size
+    np.testing.assert_allclose(policy, everything_policy, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, everything_value, rtol=1e-5, atol=1e-6)
+
+
+def test_batches_are_padded_and_split_never_run_one_position_at_a_time(connect4, c4_model):
+    compiled = CompiledModel(c4_model, buckets=(8, 32))
+    compiled(random_planes(connect4, 3).astype(np.uint8))  # uint8 planes are accepted too
+    assert compiled.traced_batch_sizes == [8]
+    assert compiled.calls == 1
+
+    # 70 = 32 + 32 + 6 (padded to 8): three calls, no new trace
+    policy, value = compiled(random_planes(connect4, 70))
+    assert policy.shape == (70, 7) and value.shape == (70,)
+    assert compiled.calls == 4
+    assert sorted(compiled.traced_batch_sizes) == [8, 32]
+
+
+def test_default_buckets_and_xla_only_with_a_gpu(c4_model):
+    compiled = CompiledModel(c4_model)
+    assert compiled.buckets == DEFAULT_BUCKETS
+    assert compiled.jit_compile == gpu_available()
+
+
+def test_weights_round_trip_gives_identical_outputs(connect4):
+    planes = random_planes(connect4, 5)
+    source, target = tiny(connect4), tiny(connect4)
+    assert not np.allclose(CompiledModel(source)(planes)[0], CompiledModel(target)(planes)[0])
+
+    blob = weights_to_bytes(source, metadata={"generation": "000007", "step": 1200})
+    compiled = CompiledModel(target)
+    compiled(planes)
+    metadata = compiled.load_weights_blob(blob)
+
+    assert metadata == {"generation": "000007", "step": 1200}
+    np.testing.assert_array_equal(compiled(planes)[0], CompiledModel(source)(planes)[0])
+    np.testing.assert_array_equal(compiled(planes)[1], CompiledModel(source)(planes)[1])
+    assert compiled.trace_count == 1  # the hot swap reused the traced function
+
+
+def test_set_weights_from_another_model(connect4):
+    planes = random_planes(connect4, 4)
+    source, compiled = tiny(connect4), CompiledModel(tiny(connect4))
+    compiled.set_weights_from(source)
+    np.testing.assert_array_equal(compiled(planes)[0], CompiledModel(source)(planes)[0])
+
+
+def test_blob_for_a_wider_net_names_the_first_bad_tensor(connect4):
+    narrow, wide = tiny(connect4, filters=8), tiny(connect4, filters=16)
+    before = [v.numpy().copy() for v in narrow.weights]
+
+    with pytest.raises(WeightsError, match=r"'stem_conv/kernel'.*\(3, 3, 3, 16\).*\(3, 3, 3, 8\)"):
+        weights_from_bytes(narrow, weights_to_bytes(wide, metadata={}))
+
+    # all or nothing: nothing was assigned
+    for old, v in zip(before, narrow.weights, strict=True):
+        np.testing.assert_array_equal(old, v.numpy())
+
+
+def test_blob_for_a_deeper_net_names_the_missing_tensor(connect4):
+    shallow = tiny(connect4)
+    deep = build_network(input_shape=(6, 7, 3), num_actions=7, blocks=2, filters=8)
+    with pytest.raises(WeightsError, match="block1_"):
+        weights_from_bytes(shallow, weights_to_bytes(deep, metadata={}))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda blob: blob[: len(blob) // 2],  # cut in the data
+        lambda blob: blob[:200],  # cut in the header
+        lambda blob: blob[:5],
+        lambda blob: b"",
+        lambda blob: b"\xff" * 8 + blob[8:],  # absurd header length
+        lambda blob: blob[:8] + b"#" + blob[9:],  # header no longer JSON
+        lambda blob: pickle.dumps({"stem_conv/kernel": np.zeros(3)}),
+    ],
+    ids=["half", "header-cut", "5-bytes", "empty", "bad-length", "bad-json", "a-pickle"],
+)
+def test_damaged_blobs_fail_with_weights_error(c4_model, damage):
+    blob = weights_to_bytes(c4_model, metadata={})
+    with pytest.raises(WeightsError):
+        weights_from_bytes(c4_model, damage(blob))
+
+
+def test_unknown_format_version_or_tag_is_refused(c4_model):
+    tensors = {name: v.numpy() for name, v in model_variables(c4_model).items()}
+    future = pack_tensors(tensors, fmt=WEIGHTS_FORMAT, version="2", metadata={})
+    with pytest.raises(WeightsError, match="format_version '2'"):
+        weights_from_bytes(c4_model, future)
+
+    other = pack_tensors(tensors, fmt="tengen-checkpoint", version="1", metadata={})
+    with pytest.raises(WeightsError, match="not a tengen-weights blob"):
+        weights_from_bytes(c4_model, other)
+
+
+def test_sha256_depends_on_the_content_only(connect4, c4_model):
+    # safetensors writes its metadata in hash order; the blob must not
+    hashes = {blob_sha256(weights_to_bytes(c4_model, metadata={"a": 1, "b": 2})) for _ in range(20)}
+    assert len(hashes) == 1
+    assert len(next(iter(hashes))) == 64
+
+    other = tiny(connect4)
+    assert blob_sha256(weights_to_bytes(other, metadata={"a": 1, "b": 2})) not in hashes
+    assert blob_sha256(weights_to_bytes(c4_model, metadata={"a": 1})) not in hashes
+
+
+def test_weights_file_round_trip_leaves_no_temp_file(tmp_path, connect4, c4_model):
+    path = tmp_path / "models" / "000003.safetensors"
+    sha = save_weights_file(c4_model, path, metadata={"generation": "000003"})
+    assert sha == blob_sha256(path.read_bytes())
+    assert [p.name for p in path.parent.iterdir()] == ["000003.safetensors"]
+
+    fresh = tiny(connect4)
+    assert load_weights_file(fresh, path) == {"generation": "000003"}
+    planes = random_planes(connect4, 2)
+    np.testing.assert_array_equal(CompiledModel(fresh)(planes)[0], CompiledModel(c4_model)(planes)[0])
+
+
+def test_mixed_precision_keeps_float32_outputs_and_the_global_policy(connect4):
+    import keras
+
+    model = tiny(connect4, mixed_precision=True)
+    assert keras.config.dtype_policy().name == "float32"
+    assert model.get_layer("stem_conv").compute_dtype == "float16"
+    policy, value = CompiledModel(model)(random_planes(connect4, 2))
+    assert policy.dtype == np.float32 and value.dtype == np.float32
+    np.testing.assert_allclose(policy.sum(axis=1), 1.0, rtol=1e-3)
