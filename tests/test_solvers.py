@@ -1,0 +1,307 @@
+"""The perfect players: hand-made positions whose values can be checked by eye, and
+the Connect Four solver against a slow, independent pure-Python minimax."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from engine.games.mnk import (
+    HEADER,
+    NO_WINNER,
+    TO_PLAY,
+    WINNER,
+    connect4,
+    play_in_place,
+    play_sequence,
+    tictactoe,
+)
+from engine.solvers import (
+    SolveBudgetExceeded,
+    connect4_labelled_positions,
+    connect4_optimal_actions,
+    connect4_solve,
+    tictactoe_optimal_actions,
+    tictactoe_value,
+    tictactoe_values,
+)
+
+TTT = tictactoe()
+C4 = connect4()
+
+
+def board_text(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+def ttt(cells: str) -> np.ndarray:
+    """A tic-tac-toe state from moves as cell numbers 1-9, e.g. '1 5 9'."""
+    return play_sequence(TTT, cells.split())
+
+
+def c4(columns: str) -> np.ndarray:
+    """A Connect Four state from moves as columns 1-7, e.g. '4 4 3'."""
+    return play_sequence(C4, columns.split())
+
+
+# -- tic-tac-toe ---------------------------------------------------------------------
+
+
+def test_tictactoe_table_is_every_reachable_position():
+    values = tictactoe_values()
+    assert len(values) == 5478
+    # The same count by walking the engine's own rules: an independent check of both.
+    seen = set()
+    stack = [TTT.initial_state()]
+    while stack:
+        state = stack.pop()
+        board = tuple(int(cell) for cell in state[HEADER:])
+        if board in seen:
+            continue
+        seen.add(board)
+        if TTT.is_terminal(state):
+            # The solver's value of a finished game is -1 for a line, 0 for a full board.
+            assert values[board] == (0 if state[WINNER] == 2 else -1)
+            continue
+        for action in np.flatnonzero(TTT.legal_mask(state)):
+            stack.append(TTT.next_state(state, int(action)))
+    assert seen == set(values)
+
+
+def test_tictactoe_empty_board_is_a_draw_and_every_first_move_keeps_it():
+    empty = TTT.initial_state()
+    assert tictactoe_value(empty) == 0
+    assert tictactoe_optimal_actions(empty) == set(range(9))
+
+
+def test_tictactoe_win_in_one():
+    # X to move; X wins on 3 (cell index 2); anything else lets O win on 6 (index 5).
+    state = ttt("1 4 2 5")
+    assert TTT.render(state) == board_text("""
+        X X .
+        O O .
+        . . .
+    """)
+    assert tictactoe_value(state) == 1
+    assert tictactoe_optimal_actions(state) == {2}
+
+
+def test_tictactoe_forced_block():
+    # O to move must block 3 (index 2); the block then holds the draw.
+    state = ttt("1 5 2")
+    assert TTT.render(state) == board_text("""
+        X X .
+        . O .
+        . . .
+    """)
+    assert tictactoe_value(state) == 0
+    assert tictactoe_optimal_actions(state) == {2}
+
+
+def test_tictactoe_corner_trap_needs_an_edge():
+    # X in opposite corners, O in the centre: a corner reply loses to a fork, an edge
+    # reply (indices 1, 3, 5, 7) forces X to block and holds the draw.
+    state = ttt("1 5 9")
+    assert TTT.render(state) == board_text("""
+        X . .
+        . O .
+        . . X
+    """)
+    assert tictactoe_value(state) == 0
+    assert tictactoe_optimal_actions(state) == {1, 3, 5, 7}
+
+
+def test_tictactoe_finished_game():
+    state = ttt("1 4 2 5 3")  # X completes the top row
+    assert tictactoe_value(state) == -1  # O is to move and has lost
+    assert tictactoe_optimal_actions(state) == set()
+
+
+# -- Connect Four: hand-made positions -------------------------------------------------
+
+
+def test_connect4_win_in_one():
+    # X to move; X wins at column 4. Any other move lets O fill column 4 and win.
+    state = c4("1 5 2 6 3 7")
+    assert C4.render(state).splitlines()[-2] == "X X X . O O O"
+    assert connect4_solve(state) == 1
+    assert connect4_optimal_actions(state) == {3}
+
+
+def test_connect4_forced_block_that_wins():
+    # O to move. X threatens column 4 (bottom row X X X .). Any other O move loses
+    # at once. Blocking there gives O two threats: column 7 (bottom row 4-5-6-7) and
+    # column 4, second row (the diagonal 2r4-3r3-4r2-5r1); X can stop only one.
+    state = c4("2 2 2 2 3 5 3 3 1 6 1")
+    assert C4.render(state) == board_text("""
+        . . . . . . .
+        . . . . . . .
+        . O . . . . .
+        . X O . . . .
+        X O X . . . .
+        X X X . O O .
+        1 2 3 4 5 6 7
+    """)
+    assert C4.to_play(state) == 1
+    assert connect4_solve(state) == 1
+    assert connect4_optimal_actions(state) == {3}
+
+
+def test_connect4_win_in_three_by_two_threats():
+    # X to move plays column 4: X X X on the bottom row with both ends (1 and 5) open.
+    state = c4("2 2 3 3")
+    # Found from a handful of nodes: the move making two threats is searched first.
+    assert connect4_solve(state, max_nodes=100) == 1
+    after = c4("2 2 3 3 4")
+    assert connect4_solve(after) == -1
+    # O can block only one end, and has no threat of its own: every move loses.
+    assert connect4_optimal_actions(after) == set(range(7))
+
+
+def test_connect4_finished_game_and_budget():
+    won = c4("1 2 1 2 1 2 1")  # X's vertical four in column 1
+    assert C4.is_terminal(won)
+    assert connect4_solve(won) == -1  # O to move, lost
+    assert connect4_optimal_actions(won) == set()
+    with pytest.raises(SolveBudgetExceeded):
+        connect4_solve(C4.initial_state(), max_nodes=1000)
+
+
+# -- Connect Four: an independent referee ----------------------------------------------
+
+
+def _completes_four(columns: list[list[int]], col: int) -> bool:
+    """Whether the top stone of ``col`` is in a line of four (columns listed bottom-up)."""
+    row = len(columns[col]) - 1
+    stone = columns[col][row]
+
+    def same(c: int, r: int) -> bool:
+        return 0 <= c < 7 and 0 <= r < len(columns[c]) and columns[c][r] == stone
+
+    for d_col, d_row in ((1, 0), (0, 1), (1, 1), (1, -1)):
+        run = 1
+        for sign in (1, -1):
+            c, r = col + sign * d_col, row + sign * d_row
+            while same(c, r):
+                run += 1
+                c, r = c + sign * d_col, r + sign * d_row
+        if run >= 4:
+            return True
+    return False
+
+
+def _reference_value(columns: list[list[int]], stone: int, empty: int) -> int:
+    """Plain negamax over the whole tree, stopping a node only at a found win."""
+    best = -1
+    for col in range(7):
+        if len(columns[col]) == 6:
+            continue
+        columns[col].append(stone)
+        if _completes_four(columns, col):
+            value = 1
+        elif empty == 1:
+            value = 0
+        else:
+            value = -_reference_value(columns, 3 - stone, empty - 1)
+        columns[col].pop()
+        best = max(best, value)
+        if best == 1:
+            break
+    return best
+
+
+def _reference_columns(state: np.ndarray) -> list[list[int]]:
+    cells = state[HEADER:].reshape(6, 7)
+    return [[int(cells[row, col]) for row in range(5, -1, -1) if cells[row, col]] for col in range(7)]
+
+
+def _random_position(rng: np.random.Generator, stones: int) -> np.ndarray:
+    while True:
+        state = C4.initial_state()
+        for _ in range(stones):
+            play_in_place(C4.params, state, int(rng.choice(np.flatnonzero(C4.legal_mask(state)))))
+            if state[WINNER] != NO_WINNER:
+                break
+        if state[WINNER] == NO_WINNER:
+            return state
+
+
+def _can_win_at_once(state: np.ndarray) -> bool:
+    for action in np.flatnonzero(C4.legal_mask(state)):
+        child = C4.next_state(state, int(action))
+        if C4.is_terminal(child) and C4.outcome(child) != 0:
+            return True
+    return False
+
+
+def _interesting_position(rng: np.random.Generator, stones: int) -> np.ndarray:
+    """A random unfinished position whose mover has no win in one (those are trivial)."""
+    while True:
+        state = _random_position(rng, stones)
+        if not _can_win_at_once(state):
+            return state
+
+
+def test_connect4_solver_agrees_with_plain_minimax():
+    rng = np.random.default_rng(2024)
+    values = []
+    for index in range(20):
+        state = _interesting_position(rng, 30 + index % 4)
+        stones = int(np.count_nonzero(state[HEADER:]))
+        expected = _reference_value(_reference_columns(state), 1 + int(state[TO_PLAY]), 42 - stones)
+        assert connect4_solve(state) == expected, C4.render(state)
+        values.append(expected)
+    assert set(values) == {-1, 0, 1}  # wins, draws and losses all checked
+
+
+def test_connect4_optimal_actions_agree_with_plain_minimax():
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        state = _interesting_position(rng, 33)
+        mover = 1 + int(state[TO_PLAY])
+        columns = _reference_columns(state)
+        child_values = {}
+        for col in np.flatnonzero(C4.legal_mask(state)):
+            columns[col].append(mover)
+            if _completes_four(columns, col):
+                child_values[int(col)] = 1
+            else:
+                child_values[int(col)] = -_reference_value(columns, 3 - mover, 42 - 34)
+            columns[col].pop()
+        best = max(child_values.values())
+        expected = {col for col, value in child_values.items() if value == best}
+        assert connect4_optimal_actions(state) == expected, C4.render(state)
+
+
+def test_connect4_labelled_positions_are_seeded_and_sound():
+    first = connect4_labelled_positions(6, min_stones=14, max_stones=18, seed=3)
+    again = connect4_labelled_positions(6, min_stones=14, max_stones=18, seed=3)
+    assert len(first) == 6
+    keys = set()
+    for (state, optimal), (state_again, optimal_again) in zip(first, again, strict=True):
+        assert np.array_equal(state, state_again) and optimal == optimal_again
+        assert not C4.is_terminal(state)
+        assert 14 <= C4.move_number(state) <= 18
+        legal = set(np.flatnonzero(C4.legal_mask(state)).tolist())
+        assert optimal and optimal <= legal
+        keys.add(state.tobytes())
+    assert len(keys) == 6  # no repeats
+
+
+def test_connect4_values_are_consistent_in_midgame():
+    # Too deep for the referee, so check the negamax identity instead: a position is
+    # worth the best of minus its children (a transposition-table slip breaks it).
+    rng = np.random.default_rng(17)
+    for _ in range(8):
+        state = _interesting_position(rng, 16)
+        children = [C4.next_state(state, int(col)) for col in np.flatnonzero(C4.legal_mask(state))]
+        child_values = [-connect4_solve(child) if not C4.is_terminal(child) else 1 for child in children]
+        assert connect4_solve(state) == max(child_values)
+
+
+def test_connect4_labelled_positions_can_skip_uninformative_ones():
+    labelled = connect4_labelled_positions(5, min_stones=14, max_stones=18, seed=4, informative_only=True)
+    for state, optimal in labelled:
+        assert len(optimal) < int(np.count_nonzero(C4.legal_mask(state)))
