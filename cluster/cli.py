@@ -9,6 +9,7 @@ adding a subcommand means writing one such function and listing it in
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -28,18 +29,130 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--komi", type=float, default=7.5, help="komi (default: 7.5)")
     p.add_argument("--superko", action="store_true", help="positional superko instead of simple ko")
     p.add_argument("--seed", type=int, default=None, help="seed for the engine's move choice")
+    p.add_argument("--checkpoint", default=None,
+                   help="a trained model (a run's best/ directory): play with it and MCTS; the board size, "
+                   "komi and ko rule then come from its config")
+    p.add_argument("--sims", type=int, default=400, help="simulations per move with --checkpoint (0: raw policy)")
     p.set_defaults(handler=_run_gtp)
 
 
 def _run_gtp(args: argparse.Namespace) -> int:
     from engine.gtp import GtpEngine
 
+    size, komi, superko, chooser = GO_GAMES[args.game], args.komi, args.superko, None
     try:
-        engine = GtpEngine(size=GO_GAMES[args.game], komi=args.komi, superko=args.superko, seed=args.seed)
-    except ValueError as e:
+        if args.checkpoint:
+            config, game, chooser = _model_chooser(args.checkpoint, None, args.sims)
+            if config.game.name != "go":
+                raise ValueError(f"the checkpoint plays {config.game.name}, not go")
+            size, komi, superko = game.size, game.komi, game.superko
+        engine = GtpEngine(size=size, komi=komi, superko=superko, seed=args.seed, move_chooser=chooser)
+    except (ValueError, OSError) as e:
         print(f"tengen gtp: {e}", file=sys.stderr)
         return 2
     engine.run(sys.stdin, sys.stdout)
+    return 0
+
+
+def _model_chooser(checkpoint: str, config_path: str | None, simulations: int):
+    """(config, game, chooser) where chooser(game, state, history) -> action plays
+    the checkpoint's model with ``simulations`` of MCTS."""
+    from cluster.config import load_config
+    from cluster.single_process import load_model
+    from engine.mcts import best_move
+    from engine.network import CompiledModel
+
+    config = load_config(config_path) if config_path else None
+    config, own_game, model = load_model(checkpoint, config)
+    evaluate = CompiledModel(model)
+    mcts = config.mcts
+
+    def choose(game, state, history) -> int:
+        if game.board_shape != own_game.board_shape or state.shape != own_game.initial_state().shape:
+            raise ValueError(f"the model plays {own_game.name} with its config's rules only")
+        return best_move(own_game, evaluate, state, history, simulations=simulations, c_puct=mcts.c_puct,
+                         fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round)
+
+    return config, own_game, choose
+
+
+def _add_train(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="train a network by self-play from a config",
+        description="Self-play, training, gating and promotion. --single-process runs the whole loop in "
+        "this process (no Ray, no Redis).",
+    )
+    p.add_argument("config", help="run config, e.g. configs/connect4.yaml")
+    p.add_argument("--single-process", action="store_true", help="run the loop in this process")
+    p.add_argument("--run-dir", default=None, help="run directory (default: runs/<game>-<time>)")
+    p.add_argument("--minutes", type=float, default=None, help="stop after this many minutes")
+    p.set_defaults(handler=_run_train)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    import time
+
+    from cluster.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        print(f"tengen train: {e}", file=sys.stderr)
+        return 2
+    if args.minutes is not None and args.minutes <= 0:
+        print("tengen train: --minutes must be positive", file=sys.stderr)
+        return 2
+    if not args.single_process:
+        print("tengen train: the distributed run (Ray + Redis) is not available yet; use --single-process",
+              file=sys.stderr)
+        return 2
+    from cluster.single_process import SingleProcessRun
+
+    run_dir = args.run_dir or f"runs/{config.game.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run = SingleProcessRun(config, run_dir, minutes=args.minutes)
+    try:
+        run.run()
+    except KeyboardInterrupt:
+        run.log("interrupted: the best model so far is in " + str(run.run_dir / "best"))
+        return 130
+    return 0
+
+
+def _add_bestmove(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "bestmove",
+        help="read positions on stdin, print the model's move for each",
+        description="One position per line, as the moves from the start: Connect Four columns 1-7 "
+        "('4453'), tic-tac-toe cells 1-9, Go vertices separated by spaces ('D4 Q16'); an empty line is "
+        "the empty board. Prints one move per line, or 'error' (with the reason on stderr).",
+    )
+    p.add_argument("--config", default=None, help="run config (default: the one saved with the checkpoint)")
+    p.add_argument("--checkpoint", required=True, help="a run's best/ directory or a .safetensors file")
+    p.add_argument("--sims", type=int, default=400, help="simulations per move (0: the raw policy)")
+    p.set_defaults(handler=_run_bestmove)
+
+
+def _run_bestmove(args: argparse.Namespace) -> int:
+    from cluster.config import ConfigError
+    from engine.network import WeightsError
+
+    if args.sims < 0:
+        print("tengen bestmove: --sims must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        _, game, choose = _model_chooser(args.checkpoint, args.config, args.sims)
+    except (ConfigError, WeightsError, OSError) as e:
+        print(f"tengen bestmove: {e}", file=sys.stderr)
+        return 2
+    for line in sys.stdin:
+        try:
+            state, history = game.state_from_moves(game.moves_from_text(line))
+            answer = game.action_to_text(choose(game, state, history))
+        except ValueError as e:  # bad move text, illegal move (IllegalMove), finished game
+            print(f"tengen bestmove: {line.strip()!r}: {e}", file=sys.stderr, flush=True)
+            answer = "error"
+        print(answer, flush=True)
     return 0
 
 
@@ -85,7 +198,12 @@ def _run_selfplay_demo(args: argparse.Namespace) -> int:
 
 
 #: the subcommands, in the order ``--help`` lists them
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_gtp, _add_selfplay_demo]
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_train,
+    _add_bestmove,
+    _add_gtp,
+    _add_selfplay_demo,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # TensorFlow's C++ start-up chatter (CUDA probing on CPU machines) is not for users.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

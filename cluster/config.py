@@ -15,7 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from engine.games import Game, make_game
 
-__all__ = ["ConfigError", "GameConfig", "TengenConfig", "load_config", "parse_config"]
+__all__ = [
+    "ConfigError",
+    "GameConfig",
+    "NetworkConfig",
+    "MctsConfig",
+    "SelfPlayConfig",
+    "TrainConfig",
+    "GatingConfig",
+    "StopConfig",
+    "TengenConfig",
+    "load_config",
+    "parse_config",
+]
 
 
 class ConfigError(ValueError):
@@ -56,8 +68,106 @@ class GameConfig(_Strict):
         return make_game(self.name, **rules)
 
 
+class NetworkConfig(_Strict):
+    """The dual residual tower (engine/network.py)."""
+
+    blocks: int = Field(default=5, ge=1, le=40)
+    filters: int = Field(default=64, ge=4, le=512)
+    value_hidden: int = Field(default=64, ge=1)
+    l2: float = Field(default=1e-4, ge=0)
+
+
+class MctsConfig(_Strict):
+    """PUCT search (engine/mcts.py); AlphaZero's noise, KataGo-like FPU."""
+
+    simulations: int = Field(default=200, ge=1)
+    c_puct: float = Field(default=1.25, gt=0)
+    fpu_reduction: float = Field(default=0.25, ge=0)
+    leaves_per_round: int = Field(default=8, ge=1)
+    virtual_loss: float = Field(default=1.0, ge=0)
+    dirichlet_alpha: float = Field(default=0.3, gt=0)
+    dirichlet_fraction: float = Field(default=0.25, ge=0, le=1)
+
+
+class SelfPlayConfig(_Strict):
+    """How self-play games are played and recorded (engine/selfplay.py)."""
+
+    games_in_flight: int = Field(default=64, ge=1)
+    temperature_schedule: Literal["alphazero", "constant"] = "alphazero"
+    temperature_moves: int = Field(default=30, ge=0)
+    temperature: float = Field(default=1.0, gt=0)
+    full_search_fraction: float = Field(default=1.0, gt=0, le=1)
+    cheap_simulations: int = Field(default=0, ge=0)
+    resign_threshold: float | None = Field(default=None, ge=-1, le=1)
+    no_resign_fraction: float = Field(default=0.1, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _cheap_searches_need_simulations(self) -> SelfPlayConfig:
+        if self.full_search_fraction < 1 and self.cheap_simulations < 1:
+            raise ValueError("cheap_simulations must be at least 1 when full_search_fraction < 1")
+        return self
+
+
+class TrainConfig(_Strict):
+    """The learner: replay window, sample reuse, optimiser, candidates."""
+
+    batch_size: int = Field(default=256, ge=1)
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    #: a constant, or ``[[step, rate], ...]`` from step 0 on (AlphaGo Zero: 1e-2, 1e-3, 1e-4)
+    learning_rate: float | list[tuple[int, float]] = 0.02
+    momentum: float = Field(default=0.9, ge=0, lt=1)
+    replay_window: int = Field(default=100_000, ge=1)
+    min_positions: int = Field(default=2_000, ge=1)
+    max_reuse: float = Field(default=4.0, gt=0)
+    candidate_every: int = Field(default=1_000, ge=1)
+
+    @model_validator(mode="after")
+    def _schedule_starts_at_zero(self) -> TrainConfig:
+        if isinstance(self.learning_rate, list):
+            steps = [s for s, _ in self.learning_rate]
+            if not steps or steps[0] != 0 or steps != sorted(set(steps)):
+                raise ValueError("learning_rate schedule must start at step 0 with increasing steps")
+        return self
+
+
+class GatingConfig(_Strict):
+    """Candidate against best (engine/gating.py): SPRT, a fixed threshold, or none."""
+
+    rule: Literal["sprt", "threshold", "none"] = "sprt"
+    elo0: float = 0.0
+    elo1: float = 35.0
+    alpha: float = Field(default=0.05, gt=0, lt=0.5)
+    beta: float = Field(default=0.05, gt=0, lt=0.5)
+    max_games: int = Field(default=400, ge=1)
+    threshold: float = Field(default=0.55, gt=0, lt=1)
+    games: int = Field(default=400, ge=1)
+    simulations: int | None = Field(default=None, ge=1)
+    games_in_flight: int = Field(default=32, ge=1)
+    #: opening moves sampled from the visits, so that match games differ
+    temperature_moves: int = Field(default=4, ge=0)
+
+
+class StopConfig(_Strict):
+    """The run stops at the first limit reached (none: until interrupted)."""
+
+    minutes: float | None = Field(default=None, gt=0)
+    steps: int | None = Field(default=None, ge=1)
+    promotions: int | None = Field(default=None, ge=1)
+
+
 class TengenConfig(_Strict):
     game: GameConfig
+    network: NetworkConfig = NetworkConfig()
+    mcts: MctsConfig = MctsConfig()
+    selfplay: SelfPlayConfig = SelfPlayConfig()
+    train: TrainConfig = TrainConfig()
+    gating: GatingConfig = GatingConfig()
+    stop: StopConfig = StopConfig()
+    seed: int = Field(default=0, ge=0)
+
+    def to_yaml(self) -> str:
+        """The config as written into a run directory (every default spelled out)."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
 def parse_config(data: object, source: str = "config") -> TengenConfig:

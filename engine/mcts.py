@@ -32,7 +32,15 @@ from numba import njit
 from engine.games import kernels as R
 from engine.games.base import Game
 
-__all__ = ["Search", "Evaluator", "uniform_evaluator", "RolloutEvaluator", "choose_move", "visit_policy"]
+__all__ = [
+    "Search",
+    "Evaluator",
+    "uniform_evaluator",
+    "RolloutEvaluator",
+    "choose_move",
+    "visit_policy",
+    "best_move",
+]
 
 #: ``evaluate(planes[B, H, W, C]) -> (policy[B, A], value[B])``, value from the
 #: point of view of the player to move in each position.
@@ -208,23 +216,29 @@ def _replay(kind, params, tree, g, depth, scratch, history_length):
 
 
 @njit(cache=True)
-def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node):
-    """Collect up to leaves_per_round new leaves per active game; returns how many
-    leaves need an evaluation (rows of ``out``). Terminal leaves are backed up here."""
-    leaves_per_round, history_length, height, width, formula = (
-        iparams[0], iparams[1], iparams[2], iparams[3], iparams[4])
+def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node,
+                  leaf_states, counts):
+    """Walk up to leaves_per_round times per active game. Sets ``counts`` to [leaves
+    that need an evaluation (rows of ``out``, and of ``leaf_states`` when asked for),
+    walks that ended on a terminal node (backed up here)]."""
+    leaves_per_round, history_length, height, width, formula, keep_states = (
+        iparams[0], iparams[1], iparams[2], iparams[3], iparams[4], iparams[5])
     c_puct, fpu_reduction, virtual_loss = fparams[0], fparams[1], fparams[2]
     games = tree.num_nodes.shape[0]
     max_nodes = tree.node_n.shape[1]
     num_actions = tree.prior.shape[2]
+    counts[:] = 0
     b = 0
     for g in range(games):
         if not active[g]:
             continue
-        gathered = 0
-        # A walk that ends on a terminal node is a finished simulation (its exact value
-        # backed up at once), so the loop always moves the root towards its target.
-        while gathered < leaves_per_round:
+        # Each walk ends in a new leaf (to evaluate) or on a terminal node (backed up at
+        # once). Both count against leaves_per_round: walks that keep ending on terminal
+        # nodes while a sibling's leaf is pending would otherwise pour hundreds of visits
+        # into whatever the virtual loss leaves open.
+        walks = 0
+        while walks < leaves_per_round:
+            walks += 1
             if tree.node_n[g, ROOT] + tree.in_flight[g] >= targets[g]:
                 break
             # The root itself is the first leaf of a fresh tree.
@@ -239,10 +253,11 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
                     tree.prior[g, ROOT, a] = 1.0 if scratch.legal[a] else ILLEGAL
                 _encode_leaf(tree, g, 0, scratch, scratch.state[R.TO_PLAY], out, b,
                              height, width, history_length)
+                if keep_states:
+                    leaf_states[b] = scratch.state
                 leaf_game[b], leaf_node[b] = g, ROOT
                 b += 1
                 tree.in_flight[g] += 1
-                gathered += 1
                 break
             if tree.status[g, ROOT] == TERMINAL:
                 break
@@ -272,6 +287,7 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
                 break
             if stop == 1:
                 _backup(tree, g, node, tree.terminal_value[g, node], virtual_loss)
+                counts[1] += 1
                 continue
             if tree.num_nodes[g] >= max_nodes:
                 _undo_virtual_loss_edge(tree, g, node, scratch.path[depth - 1], virtual_loss)
@@ -288,6 +304,7 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
                 result = R.outcome(kind, params, st)
                 tree.terminal_value[g, child] = result if st[R.TO_PLAY] == 0 else -result
                 _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss)
+                counts[1] += 1
                 continue
             tree.status[g, child] = PENDING
             R.legal_mask_into(kind, params, st, scratch.legal)
@@ -295,11 +312,12 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
                 tree.prior[g, child, m] = 1.0 if scratch.legal[m] else ILLEGAL
             _encode_leaf(tree, g, depth, scratch, st[R.TO_PLAY], out, b,
                          height, width, history_length)
+            if keep_states:
+                leaf_states[b] = st
             leaf_game[b], leaf_node[b] = g, child
             b += 1
             tree.in_flight[g] += 1
-            gathered += 1
-    return b
+    counts[0] = b
 
 
 @njit(cache=True)
@@ -424,6 +442,7 @@ class Search:
         leaves_per_round: int = 8,
         virtual_loss: float = 1.0,
         formula: str = "puct",
+        keep_leaf_states: bool = False,
     ):
         if games < 1 or simulations < 1 or leaves_per_round < 1:
             raise ValueError("games, simulations and leaves_per_round must be at least 1")
@@ -448,14 +467,18 @@ class Search:
             remap=np.zeros(self.max_nodes, dtype=np.int32),
         )
         self._iparams = np.array([leaves_per_round, game.history_length, height, width,
-                                  PUCT if formula == "puct" else UCT], dtype=np.int64)
+                                  PUCT if formula == "puct" else UCT, int(keep_leaf_states)], dtype=np.int64)
         self._fparams = np.array([c_puct, fpu_reduction, virtual_loss], dtype=np.float64)
         batch = games * leaves_per_round
         self._planes = np.zeros((batch, *game.planes_shape), dtype=np.uint8)
-        self._states = np.zeros((batch, self._initial.shape[0]), dtype=np.int32)
+        self._states = np.zeros((batch if keep_leaf_states else 1, self._initial.shape[0]), dtype=np.int32)
+        self.keep_leaf_states = keep_leaf_states
         self._leaf_game = np.zeros(batch, dtype=np.int32)
         self._leaf_node = np.zeros(batch, dtype=np.int32)
         self._pending = 0
+        self._counts = np.zeros(2, dtype=np.int64)
+        #: walks of the last gather that ended on a terminal node (no evaluation needed)
+        self.terminal_backups = 0
         self._active = np.ones(games, dtype=np.bool_)
         self.virtual_loss = virtual_loss
 
@@ -483,24 +506,27 @@ class Search:
 
     # -- search -------------------------------------------------------------------------
     def gather(self, targets: np.ndarray | int | None = None, active: np.ndarray | None = None) -> np.ndarray:
-        """Planes of this round's leaves, ``uint8[B, H, W, C]`` (B may be 0 when every
-        active game reached its target or waits on its leaves)."""
+        """Planes of this round's leaves, ``uint8[B, H, W, C]``. B is 0 when every active
+        game reached its target, or when every walk of the round ended on a terminal
+        node (``terminal_backups`` > 0: gather again)."""
         if self._pending:
             raise RuntimeError("apply() the previous batch first")
         goal = np.broadcast_to(np.asarray(self.simulations if targets is None else targets,
                                           dtype=np.float32), (self.games,)).copy()
         act = self._active if active is None else np.asarray(active, dtype=np.bool_)
-        n = gather_kernel(self.game.kernel_kind, self.game.params, self.tree, self._scratch, goal, act,
-                          self._iparams, self._fparams, self._planes, self._leaf_game, self._leaf_node)
-        self._pending = int(n)
+        gather_kernel(self.game.kernel_kind, self.game.params, self.tree, self._scratch, goal, act,
+                      self._iparams, self._fparams, self._planes, self._leaf_game, self._leaf_node,
+                      self._states, self._counts)
+        self._pending = n = int(self._counts[0])
+        self.terminal_backups = int(self._counts[1])
         return self._planes[:n]
 
     def leaf_states(self) -> np.ndarray:
-        """The positions of the gathered leaves, ``int32[B, S]`` (for rollout evaluators)."""
-        states = self._states[: self._pending]
-        for b in range(self._pending):
-            _replay_path_to(self, b, states[b])
-        return states
+        """The positions of the gathered leaves, ``int32[B, S]`` (for rollout evaluators;
+        needs ``keep_leaf_states=True``)."""
+        if not self.keep_leaf_states:
+            raise RuntimeError("create the Search with keep_leaf_states=True")
+        return self._states[: self._pending]
 
     def apply(self, policy: np.ndarray, value: np.ndarray) -> None:
         n = self._pending
@@ -520,6 +546,9 @@ class Search:
         while True:
             planes = self.gather(simulations, active)
             if len(planes) == 0:
+                if self.terminal_backups:
+                    self.apply(*_no_evaluation(self.game))
+                    continue
                 return calls
             policy, value = evaluate(planes)
             self.apply(policy, value)
@@ -557,16 +586,8 @@ class Search:
         prior[legal] = (1.0 - fraction) * prior[legal] + fraction * eta
 
 
-def _replay_path_to(search: Search, b: int, out: np.ndarray) -> None:
-    """Rebuild leaf b's position by walking its node up to the root."""
-    t, g, node = search.tree, int(search._leaf_game[b]), int(search._leaf_node[b])
-    actions = []
-    while t.parent[g, node] >= 0:
-        actions.append(int(t.parent_action[g, node]))
-        node = int(t.parent[g, node])
-    out[:] = t.root_state[g]
-    for a in reversed(actions):
-        search.game.play_unchecked(out, a)
+def _no_evaluation(game: Game) -> tuple[np.ndarray, np.ndarray]:
+    return np.zeros((0, game.num_actions), np.float32), np.zeros(0, np.float32)
 
 
 def visit_policy(visits: np.ndarray) -> np.ndarray:
@@ -595,11 +616,25 @@ def uniform_evaluator(num_actions: int) -> Evaluator:
     return evaluate
 
 
+@njit(cache=True)
+def rollout_values_kernel(kind, params, states, count, rollouts, seed, out):
+    """Mean result of ``rollouts`` random playouts from each state, for its mover."""
+    np.random.seed(seed)
+    scratch = states[0].copy()
+    for b in range(count):
+        total = 0.0
+        for _ in range(rollouts):
+            scratch[:] = states[b]
+            R.random_moves(kind, params, scratch)
+            total += R.outcome(kind, params, scratch)
+        out[b] = (total if states[b, R.TO_PLAY] == 0 else -total) / rollouts
+
+
 class RolloutEvaluator:
     """Pure MCTS's evaluator: uniform priors, value from random playouts to the end.
 
-    It needs the leaves' positions, not planes: call ``evaluate_states`` (the search's
-    ``leaf_states()``), or use ``search_with_rollouts``.
+    It needs the leaves' positions, not planes: ``run(search)`` drives a Search made
+    with ``keep_leaf_states=True``.
     """
 
     def __init__(self, game: Game, *, rollouts: int = 1, seed: int = 0):
@@ -610,15 +645,10 @@ class RolloutEvaluator:
     def evaluate_states(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = len(states)
         values = np.zeros(n, dtype=np.float32)
-        for i in range(n):
-            total = 0.0
-            for _ in range(self.rollouts):
-                s = states[i].copy()
-                self.game.random_playout(s, self._seed)
-                self._seed = (self._seed + 1) % (2**32)
-                total += self.game.outcome(s)
-            mover_sign = 1.0 if self.game.to_play(states[i]) == 0 else -1.0
-            values[i] = mover_sign * total / self.rollouts
+        if n:
+            rollout_values_kernel(self.game.kernel_kind, self.game.params, states, n, self.rollouts,
+                                  self._seed, values)
+            self._seed = (self._seed + 1) % (2**32)
         policy = np.full((n, self.game.num_actions), 1.0 / self.game.num_actions, dtype=np.float32)
         return policy, values
 
@@ -627,7 +657,25 @@ class RolloutEvaluator:
         calls = 0
         while True:
             planes = search.gather(simulations, active)
-            if len(planes) == 0:
+            if len(planes) == 0 and not search.terminal_backups:
                 return calls
             search.apply(*self.evaluate_states(search.leaf_states()))
-            calls += 1
+            calls += int(len(planes) > 0)
+
+
+def best_move(game: Game, evaluate: Evaluator, state: np.ndarray, history: Sequence[np.ndarray] = (), *,
+              simulations: int, c_puct: float = 1.25, fpu_reduction: float = 0.25,
+              leaves_per_round: int = 8) -> int:
+    """The move to play in one position: the most visited after ``simulations`` of
+    search, or with ``simulations=0`` the legal move the evaluator's policy likes best."""
+    if game.is_terminal(state):
+        raise ValueError("the game is over")
+    if simulations == 0:
+        policy, _ = evaluate(game.encode(state, history)[None].astype(np.uint8))
+        return int(np.argmax(np.where(game.legal_mask(state), policy[0], -1.0)))
+    search = Search(game, games=1, simulations=simulations, c_puct=c_puct, fpu_reduction=fpu_reduction,
+                    leaves_per_round=leaves_per_round)
+    search.reset(0, state, history)
+    search.run(evaluate)
+    visits = search.root_visits(0)
+    return int(np.argmax(np.where(game.legal_mask(state), visits, -1.0)))

@@ -214,7 +214,8 @@ def test_dirichlet_noise_keeps_a_distribution_over_legal_moves():
 
 def test_pure_mcts_with_rollouts_finds_the_block():
     state, _ = play_text(C4, ["4", "1", "4", "1", "4"])  # O must block column 4
-    search = Search(C4, games=1, simulations=400, leaves_per_round=1, c_puct=2.0, formula="uct")
+    search = Search(C4, games=1, simulations=400, leaves_per_round=1, c_puct=2.0, formula="uct",
+                    keep_leaf_states=True)
     search.reset(0, state)
     RolloutEvaluator(C4, rollouts=1, seed=0).run(search)
     assert int(np.argmax(search.root_visits(0))) == 3
@@ -239,3 +240,22 @@ def test_bad_arguments_are_refused():
     planes = search.gather()
     with pytest.raises(ValueError, match="expected policy"):
         search.apply(np.zeros((len(planes), 3)), np.zeros(len(planes)))
+
+
+def test_a_round_walks_at_most_leaves_per_round_times_per_game():
+    # Late in a tic-tac-toe game most walks end on finished positions. They count as
+    # walks: otherwise, while one leaf waits for its evaluation (virtual loss on its
+    # branch), the round would pour hundreds of visits into the other branches.
+    state, _ = play_text(TTT, ["9", "7", "3", "6", "8"])  # O to move; only 4 wins
+    search = Search(TTT, games=1, simulations=800, leaves_per_round=4)
+    search.reset(0, state)
+    evaluate = uniform_evaluator(9)
+    visits = []
+    while True:
+        planes = search.gather()
+        if len(planes) == 0 and not search.terminal_backups:
+            break
+        visits.append(search.tree.node_n[0, 0] + search.tree.in_flight[0])
+        search.apply(*evaluate(planes))
+    assert max(np.diff(visits)) <= 4
+    assert int(np.argmax(search.root_visits(0))) == 3

@@ -173,6 +173,27 @@ class Game(abc.ABC):
     def text_to_action(self, text: str) -> int:
         """Inverse of ``action_to_text``; ``ValueError`` naming the text when it is not a move."""
 
+    def moves_from_text(self, line: str) -> list[int]:
+        """Moves as people type them: move texts separated by spaces or commas
+        ("D4 Q16 pass"), or, where every move is one character, a run of them
+        ("4453" in Connect Four). ValueError names the first bad move."""
+        tokens = line.replace(",", " ").split()
+        if len(tokens) == 1 and all(len(self.action_to_text(a)) == 1 for a in range(self.num_actions)):
+            tokens = list(tokens[0])
+        return [self.text_to_action(t) for t in tokens]
+
+    def state_from_moves(self, moves: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The position after ``moves`` from the start, and the states before it
+        (oldest first, for ``encode``). IllegalMove names the first illegal move."""
+        state, history = self.initial_state(), []
+        for i, action in enumerate(moves):
+            history.append(state.copy())
+            try:
+                self.play(state, action)
+            except IllegalMove as e:
+                raise IllegalMove(f"move {i + 1}: {e}") from None
+        return state, history
+
     @abc.abstractmethod
     def render(self, state: np.ndarray) -> str:
         """A text board for people."""

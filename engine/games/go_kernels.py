@@ -400,7 +400,7 @@ def random_playout(params, st, seed, avoid_own_eyes):
     of moves played. Deterministic for a given seed.
     """
     np.random.seed(seed)
-    return _random_moves(params, st, avoid_own_eyes)
+    return random_moves(params, st, avoid_own_eyes)
 
 
 @njit(cache=True)
@@ -411,12 +411,14 @@ def random_games(params, st, games, seed, avoid_own_eyes):
     scratch = st.copy()
     for _ in range(games):
         scratch[:] = st
-        total += _random_moves(params, scratch, avoid_own_eyes)
+        total += random_moves(params, scratch, avoid_own_eyes)
     return total
 
 
 @njit(cache=True)
-def _random_moves(params, st, avoid_own_eyes):
+def random_moves(params, st, avoid_own_eyes):
+    """Finish the game with random legal moves from numba's generator as the caller
+    seeded it; returns how many were played."""
     points = params[P_POINTS]
     captured = np.empty(points, dtype=np.int32)
     empties = np.empty(points, dtype=np.int32)

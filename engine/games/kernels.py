@@ -13,7 +13,18 @@ from engine.games import go_kernels as go
 from engine.games import mnk
 from engine.games.base import KERNEL_GO, KERNEL_MNK
 
-__all__ = ["MNK", "GO", "legal_mask_into", "play", "is_terminal", "outcome", "board_into", "TO_PLAY"]
+__all__ = [
+    "MNK",
+    "GO",
+    "TO_PLAY",
+    "legal_mask_into",
+    "play",
+    "play_known_ongoing",
+    "random_moves",
+    "is_terminal",
+    "outcome",
+    "board_into",
+]
 
 MNK, GO = KERNEL_MNK, KERNEL_GO
 TO_PLAY = 0
@@ -46,6 +57,16 @@ def play_known_ongoing(kind, params, st, action, scratch):
         go.play_action(params, st, action, scratch)
     else:
         mnk.play_known_ongoing(params, st, action)
+
+
+@njit(cache=True)
+def random_moves(kind, params, st):
+    """Finish the game with random legal moves (Go: never filling one's own eye, the
+    classic light playout), from numba's generator as the caller seeded it."""
+    if kind == GO:
+        go.random_moves(params, st, True)
+    else:
+        mnk.random_moves(params, st)
 
 
 @njit(cache=True)

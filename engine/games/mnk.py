@@ -31,6 +31,7 @@ __all__ = [
     "play_in_place",
     "random_playout",
     "random_games",
+    "random_moves",
     "TO_PLAY",
     "MOVES",
     "WINNER",
@@ -152,7 +153,7 @@ def random_playout(params, state, seed):
     own generator (not NumPy's), so the same seed and state give the same game.
     """
     np.random.seed(seed)
-    return _random_moves(params, state)
+    return random_moves(params, state)
 
 
 @njit(cache=True)
@@ -165,12 +166,14 @@ def random_games(params, state, games, seed):
     scratch = state.copy()
     for _ in range(games):
         scratch[:] = state
-        total += _random_moves(params, scratch)
+        total += random_moves(params, scratch)
     return total
 
 
 @njit(cache=True)
-def _random_moves(params, state):
+def random_moves(params, state):
+    """Finish the game with uniform random legal moves from numba's generator as the
+    caller seeded it; returns how many were played."""
     num_actions = params[P_WIDTH] if params[P_GRAVITY] else params[P_HEIGHT] * params[P_WIDTH]
     played = 0
     while state[WINNER] == NO_WINNER:

@@ -1,0 +1,85 @@
+"""The tengen command as people use it: real processes, real files."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tengen(*args, stdin="", timeout=300):
+    return subprocess.run([sys.executable, "-m", "cluster.cli", *args], input=stdin, capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+def tiny_config(tmp_path, game, **sections):
+    config = {
+        "game": game,
+        "network": {"blocks": 1, "filters": 8},
+        "mcts": {"simulations": 16, "leaves_per_round": 4},
+        "selfplay": {"games_in_flight": 8},
+        "train": {"batch_size": 32, "min_positions": 32, "candidate_every": 4, "replay_window": 2000},
+        "gating": {"rule": "threshold", "threshold": 0.5, "games": 4, "games_in_flight": 4},
+        "stop": {"steps": 8},
+    }
+    config.update(sections)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def connect4_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("c4")
+    config = tiny_config(tmp, {"name": "connect4"})
+    done = tengen("train", str(config), "--single-process", "--run-dir", str(tmp / "run"))
+    assert done.returncode == 0, done.stderr
+    return tmp / "run"
+
+
+def test_single_process_training_leaves_a_run_directory(connect4_run):
+    for name in ["config.yaml", "log.txt", "ladder.json", "checkpoint.safetensors", "best/model.safetensors"]:
+        assert (connect4_run / name).exists(), name
+    assert "done:" in (connect4_run / "log.txt").read_text()
+
+
+def test_bestmove_answers_every_line_and_survives_bad_ones(connect4_run):
+    lines = ["", "4453", "4444444", "x9", "1212121", "7"]
+    for sims in ("0", "24"):
+        done = tengen("bestmove", "--checkpoint", str(connect4_run / "best"), "--sims", sims,
+                      stdin="\n".join(lines) + "\n")
+        assert done.returncode == 0, done.stderr
+        answers = done.stdout.split()
+        assert len(answers) == len(lines)
+        assert answers[0] in list("1234567") and answers[1] in list("1234567") and answers[5] in list("1234567")
+        assert answers[2:5] == ["error", "error", "error"]  # full column, bad text, finished game
+        assert "not legal" in done.stderr and "'x'" in done.stderr and "game is over" in done.stderr
+
+
+def test_bestmove_refuses_a_model_of_another_shape(connect4_run, tmp_path):
+    other = tiny_config(tmp_path, {"name": "connect4"}, network={"blocks": 2, "filters": 8})
+    done = tengen("bestmove", "--config", str(other), "--checkpoint", str(connect4_run / "best"), stdin="4\n")
+    assert done.returncode == 2 and "lacks tensor 'block1_conv1/kernel'" in done.stderr
+
+
+def test_train_stops_at_start_on_a_bad_config(tmp_path):
+    config = tiny_config(tmp_path, {"name": "connect4"}, mcts={"simulation": 10})
+    done = tengen("train", str(config), "--single-process", "--run-dir", str(tmp_path / "run"))
+    assert done.returncode == 2 and "mcts.simulation: unknown key" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_gtp_plays_with_a_trained_go_model(tmp_path):
+    config = tiny_config(tmp_path, {"name": "go", "size": 5, "history_length": 2},
+                         stop={"steps": 1}, train={"batch_size": 16, "min_positions": 16, "candidate_every": 100})
+    assert tengen("train", str(config), "--single-process", "--run-dir", str(tmp_path / "run")).returncode == 0
+    done = tengen("gtp", "--checkpoint", str(tmp_path / "run" / "best"), "--sims", "8",
+                  stdin="boardsize 5\nplay b C3\ngenmove w\nshowboard\nquit\n")
+    assert done.returncode == 0, done.stderr
+    replies = [r for r in done.stdout.split("\n\n") if r]
+    assert replies[0] == "=" and replies[1] == "="
+    vertex = replies[2].removeprefix("= ")
+    assert vertex != "C3" and (vertex == "pass" or vertex[0] in "ABCDE")
