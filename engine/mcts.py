@@ -105,41 +105,57 @@ def _new_tree(games: int, max_nodes: int, num_actions: int, state: np.ndarray, h
 
 
 # --- compiled kernels ------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _select_child(tree, g, node, formula, c_puct, fpu_reduction):
     """The action maximising Q + U at ``node`` (ties to the lowest action)."""
-    prior, edge_n, edge_w = tree.prior[g, node], tree.edge_n[g, node], tree.edge_w[g, node]
-    total = tree.edge_n_sum[g, node]
-    best, best_score = -1, -np.inf
     if formula == UCT:
-        log_total = np.log(max(total, 1.0))
-        for a in range(prior.shape[0]):
-            if prior[a] == ILLEGAL:
-                continue
-            if edge_n[a] == 0.0:
-                return a  # every move once first, in order
-            score = edge_w[a] / edge_n[a] + c_puct * np.sqrt(log_total / edge_n[a])
-            if score > best_score:
-                best, best_score = a, score
-        return best
-    sqrt_total = np.sqrt(max(total, 1.0))
+        return _select_uct(tree.prior[g, node], tree.edge_n[g, node], tree.edge_w[g, node],
+                           tree.edge_n_sum[g, node], np.float32(c_puct))
+    return _select_puct(tree.prior[g, node], tree.edge_n[g, node], tree.edge_w[g, node], tree.edge_n_sum[g, node],
+                        tree.node_n[g, node], tree.node_w[g, node], np.float32(c_puct), np.float32(fpu_reduction))
+
+
+@njit(cache=True)
+def _select_puct(prior, edge_n, edge_w, total, node_n, node_w, c_puct, fpu_reduction):
+    """argmax of Q + U over the legal moves of one node (rows of the tree arrays).
+    float32 throughout: mixing in float64 made this loop several times slower."""
+    k = c_puct * np.sqrt(max(total, np.float32(1.0)))
     # First-play urgency: an unvisited move is assumed a little worse than the node.
-    fpu = -1.0
-    if tree.node_n[g, node] > 0:
-        fpu = tree.node_w[g, node] / tree.node_n[g, node] - fpu_reduction
+    fpu = np.float32(-1.0)
+    if node_n > 0:
+        fpu = node_w / node_n - fpu_reduction
+    best, best_score = -1, np.float32(-1e30)
     for a in range(prior.shape[0]):
         p = prior[a]
-        if p == ILLEGAL:
+        if p < 0:  # ILLEGAL
             continue
         n = edge_n[a]
-        q = edge_w[a] / n if n > 0.0 else fpu
-        score = q + c_puct * p * sqrt_total / (1.0 + n)
+        q = edge_w[a] / n if n > 0 else fpu
+        score = q + k * p / (np.float32(1.0) + n)
         if score > best_score:
             best, best_score = a, score
     return best
 
 
 @njit(cache=True)
+def _select_uct(prior, edge_n, edge_w, total, c):
+    """UCT (Kocsis and Szepesvari) for pure MCTS: every legal move once, in order, then
+    argmax of Q + c * sqrt(ln N / N(a))."""
+    log_total = np.float32(np.log(max(total, np.float32(1.0))))
+    best, best_score = -1, np.float32(-1e30)
+    for a in range(prior.shape[0]):
+        if prior[a] < 0:
+            continue
+        n = edge_n[a]
+        if n == 0:
+            return a
+        score = edge_w[a] / n + c * np.sqrt(log_total / n)
+        if score > best_score:
+            best, best_score = a, score
+    return best
+
+
+@njit(cache=True, inline="always")
 def _backup(tree, g, node, value, virtual_loss):
     """Back ``value`` (for the mover at ``node``) up to the root, taking back the
     virtual loss the walk added on each edge."""
@@ -158,7 +174,7 @@ def _backup(tree, g, node, value, virtual_loss):
         node = parent
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _undo_virtual_loss(tree, g, node, virtual_loss):
     while True:
         parent = tree.parent[g, node]
@@ -171,30 +187,35 @@ def _undo_virtual_loss(tree, g, node, virtual_loss):
         node = parent
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _encode_leaf(tree, g, depth, scratch, to_play, out, b, height, width, history_length):
     """Write the planes of the leaf reached by ``depth`` path moves into ``out[b]``:
     mover's and opponent's stones for T positions (newest first), colour plane last."""
-    own, other = 1 + to_play, 2 - to_play
-    colour = 1 if to_play == 0 else 0
-    planes = out[b]
-    for t in range(history_length):
-        # Positions along the path are in scratch.boards, older ones in the root's
-        # history (all zeros before the game began: an empty board).
-        board = scratch.boards[t] if t <= depth else tree.root_history[g, t - depth - 1]
-        i = 0
-        for y in range(height):
-            for x in range(width):
-                v = board[i]
-                planes[y, x, 2 * t] = v == own
-                planes[y, x, 2 * t + 1] = v == other
-                i += 1
-    for y in range(height):
-        for x in range(width):
-            planes[y, x, 2 * history_length] = colour
+    boards = scratch.boards
+    # Positions along the path are in boards[0..depth]; older ones come from the
+    # root's history (all zeros before the game began: an empty board).
+    for t in range(depth + 1, history_length):
+        boards[t] = tree.root_history[g, t - depth - 1]
+    _write_planes(boards, to_play, out[b], height, width, history_length)
 
 
 @njit(cache=True)
+def _write_planes(boards, to_play, planes, height, width, history_length):
+    own, other = 1 + to_play, 2 - to_play
+    colour = 1 if to_play == 0 else 0
+    i = 0
+    for y in range(height):
+        for x in range(width):
+            cell = planes[y, x]  # the C channels of one point are contiguous
+            for t in range(history_length):
+                v = boards[t, i]
+                cell[2 * t] = v == own
+                cell[2 * t + 1] = v == other
+            cell[2 * history_length] = colour
+            i += 1
+
+
+@njit(cache=True, inline="always")
 def _replay(kind, params, tree, g, depth, scratch, history_length):
     """Play the path's ``depth`` moves from the root into scratch.state, keeping the
     last T boards (newest first) in scratch.boards."""
@@ -320,7 +341,7 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
     counts[0] = b
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _undo_virtual_loss_edge(tree, g, node, a, virtual_loss):
     """Take back the virtual loss of a walk that stopped on edge (node, a)."""
     tree.edge_n[g, node, a] -= virtual_loss

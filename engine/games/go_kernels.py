@@ -110,14 +110,29 @@ def action_of(params, p):
     return (p // stride - 1) * params[P_SIZE] + p % stride - 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def is_legal_point(params, st, p):
     """Whether the player to move may play on padded point p (suicide, ko, superko)."""
+    if st[HEADER + p] != EMPTY or p == st[KO]:
+        return False
+    # The common case inline: an empty neighbour is a liberty, and without superko
+    # nothing else can make the move illegal.
+    if params[P_SUPERKO] == 0:
+        stride = params[P_STRIDE]
+        if (st[HEADER + p - stride] == EMPTY or st[HEADER + p - 1] == EMPTY
+                or st[HEADER + p + 1] == EMPTY or st[HEADER + p + stride] == EMPTY):
+            return True
+    return _is_legal_crowded(params, st, p)
+
+
+@njit(cache=True)
+def _is_legal_crowded(params, st, p):
+    """is_legal_point for an empty point off the fast path: liberties through friends,
+    captures, superko."""
     points, stride = params[P_POINTS], params[P_STRIDE]
     board, head, libs = HEADER, HEADER + points, HEADER + 3 * points
-    if st[board + p] != EMPTY or p == st[KO]:
-        return False
     color = 1 + st[TO_PLAY]
+    superko = params[P_SUPERKO] == 1
     has_liberty = False
     captures = False
     for q in (p - stride, p - 1, p + 1, p + stride):
@@ -138,7 +153,7 @@ def is_legal_point(params, st, p):
                 captures = True
     if not (has_liberty or captures):
         return False
-    if params[P_SUPERKO] == 1:
+    if superko:
         return not _repeats_position(params, st, p, color)
     return True
 
@@ -193,13 +208,20 @@ def _repeats_position(params, st, p, color):
 @njit(cache=True)
 def legal_mask_into(params, st, out):
     """Fill ``out[A]`` with the legal actions of the player to move (pass is last)."""
-    size = params[P_SIZE]
+    size, stride = params[P_SIZE], params[P_STRIDE]
     n = size * size
     if st[END] != ONGOING:
         out[:] = False
         return
-    for a in range(n):
-        out[a] = is_legal_point(params, st, point_of(params, a))
+    # Nested loops rather than point_of(a): a division per point cost more than the
+    # legality test itself.
+    a = 0
+    for y in range(size):
+        p = (y + 1) * stride + 1
+        for _ in range(size):
+            out[a] = is_legal_point(params, st, p)
+            a += 1
+            p += 1
     out[n] = True
 
 
