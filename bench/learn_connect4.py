@@ -75,7 +75,7 @@ def main() -> None:
     config = load_config(args.config)
     simulations = args.simulations or config.mcts.simulations
     print(f"labelling {args.positions} positions with the solver...", flush=True)
-    labelled = connect4_labelled_positions(args.positions, min_stones=8, max_stones=20, seed=1,
+    labelled = connect4_labelled_positions(args.positions, min_stones=12, max_stones=24, seed=1,
                                            informative_only=True)
     run = SingleProcessRun(config, args.run_dir, log=lambda line: None)
     trained = 0.0

@@ -24,6 +24,9 @@ __all__ = [
     "TrainConfig",
     "GatingConfig",
     "StopConfig",
+    "RayConfig",
+    "RedisConfig",
+    "ClusterConfig",
     "TengenConfig",
     "load_config",
     "parse_config",
@@ -155,6 +158,42 @@ class StopConfig(_Strict):
     promotions: int | None = Field(default=None, ge=1)
 
 
+class RayConfig(_Strict):
+    """Where the actors run: a Ray address (``auto``, ``ray://HOST:PORT``) or, when
+    absent, a local Ray started for the run."""
+
+    address: str | None = None
+
+
+class RedisConfig(_Strict):
+    """The sample stream and model registry: a Redis URL (password from the
+    ``TENGEN_REDIS_PASSWORD`` environment variable, never in the URL) or, when absent,
+    an embedded Redis server started for the run."""
+
+    url: str | None = None
+
+    @model_validator(mode="after")
+    def _no_password_in_url(self) -> RedisConfig:
+        if self.url and "@" in self.url.split("//", 1)[-1]:
+            raise ValueError("put the Redis password in TENGEN_REDIS_PASSWORD, not in the URL")
+        return self
+
+
+class ClusterConfig(_Strict):
+    """How many actors and how they batch (the distributed run)."""
+
+    #: self-play workers (1 CPU each); default: the CPUs left after the others
+    workers: int | None = Field(default=None, ge=1)
+    #: self-play workers started per GPU node (KataGo-style: many CPU workers feed one GPU)
+    workers_per_gpu: int = Field(default=14, ge=1)
+    #: games each worker plays at once (two halves of this)
+    games_per_worker: int = Field(default=64, ge=2)
+    max_batch: int = Field(default=1024, ge=1)
+    batch_timeout_ms: float = Field(default=5.0, gt=0)
+    #: seconds a worker plays between two check-ins with the driver
+    worker_chunk_seconds: float = Field(default=2.0, gt=0)
+
+
 class TengenConfig(_Strict):
     game: GameConfig
     network: NetworkConfig = NetworkConfig()
@@ -163,6 +202,11 @@ class TengenConfig(_Strict):
     train: TrainConfig = TrainConfig()
     gating: GatingConfig = GatingConfig()
     stop: StopConfig = StopConfig()
+    ray: RayConfig = RayConfig()
+    redis: RedisConfig = RedisConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    #: where checkpoints go: a local path (default: inside the run directory)
+    storage: str | None = None
     seed: int = Field(default=0, ge=0)
 
     def to_yaml(self) -> str:

@@ -1,0 +1,389 @@
+"""The wire format of a finished self-play game: one stream entry = one game.
+
+Producers (self-play workers) call ``encode_game``; consumers (the learner, tools)
+call ``decode_game``. Both import this module, so the format lives in one place
+(STYLE.md, rule 13). Nothing here is ever unpickled: an entry is
+
+    zstd( msgpack({header fields..., "arrays": {name: {dtype, shape, encoding, data}}}) )
+
+Header fields (version 1): ``format`` = ``"tengen-game"``, ``version`` = 1, ``game``
+(its name, e.g. ``"connect4"``, ``"go19"``), ``worker_id``, ``model_version``,
+``outcome`` (+1/0/-1 for player 0), ``resigned``, ``would_resign`` (0, 1 or nil),
+``length`` (recorded positions L) and ``created`` (unix seconds). Arrays, each with
+its numpy dtype string, shape and raw little-endian bytes:
+
+- ``planes``  ``|u1`` ``[L, H, W, C]``, encoding ``packbits``: the 0/1 feature planes
+  through ``np.packbits`` over the C-order flattening (8x smaller before zstd; the
+  unused bits of the last byte must be 0);
+- ``policy``  ``<f4`` ``[L, A]``, encoding ``raw``: the search visit distributions.
+  float32, not float16: visit distributions are sparse (mostly exact zeros), which
+  zstd already squeezes, so float16 would save little on the wire, while its 11-bit
+  mantissa (relative error up to 4.9e-4 per entry) would change the training targets
+  and use up half of the 1e-3 row-sum tolerance. float32 round-trips exactly.
+- ``value``   ``<f4`` ``[L]``, encoding ``raw``: the result from each mover's view;
+- ``moves``   ``<i4`` ``[n]``, encoding ``raw``: every move played (n >= L).
+
+``decode_game`` checks everything before it builds a record and raises
+``SampleFormatError`` with the reason; a consumer counts and skips such entries.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+import zstandard
+
+from engine.games.base import Game
+from engine.selfplay import GameRecord
+
+__all__ = [
+    "FORMAT_TAG",
+    "FORMAT_VERSION",
+    "KNOWN_VERSIONS",
+    "MAX_BLOB_BYTES",
+    "MAX_POSITIONS",
+    "MAX_MOVES",
+    "SampleFormatError",
+    "GameMeta",
+    "encode_game",
+    "decode_game",
+    "decode_game_meta",
+    "game_decoder",
+]
+
+FORMAT_TAG = "tengen-game"
+#: the version ``encode_game`` writes
+FORMAT_VERSION = 1
+#: the versions ``decode_game`` reads
+KNOWN_VERSIONS = (1,)
+#: compressed entries larger than this are refused before anything is decompressed
+MAX_BLOB_BYTES = 32 * 1024 * 1024
+#: recorded positions per game (a 19x19 game is capped well below this)
+MAX_POSITIONS = 4096
+#: moves per game
+MAX_MOVES = 8192
+#: zstd level: 1 is the fast end (a worker encodes a game in about a millisecond);
+#: higher levels buy a few percent on these already packed arrays
+ZSTD_LEVEL = 1
+#: how far a policy row may sum from 1
+POLICY_SUM_TOLERANCE = 1e-3
+#: room for the header fields in the size bound
+_HEADER_ALLOWANCE = 64 * 1024
+_MAX_WORKER_ID = 256
+
+_HEADER_KEYS = frozenset({
+    "format", "version", "game", "worker_id", "model_version", "outcome", "resigned",
+    "would_resign", "length", "created", "arrays",
+})
+_ARRAY_KEYS = frozenset({"dtype", "shape", "encoding", "data"})
+#: name -> (dtype string, encoding) for version 1
+_ARRAYS_V1 = {
+    "planes": ("|u1", "packbits"),
+    "policy": ("<f4", "raw"),
+    "value": ("<f4", "raw"),
+    "moves": ("<i4", "raw"),
+}
+
+
+class SampleFormatError(ValueError):
+    """A game entry that is not a valid tengen game record; the message says why."""
+
+
+@dataclass(frozen=True)
+class GameMeta:
+    """What an entry says about itself beyond the record: who made it and when."""
+
+    version: int
+    worker_id: str
+    created: float  # unix seconds
+
+
+# -- encoding ----------------------------------------------------------------------------
+
+
+def encode_game(record: GameRecord, *, worker_id: str, created: float | None = None) -> bytes:
+    """One game as a compressed, versioned blob (see the module docstring).
+
+    ``record.planes`` must hold 0/1 values (uint8, bool or float); the record is
+    checked with the same rules the reader applies, so a producer fails loudly
+    instead of publishing an entry every consumer would drop (SampleFormatError).
+    """
+    planes = np.asarray(record.planes)
+    if planes.ndim != 4:
+        raise SampleFormatError(f"planes must be [L, H, W, C], got shape {planes.shape}")
+    if planes.dtype == np.uint8:
+        if planes.size and planes.max() > 1:
+            raise SampleFormatError("planes must hold only 0/1 values")
+        bits = planes
+    else:
+        bits = planes.astype(np.uint8)
+        if not np.array_equal(bits, planes):
+            raise SampleFormatError("planes must hold only 0/1 values")
+        if bits.size and bits.max() > 1:
+            raise SampleFormatError("planes must hold only 0/1 values")
+    policy = np.ascontiguousarray(record.policy, dtype="<f4")
+    value = np.ascontiguousarray(record.value, dtype="<f4")
+    moves = np.asarray(record.moves)
+    if moves.ndim != 1 or (moves.size and not np.issubdtype(moves.dtype, np.integer)):
+        raise SampleFormatError(f"moves must be a 1-D integer array, got {moves.dtype} {moves.shape}")
+    moves = np.ascontiguousarray(moves, dtype="<i4")
+    if policy.ndim != 2:
+        raise SampleFormatError(f"policy must be [L, A], got shape {policy.shape}")
+    try:
+        outcome = float(record.outcome)
+    except (TypeError, ValueError):
+        raise SampleFormatError(f"outcome must be a number, got {record.outcome!r}") from None
+    _check_record(
+        planes_shape=planes.shape, policy=policy, value=value, moves=moves, num_actions=policy.shape[1],
+        outcome=outcome, model_version=record.model_version, would_resign=record.would_resign,
+    )
+    if not isinstance(worker_id, str) or len(worker_id) > _MAX_WORKER_ID:
+        raise SampleFormatError(f"worker_id must be a string of at most {_MAX_WORKER_ID} characters")
+    header = {
+        "format": FORMAT_TAG,
+        "version": FORMAT_VERSION,
+        "game": str(record.game),
+        "worker_id": worker_id,
+        "model_version": int(record.model_version),
+        "outcome": outcome,
+        "resigned": bool(record.resigned),
+        "would_resign": None if record.would_resign is None else int(record.would_resign),
+        "length": int(planes.shape[0]),
+        "created": float(time.time() if created is None else created),
+        "arrays": {
+            "planes": _array_entry("|u1", planes.shape, "packbits", np.packbits(bits, axis=None)),
+            "policy": _array_entry("<f4", policy.shape, "raw", policy),
+            "value": _array_entry("<f4", value.shape, "raw", value),
+            "moves": _array_entry("<i4", moves.shape, "raw", moves),
+        },
+    }
+    return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(msgpack.packb(header, use_bin_type=True))
+
+
+def _array_entry(dtype: str, shape: tuple[int, ...], encoding: str, data: np.ndarray) -> dict:
+    return {"dtype": dtype, "shape": [int(n) for n in shape], "encoding": encoding, "data": data.tobytes()}
+
+
+# -- decoding ----------------------------------------------------------------------------
+
+
+def decode_game(
+    blob: bytes,
+    *,
+    planes_shape: tuple[int, ...] | list[int],
+    num_actions: int,
+    game_name: str,
+    max_positions: int = MAX_POSITIONS,
+) -> GameRecord:
+    """The game in ``blob``, checked against the game this run plays.
+
+    Returns a ``GameRecord`` with planes ``uint8[L, H, W, C]`` (0/1), policy
+    ``float32[L, A]``, value ``float32[L]`` and moves ``int32[n]``; raises
+    ``SampleFormatError`` naming the first problem found.
+    """
+    record, _ = decode_game_meta(blob, planes_shape=planes_shape, num_actions=num_actions,
+                                 game_name=game_name, max_positions=max_positions)
+    return record
+
+
+def game_decoder(game: Game, *, max_positions: int = MAX_POSITIONS) -> Callable[[bytes], GameRecord]:
+    """``decode_game`` bound to ``game``: the ``decode`` callable the streams take."""
+    planes_shape, num_actions, name = tuple(game.planes_shape), int(game.num_actions), game.name
+
+    def decode(blob: bytes) -> GameRecord:
+        return decode_game(blob, planes_shape=planes_shape, num_actions=num_actions, game_name=name,
+                           max_positions=max_positions)
+
+    return decode
+
+
+def decode_game_meta(
+    blob: bytes,
+    *,
+    planes_shape: tuple[int, ...] | list[int],
+    num_actions: int,
+    game_name: str,
+    max_positions: int = MAX_POSITIONS,
+) -> tuple[GameRecord, GameMeta]:
+    """``decode_game`` that also returns the entry's ``GameMeta`` (worker, time)."""
+    shape = tuple(int(n) for n in planes_shape)
+    if len(shape) != 3:
+        raise ValueError(f"planes_shape must be (H, W, C), got {shape}")
+    header = _unpack(blob, _max_decompressed(shape, num_actions, max_positions))
+    version = _check_header(header, game_name)
+    arrays = header["arrays"]
+    length = header["length"]
+    if not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= max_positions:
+        raise SampleFormatError(f"length must be an integer in 0..{max_positions}, got {length!r}")
+    planes = _read_array(arrays, "planes", (length, *shape))
+    policy = _read_array(arrays, "policy", (length, num_actions))
+    value = _read_array(arrays, "value", (length,))
+    moves = _read_array(arrays, "moves", None)
+    if moves.shape[0] > MAX_MOVES:
+        raise SampleFormatError(f"moves: {moves.shape[0]} moves, more than {MAX_MOVES}")
+    _check_record(
+        planes_shape=planes.shape, policy=policy, value=value, moves=moves, num_actions=num_actions,
+        outcome=header["outcome"], model_version=header["model_version"], would_resign=header["would_resign"],
+    )
+    record = GameRecord(
+        game=header["game"],
+        planes=planes,
+        policy=policy,
+        value=value,
+        moves=moves,
+        outcome=float(header["outcome"]),
+        model_version=int(header["model_version"]),
+        resigned=header["resigned"],
+        would_resign=header["would_resign"],
+    )
+    return record, GameMeta(version=version, worker_id=header["worker_id"], created=float(header["created"]))
+
+
+def _max_decompressed(planes_shape: tuple[int, ...], num_actions: int, max_positions: int) -> int:
+    """An upper bound on an honest entry's decompressed size for this game."""
+    cells = math.prod(planes_shape)
+    per_position = (cells + 7) // 8 + 4 * num_actions + 4 + 64  # + msgpack framing slack
+    return _HEADER_ALLOWANCE + max_positions * per_position + 4 * MAX_MOVES
+
+
+def _unpack(blob: Any, max_output: int) -> dict:
+    if not isinstance(blob, bytes | bytearray | memoryview):
+        raise SampleFormatError(f"an entry must be bytes, got {type(blob).__name__}")
+    if len(blob) > MAX_BLOB_BYTES:
+        raise SampleFormatError(f"entry of {len(blob)} bytes is larger than the {MAX_BLOB_BYTES}-byte limit")
+    try:
+        content_size = zstandard.frame_content_size(blob)
+    except zstandard.ZstdError as e:
+        raise SampleFormatError(f"not a zstd frame ({e})") from None
+    if content_size > max_output:
+        raise SampleFormatError(
+            f"entry declares {content_size} bytes decompressed, more than the {max_output}-byte limit for this game")
+    try:
+        # Without a declared size (content_size == -1), max_output_size caps the output.
+        raw = zstandard.ZstdDecompressor().decompress(blob, max_output_size=max_output, allow_extra_data=False)
+    except zstandard.ZstdError as e:
+        raise SampleFormatError(f"not a valid zstd frame or larger than {max_output} bytes ({e})") from None
+    try:
+        header = msgpack.unpackb(raw, raw=False, strict_map_key=True, use_list=True)
+    except Exception as e:  # msgpack raises several types (ExtraData, FormatError, ValueError...)
+        raise SampleFormatError(f"not msgpack ({type(e).__name__}: {e})") from None
+    if not isinstance(header, dict):
+        raise SampleFormatError(f"the payload must be a map, got {type(header).__name__}")
+    return header
+
+
+def _check_header(header: dict, game_name: str) -> int:
+    if header.get("format") != FORMAT_TAG:
+        raise SampleFormatError(f"format tag is {header.get('format')!r}, not {FORMAT_TAG!r}")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version not in KNOWN_VERSIONS:
+        known = ", ".join(map(str, KNOWN_VERSIONS))
+        raise SampleFormatError(f"unknown format version {version!r}; this reader knows version(s) {known}")
+    keys = set(header)
+    if keys != _HEADER_KEYS:
+        missing, extra = sorted(_HEADER_KEYS - keys), sorted(map(str, keys - _HEADER_KEYS))
+        raise SampleFormatError(f"header fields wrong: missing {missing}, unexpected {extra}")
+    if header["game"] != game_name:
+        raise SampleFormatError(f"entry is a {header['game']!r} game, this run plays {game_name!r}")
+    if not isinstance(header["worker_id"], str) or len(header["worker_id"]) > _MAX_WORKER_ID:
+        raise SampleFormatError("worker_id must be a short string")
+    if not isinstance(header["resigned"], bool):
+        raise SampleFormatError(f"resigned must be a boolean, got {header['resigned']!r}")
+    created = header["created"]
+    if not _is_number(created) or not math.isfinite(created) or created < 0:
+        raise SampleFormatError(f"created must be a unix time, got {created!r}")
+    if not isinstance(header["arrays"], dict) or set(header["arrays"]) != set(_ARRAYS_V1):
+        raise SampleFormatError(f"arrays must be exactly {sorted(_ARRAYS_V1)}")
+    return int(version)
+
+
+def _read_array(arrays: dict, name: str, shape: tuple[int, ...] | None) -> np.ndarray:
+    """The array ``name`` as a fresh writable numpy array; ``shape`` is what it must
+    be (None: any 1-D shape)."""
+    entry = arrays[name]
+    if not isinstance(entry, dict) or set(entry) != _ARRAY_KEYS:
+        raise SampleFormatError(f"{name}: must be a map with {sorted(_ARRAY_KEYS)}")
+    dtype, encoding = _ARRAYS_V1[name]
+    if entry["dtype"] != dtype:
+        raise SampleFormatError(f"{name}: dtype {entry['dtype']!r}, expected {dtype!r}")
+    if entry["encoding"] != encoding:
+        raise SampleFormatError(f"{name}: encoding {entry['encoding']!r}, expected {encoding!r}")
+    got = entry["shape"]
+    if not isinstance(got, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in got):
+        raise SampleFormatError(f"{name}: shape must be a list of non-negative integers, got {got!r}")
+    if shape is None:
+        if len(got) != 1:
+            raise SampleFormatError(f"{name}: must be 1-D, got shape {got}")
+    elif tuple(got) != shape:
+        raise SampleFormatError(f"{name}: shape {got} does not match the expected {list(shape)}")
+    data = entry["data"]
+    if not isinstance(data, bytes):
+        raise SampleFormatError(f"{name}: data must be bytes, got {type(data).__name__}")
+    count = math.prod(got)
+    if encoding == "packbits":
+        if len(data) != (count + 7) // 8:
+            raise SampleFormatError(f"{name}: {len(data)} packed bytes for {count} bits")
+        packed = np.frombuffer(data, dtype=np.uint8)
+        if count % 8 and packed[-1] & (0xFF >> (count % 8)):
+            raise SampleFormatError(f"{name}: the padding bits of the last byte are not 0")
+        return np.unpackbits(packed, count=count).reshape(got)
+    itemsize = np.dtype(dtype).itemsize
+    if len(data) != count * itemsize:
+        raise SampleFormatError(f"{name}: {len(data)} bytes for {count} values of {dtype}")
+    # astype to the native dtype copies, so the record owns writable memory
+    return np.frombuffer(data, dtype=dtype).astype(np.dtype(dtype).newbyteorder("=")).reshape(got)
+
+
+# -- the rules both sides apply ------------------------------------------------------------
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _check_record(
+    *,
+    planes_shape: tuple[int, ...],
+    policy: np.ndarray,
+    value: np.ndarray,
+    moves: np.ndarray,
+    num_actions: int,
+    outcome: Any,
+    model_version: Any,
+    would_resign: Any,
+) -> None:
+    """The checks the writer and the reader share (planes are 0/1 by construction)."""
+    length = planes_shape[0]
+    if policy.shape != (length, num_actions):
+        raise SampleFormatError(f"lengths disagree: policy is {list(policy.shape)}, planes have {length} positions")
+    if value.shape != (length,):
+        raise SampleFormatError(f"lengths disagree: value is {list(value.shape)}, planes have {length} positions")
+    if length > len(moves):
+        raise SampleFormatError(f"lengths disagree: {length} positions recorded in a game of {len(moves)} moves")
+    if length > MAX_POSITIONS:
+        raise SampleFormatError(f"{length} positions, more than {MAX_POSITIONS}")
+    if policy.size:
+        if not np.isfinite(policy).all():
+            raise SampleFormatError("policy holds non-finite values")
+        if policy.min() < 0:
+            raise SampleFormatError("policy holds negative values")
+        sums = policy.sum(axis=1, dtype=np.float64)
+        worst = int(np.argmax(np.abs(sums - 1.0)))
+        if abs(sums[worst] - 1.0) > POLICY_SUM_TOLERANCE:
+            raise SampleFormatError(f"policy row {worst} sums to {sums[worst]:.6f}, not 1")
+    if value.size and not (np.isfinite(value).all() and np.abs(value).max() <= 1.0):
+        raise SampleFormatError("value holds numbers outside [-1, 1]")
+    if moves.size and (moves.min() < 0 or moves.max() >= num_actions):
+        raise SampleFormatError(f"moves outside 0..{num_actions - 1}")
+    if not _is_number(outcome) or not -1.0 <= outcome <= 1.0:
+        raise SampleFormatError(f"outcome must be a number in [-1, 1], got {outcome!r}")
+    if not isinstance(model_version, int | np.integer) or isinstance(model_version, bool) or model_version < 0:
+        raise SampleFormatError(f"model_version must be a non-negative integer, got {model_version!r}")
+    if would_resign is not None and (isinstance(would_resign, bool) or would_resign not in (0, 1)):
+        raise SampleFormatError(f"would_resign must be 0, 1 or nil, got {would_resign!r}")

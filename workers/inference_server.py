@@ -1,0 +1,326 @@
+"""The shared model server: merges leaf evaluations from many self-play workers.
+
+``InferenceServer`` is a plain class; cluster/ makes it an actor at launch with
+``ray.remote(InferenceServer).options(max_concurrency=..., num_gpus=1)``. Because
+``evaluate`` is a coroutine, Ray runs it as an async actor: every worker's request is
+a coroutine on one event loop, and one batcher task turns them into model calls.
+
+A request is one worker's leaf batch ``planes[B, H, W, C]`` (uint8 or float32). The
+batcher flushes the waiting requests as one batch when
+
+(a) ``clients`` requests are waiting (every attached worker has one in: the server
+    counts requests, not callers, so a worker that keeps two half-batches in flight
+    counts twice while both wait),
+(b) the waiting rows reach ``max_batch``, or
+(c) ``batch_timeout_ms`` has passed since the oldest waiting request arrived.
+
+A batch takes whole requests, oldest first, up to ``max_batch`` rows (a single
+request larger than that goes alone; CompiledModel cuts it into buckets). The model
+runs on one executor thread so that the event loop keeps accepting requests while
+it computes; CompiledModel pads each batch to a fixed bucket size, so no batch
+shape ever retraces. A weights hot swap takes the same lock as a model call, so it
+lands between two batches and every batch is computed by one version.
+
+Inside a Ray actor the server records Prometheus metrics with ``ray.util.metrics``
+(exported by each node's metrics agent with Ray's ``ray_`` prefix); as a plain
+object (tests, the single-process mode) it records none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.network import CompiledModel, blob_sha256, build_network, gpu_available
+
+__all__ = ["InferenceServer", "METRIC_NAMES"]
+
+#: the metrics the server records inside Ray (names before Ray's ``ray_`` prefix)
+METRIC_NAMES = (
+    "tengen_inference_evaluations_total",
+    "tengen_inference_batch_size",
+    "tengen_inference_latency_seconds",
+    "tengen_inference_queue_depth",
+    "tengen_model_version",
+)
+_BATCH_SIZE_BOUNDARIES = [1.0, 8.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0]
+_LATENCY_BOUNDARIES = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
+_ACCEPTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
+
+
+@dataclass
+class _Request:
+    planes: np.ndarray  # [B, H, W, C] uint8 or float32
+    future: asyncio.Future
+    arrived: float = field(default_factory=time.perf_counter)
+
+
+class _Metrics:
+    """``ray.util.metrics`` instruments, created only inside a Ray actor."""
+
+    def __init__(self) -> None:
+        from ray.util import metrics
+
+        self.evaluations = metrics.Counter(
+            "tengen_inference_evaluations_total", description="Positions evaluated by the inference server."
+        )
+        self.batch_size = metrics.Histogram(
+            "tengen_inference_batch_size",
+            description="Positions per model call (after merging requests).",
+            boundaries=_BATCH_SIZE_BOUNDARIES,
+        )
+        self.latency = metrics.Histogram(
+            "tengen_inference_latency_seconds",
+            description="Time from a request's arrival to its answer.",
+            boundaries=_LATENCY_BOUNDARIES,
+        )
+        self.queue_depth = metrics.Gauge(
+            "tengen_inference_queue_depth", description="Requests waiting for the next model call."
+        )
+        self.model_version = metrics.Gauge(
+            "tengen_model_version", description="Model version in use.", tag_keys=("component",)
+        ).set_default_tags({"component": "inference"})
+
+    @staticmethod
+    def create() -> _Metrics | None:
+        """Metrics when running inside a Ray actor, else None (plain object, driver)."""
+        try:
+            import ray
+        except ImportError:
+            return None
+        try:
+            if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
+                return None
+        except Exception:  # no worker context: not inside Ray
+            return None
+        return _Metrics()
+
+
+class InferenceServer:
+    """Batches ``evaluate`` requests from many workers into single compiled model calls.
+
+    ``network`` holds ``build_network``'s keyword arguments (``input_shape``,
+    ``num_actions``, ``blocks``, ``filters``, ``l2``, ``value_hidden``); ``weights`` is a
+    weights blob to start from (None: fresh initialisation, for tests and benches).
+    ``mixed_precision`` None means on when TensorFlow sees a GPU.
+    """
+
+    def __init__(
+        self,
+        *,
+        network: Mapping[str, Any],
+        weights: bytes | None = None,
+        version: int = 0,
+        max_batch: int = 1024,
+        batch_timeout_ms: float = 5.0,
+        clients: int = 1,
+        mixed_precision: bool | None = None,
+    ):
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if batch_timeout_ms < 0:
+            raise ValueError(f"batch_timeout_ms must be >= 0, got {batch_timeout_ms}")
+        self._check_clients(clients)
+        self.max_batch = int(max_batch)
+        self.batch_timeout_s = float(batch_timeout_ms) / 1000.0
+        self.clients = int(clients)
+        self.mixed_precision = gpu_available() if mixed_precision is None else bool(mixed_precision)
+        model = build_network(**dict(network), mixed_precision=self.mixed_precision)
+        self._model = CompiledModel(model)
+        if weights is not None:
+            self._model.load_weights_blob(bytes(weights))
+        self._version = int(version)
+        self.input_shape: tuple[int, ...] = self._model.input_shape
+        self.num_actions = int(model.output_shape[0][-1])
+
+        # held by a model call and by a weights swap: a swap waits for the batch in flight
+        self._model_lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference-model")
+        # the event-loop side, (re)made on the first request of each loop
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: deque[_Request] = deque()
+        self._pending_rows = 0
+        self._wakeup: asyncio.Event | None = None
+        self._batcher: asyncio.Task | None = None
+
+        self._evaluations = 0
+        self._batches = 0
+        self._model_seconds = 0.0
+        self._metrics = _Metrics.create()
+        if self._metrics is not None:
+            self._metrics.model_version.set(self._version)
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``planes[B, H, W, C]`` uint8 or float32 -> ``(policy float32[B, A], value float32[B])``.
+
+        Raises ValueError for a wrong shape or dtype; other requests are not affected.
+        """
+        planes = np.asarray(planes)
+        if planes.ndim != 4 or tuple(planes.shape[1:]) != self.input_shape:
+            raise ValueError(f"planes must be [B, {', '.join(map(str, self.input_shape))}], got {planes.shape}")
+        if planes.dtype not in _ACCEPTED_DTYPES:
+            raise ValueError(f"planes must be uint8 or float32, got {planes.dtype}")
+        if planes.shape[0] == 0:
+            return np.zeros((0, self.num_actions), np.float32), np.zeros((0,), np.float32)
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop or self._batcher is None or self._batcher.done():
+            self._start(loop)
+        assert self._wakeup is not None
+        request = _Request(planes, loop.create_future())
+        self._pending.append(request)
+        self._pending_rows += planes.shape[0]
+        self._wakeup.set()
+        return await request.future
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        # A new loop (a plain object used from several asyncio.run calls): requests
+        # queued on an old loop can never be answered there, so they are dropped.
+        if loop is not self._loop:
+            self._pending.clear()
+            self._pending_rows = 0
+            self._wakeup = asyncio.Event()
+            self._loop = loop
+        self._batcher = loop.create_task(self._batch_loop(), name="inference-batcher")
+
+    def _ready(self) -> bool:
+        return len(self._pending) >= self.clients or self._pending_rows >= self.max_batch
+
+    async def _batch_loop(self) -> None:
+        assert self._wakeup is not None
+        wakeup = self._wakeup
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._pending:
+                wakeup.clear()
+                await wakeup.wait()
+                continue
+            deadline = self._pending[0].arrived + self.batch_timeout_s
+            while not self._ready():
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    break
+                wakeup.clear()
+                try:
+                    await asyncio.wait_for(wakeup.wait(), remaining)
+                except TimeoutError:
+                    break
+            batch = self._take_batch()
+            if batch:
+                await self._run_batch(loop, batch)
+
+    def _take_batch(self) -> list[_Request]:
+        """Whole requests, oldest first, up to ``max_batch`` rows (at least one request)."""
+        if self._metrics is not None:
+            self._metrics.queue_depth.set(len(self._pending))
+        batch: list[_Request] = []
+        rows = 0
+        while self._pending:
+            n = self._pending[0].planes.shape[0]
+            if batch and rows + n > self.max_batch:
+                break
+            request = self._pending.popleft()
+            self._pending_rows -= n
+            if request.future.done():  # the caller went away (cancelled)
+                continue
+            batch.append(request)
+            rows += n
+        return batch
+
+    async def _run_batch(self, loop: asyncio.AbstractEventLoop, batch: list[_Request]) -> None:
+        try:
+            policy, value, seconds = await loop.run_in_executor(
+                self._executor, self._compute, [r.planes for r in batch]
+            )
+        except Exception as err:  # a failed model call fails its batch, not the server
+            for request in batch:
+                if not request.future.done():
+                    request.future.set_exception(err)
+            return
+        rows = policy.shape[0]
+        self._evaluations += rows
+        self._batches += 1
+        self._model_seconds += seconds
+        now = time.perf_counter()
+        start = 0
+        for request in batch:
+            stop = start + request.planes.shape[0]
+            if not request.future.done():
+                request.future.set_result((policy[start:stop], value[start:stop]))
+            if self._metrics is not None:
+                self._metrics.latency.observe(now - request.arrived)
+            start = stop
+        if self._metrics is not None:
+            self._metrics.evaluations.inc(rows)
+            self._metrics.batch_size.observe(rows)
+
+    def _compute(self, parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+        """The one model call for a batch (on the executor thread)."""
+        planes = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        with self._model_lock:
+            start = time.perf_counter()
+            policy, value = self._model(planes)
+            return policy, value, time.perf_counter() - start
+
+    # -- control ---------------------------------------------------------------------------
+
+    def load_weights(self, blob: bytes, sha256: str, version: int) -> int:
+        """Hot-swap to a new model between two batches; returns the version now served.
+
+        The blob's sha256 must equal ``sha256`` (else ValueError, weights unchanged); a
+        blob that does not fit the network raises ``WeightsError`` (a ValueError) with
+        the weights unchanged too. The compiled function reads the same variables, so
+        the swap never retraces.
+        """
+        blob = bytes(blob)
+        digest = blob_sha256(blob)
+        if digest != sha256:
+            raise ValueError(f"weights sha256 mismatch: blob has {digest}, expected {sha256}")
+        with self._model_lock:
+            self._model.load_weights_blob(blob)
+            self._version = int(version)
+        if self._metrics is not None:
+            self._metrics.model_version.set(self._version)
+        return self._version
+
+    def version(self) -> int:
+        """The model version being served."""
+        return self._version
+
+    def set_clients(self, n: int) -> None:
+        """How many workers are attached (flush as soon as that many requests wait)."""
+        self._check_clients(n)
+        self.clients = int(n)
+        if self._wakeup is not None and self._loop is not None and not self._loop.is_closed():
+            # recheck the flush rule now; the loop may be another thread's (a sync Ray method)
+            self._loop.call_soon_threadsafe(self._wakeup.set)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since start: evaluations, batches, mean batch size, queue depth now,
+        version, seconds spent in model calls."""
+        return {
+            "evaluations": self._evaluations,
+            "batches": self._batches,
+            "mean_batch_size": self._evaluations / self._batches if self._batches else 0.0,
+            "queue_depth": len(self._pending),
+            "queued_rows": self._pending_rows,
+            "version": self._version,
+            "model_seconds": self._model_seconds,
+            "traces": self._model.trace_count,
+            "clients": self.clients,
+            "metrics": self._metrics is not None,
+        }
+
+    @staticmethod
+    def _check_clients(n: int) -> None:
+        if int(n) < 1:
+            raise ValueError(f"clients must be >= 1, got {n}")

@@ -1,0 +1,106 @@
+"""SelfPlayWorker: G concurrent self-play games fed by a shared inference server.
+
+A plain class; the cluster makes it a Ray actor (one CPU each). Its games are split
+into two halves, each a ``SelfPlay``: while the server evaluates one half's leaves,
+the worker does the tree work of the other, so neither side waits for the other
+(the design's two half-batches in flight). Finished games go to ``sink(record)``.
+
+``submit(planes) -> handle`` and ``resolve(handle) -> (policy, value)`` are how it
+reaches the server: ``server.evaluate.remote`` and ``ray.get`` inside Ray, a direct
+call in one process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from engine.games.base import Game
+from engine.selfplay import GameRecord, SelfPlay
+
+__all__ = ["SelfPlayWorker"]
+
+
+class SelfPlayWorker:
+    """Plays self-play games forever, in chunks of ``run_for(seconds)``."""
+
+    def __init__(
+        self,
+        *,
+        game: Game,
+        selfplay: dict,
+        submit: Callable[[np.ndarray], Any],
+        resolve: Callable[[Any], tuple[np.ndarray, np.ndarray]],
+        sink: Callable[[GameRecord], None],
+        seed: int,
+        games: int,
+        model_version: int = 0,
+    ):
+        if games < 2:
+            raise ValueError("a worker needs at least 2 games (two halves)")
+        self.game = game
+        self.submit = submit
+        self.resolve = resolve
+        self.sink = sink
+        half = games // 2
+        self.halves = [
+            SelfPlay(game, games=n, seed=seed * 2 + i, model_version=model_version, **selfplay)
+            for i, n in enumerate((half, games - half))
+        ]
+        self._in_flight: list[Any] = [None, None]
+        self.games_played = 0
+        self.positions = 0
+        self.evaluations = 0
+        self.rounds = 0
+        self.busy_seconds = 0.0
+
+    def set_model_version(self, version: int) -> None:
+        """The version the samples recorded from now on carry (pushed on promotion)."""
+        for half in self.halves:
+            half.set_model_version(version)
+
+    def run_for(self, seconds: float) -> dict:
+        """Play for about ``seconds``; returns counters since the worker started."""
+        start = time.monotonic()
+        for i, half in enumerate(self.halves):
+            if self._in_flight[i] is None:
+                self._in_flight[i] = self._gather(half)
+        while time.monotonic() - start < seconds:
+            for i, half in enumerate(self.halves):
+                # Resolve this half's evaluation (the other half's is in flight), play
+                # on, and send its next leaves before turning to the other half.
+                planes_sent, handle = self._in_flight[i]
+                policy, value = self.resolve(handle) if handle is not None else _nothing(self.game)
+                for record in half.apply(policy, value):
+                    self.sink(record)
+                    self.games_played += 1
+                    self.positions += len(record.value)
+                self.evaluations += planes_sent
+                self._in_flight[i] = self._gather(half)
+            self.rounds += 1
+        self.busy_seconds += time.monotonic() - start
+        return self.stats()
+
+    def stats(self) -> dict:
+        return {
+            "games": self.games_played,
+            "positions": self.positions,
+            "evaluations": self.evaluations,
+            "rounds": self.rounds,
+            "moves": sum(h.moves_played for h in self.halves),
+            "seconds": self.busy_seconds,
+        }
+
+    def _gather(self, half: SelfPlay) -> tuple[int, Any]:
+        planes = half.gather()
+        if len(planes) == 0:
+            return 0, None
+        # The search reuses its planes buffer on the next gather: send a copy.
+        return len(planes), self.submit(planes.copy())
+
+
+def _nothing(game: Game) -> tuple[np.ndarray, np.ndarray]:
+    return np.zeros((0, game.num_actions), np.float32), np.zeros(0, np.float32)
