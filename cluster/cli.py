@@ -80,13 +80,18 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train",
         help="train a network by self-play from a config",
-        description="Self-play, training, gating and promotion. --single-process runs the whole loop in "
-        "this process (no Ray, no Redis).",
+        description="Self-play, training, gating and promotion. By default on Ray (a local Ray unless "
+        "--address or ray.address) with Redis (an embedded server unless --redis or redis.url; the password "
+        "of an external Redis comes from TENGEN_REDIS_PASSWORD). --single-process runs the same loop in this "
+        "process, without Ray or Redis.",
     )
     p.add_argument("config", help="run config, e.g. configs/connect4.yaml")
     p.add_argument("--single-process", action="store_true", help="run the loop in this process")
     p.add_argument("--run-dir", default=None, help="run directory (default: runs/<game>-<time>)")
     p.add_argument("--minutes", type=float, default=None, help="stop after this many minutes")
+    p.add_argument("--address", default=None, help="Ray address: auto or ray://HOST:PORT (default: local Ray)")
+    p.add_argument("--redis", default=None, help="redis://HOST:PORT/DB (default: an embedded server)")
+    p.add_argument("--workers", type=int, default=None, help="self-play workers (default: from the config)")
     p.set_defaults(handler=_run_train)
 
 
@@ -103,19 +108,71 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.minutes is not None and args.minutes <= 0:
         print("tengen train: --minutes must be positive", file=sys.stderr)
         return 2
-    if not args.single_process:
-        print("tengen train: the distributed run (Ray + Redis) is not available yet; use --single-process",
-              file=sys.stderr)
+    if args.workers is not None and args.workers < 1:
+        print("tengen train: --workers must be at least 1", file=sys.stderr)
         return 2
-    from cluster.single_process import SingleProcessRun
-
+    if args.redis and "@" in args.redis.split("//", 1)[-1]:
+        print("tengen train: put the Redis password in TENGEN_REDIS_PASSWORD, not in --redis", file=sys.stderr)
+        return 2
     run_dir = args.run_dir or f"runs/{config.game.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run = SingleProcessRun(config, run_dir, minutes=args.minutes)
+    if args.single_process:
+        from cluster.single_process import SingleProcessRun
+
+        run = SingleProcessRun(config, run_dir, minutes=args.minutes)
+        try:
+            run.run()
+        except KeyboardInterrupt:
+            run.log("interrupted: the best model so far is in " + str(run.run_dir / "best"))
+            return 130
+        return 0
+    from cluster.driver import ClusterRun
+
+    ClusterRun(config, run_dir, address=args.address, redis_url=args.redis, minutes=args.minutes,
+               workers=args.workers).run()
+    return 0
+
+
+def _add_status(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("status", help="show a running or finished run",
+                              description="Versions, promotions with Elo, rates, stream length, workers alive: "
+                              "from Redis while the run lives, else from its run directory.")
+    p.add_argument("--run-dir", required=True)
+    p.set_defaults(handler=_run_status)
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from cluster.run_control import read_status
+
     try:
-        run.run()
-    except KeyboardInterrupt:
-        run.log("interrupted: the best model so far is in " + str(run.run_dir / "best"))
-        return 130
+        status = read_status(Path(args.run_dir))
+    except FileNotFoundError as e:
+        print(f"tengen status: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(status, indent=2, default=str))
+    return 0
+
+
+def _add_scale(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("scale", help="change the number of self-play workers of a running run")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--workers", type=int, required=True)
+    p.set_defaults(handler=_run_scale)
+
+
+def _run_scale(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cluster.run_control import request_workers
+
+    try:
+        request_workers(Path(args.run_dir), args.workers)
+    except (FileNotFoundError, ValueError, ConnectionError) as e:
+        print(f"tengen scale: {e}", file=sys.stderr)
+        return 2
+    print(f"asked the run for {args.workers} self-play workers")
     return 0
 
 
@@ -200,6 +257,8 @@ def _run_selfplay_demo(args: argparse.Namespace) -> int:
 #: the subcommands, in the order ``--help`` lists them
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_train,
+    _add_status,
+    _add_scale,
     _add_bestmove,
     _add_gtp,
     _add_selfplay_demo,

@@ -7,6 +7,8 @@ carry it.
 """
 
 import json
+import threading
+import time
 
 import pytest
 import yaml
@@ -15,6 +17,7 @@ from cluster.codec import game_decoder
 from cluster.config import parse_config
 from cluster.driver import ClusterRun
 from cluster.redis_server import EmbeddedRedis
+from cluster.run_control import read_status, request_workers
 from cluster.transport import ModelRegistry, SampleStream
 from engine.games import make_game
 
@@ -26,33 +29,49 @@ TINY_TICTACTOE = {
     "train": {"batch_size": 32, "min_positions": 64, "candidate_every": 25, "replay_window": 5000},
     "gating": {"rule": "none"},
     "cluster": {"workers": 1, "games_per_worker": 16, "worker_chunk_seconds": 1.0, "batch_timeout_ms": 2.0},
-    "stop": {"promotions": 2, "minutes": 4},
+    "stop": {"promotions": 3, "minutes": 4},
 }
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
+    """Runs the driver in a thread and, once it reports, asks it (as `tengen scale`
+    would) for a second worker."""
     run_dir = tmp_path_factory.mktemp("cluster") / "ttt-e2e"
     lines: list[str] = []
-    summary = ClusterRun(parse_config(TINY_TICTACTOE), run_dir, log=lines.append).run()
-    return run_dir, summary, lines
+    result: dict = {}
+    run = ClusterRun(parse_config(TINY_TICTACTOE), run_dir, log=lines.append)
+    thread = threading.Thread(target=lambda: result.update(run.run()))
+    thread.start()
+    deadline = time.monotonic() + 120
+    live: dict = {}
+    while thread.is_alive() and time.monotonic() < deadline:
+        if (run_dir / "config.yaml").exists():
+            live = read_status(run_dir)
+            if live.get("workers_alive") and "driver" in live.get("components", {}):
+                break
+        time.sleep(0.5)
+    request_workers(run_dir, 2)
+    thread.join(timeout=300)
+    assert not thread.is_alive()
+    return run_dir, result, lines, live
 
 
 def test_a_run_promotes_and_leaves_its_directory(finished_run):
-    run_dir, summary, lines = finished_run
-    assert summary["promotions"] >= 2, "\n".join(lines)
+    run_dir, summary, lines, _ = finished_run
+    assert summary["promotions"] >= 3, "\n".join(lines)
     assert summary["steps"] >= 50 and summary["games"] > 0
     for name in ["config.yaml", "log.txt", "status.json", "ladder.json", "best/model.safetensors", "best/config.yaml"]:
         assert (run_dir / name).exists(), name
     ladder = [entry["version"] for entry in json.loads((run_dir / "ladder.json").read_text())]
     # Version 0 is the initial net; the gatekeeper always takes the newest candidate.
-    assert ladder[0] == 0 and len(ladder) >= 3 and ladder == sorted(set(ladder))
+    assert ladder[0] == 0 and len(ladder) >= 4 and ladder == sorted(set(ladder))
     assert any(f"promoted {ladder[-1]:06d}" in line for line in lines)
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["gating"]["rule"] == "none"
 
 
 def test_samples_in_redis_carry_the_promoted_versions(finished_run):
-    run_dir, summary, _ = finished_run
+    run_dir, summary, _, _ = finished_run
     # The embedded server kept its AOF in the run directory: start it again and look.
     connection = json.loads((run_dir / "redis" / "connection.json").read_text())
     with EmbeddedRedis(data_dir=run_dir / "redis", password=connection["password"]) as server:
@@ -68,5 +87,18 @@ def test_samples_in_redis_carry_the_promoted_versions(finished_run):
 
 
 def test_the_learner_left_a_checkpoint(finished_run):
-    run_dir, _, _ = finished_run
+    run_dir = finished_run[0]
     assert (run_dir / "learner" / "learner.ckpt").stat().st_size > 0
+
+
+def test_status_reads_the_live_run_and_the_finished_one(finished_run):
+    run_dir, summary, lines, live = finished_run
+    assert live["live"] and live["best_version"] is not None and "driver" in live["components"]
+    assert live["workers_alive"] == ["w000"], live["components"].keys()
+    after = read_status(run_dir)
+    assert not after["live"] and after["last_report"]["best"] and after["ladder"][0]["version"] == 0
+
+
+def test_scale_adds_a_worker_to_the_running_run(finished_run):
+    lines = finished_run[2]
+    assert any("scaled to 2 self-play workers" in line for line in lines), "\n".join(lines)
