@@ -15,6 +15,12 @@ from collections.abc import Callable, Sequence
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "GO_GAMES"]
 
+def _fail(command: str, message: object) -> int:
+    """Report a usage or input error of ``tengen COMMAND`` and give its exit status."""
+    print(f"tengen {command}: {message}", file=sys.stderr)
+    return 2
+
+
 #: ``--game`` names for Go and their board sizes
 GO_GAMES = {"go9": 9, "go13": 13, "go19": 19}
 
@@ -48,8 +54,7 @@ def _run_gtp(args: argparse.Namespace) -> int:
             size, komi, superko = game.size, game.komi, game.superko
         engine = GtpEngine(size=size, komi=komi, superko=superko, seed=args.seed, move_chooser=chooser)
     except (ValueError, OSError) as e:
-        print(f"tengen gtp: {e}", file=sys.stderr)
-        return 2
+        return _fail("gtp", e)
     engine.run(sys.stdin, sys.stdout)
     return 0
 
@@ -103,17 +108,13 @@ def _run_train(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as e:
-        print(f"tengen train: {e}", file=sys.stderr)
-        return 2
+        return _fail("train", e)
     if args.minutes is not None and args.minutes <= 0:
-        print("tengen train: --minutes must be positive", file=sys.stderr)
-        return 2
+        return _fail("train", "--minutes must be positive")
     if args.workers is not None and args.workers < 1:
-        print("tengen train: --workers must be at least 1", file=sys.stderr)
-        return 2
+        return _fail("train", "--workers must be at least 1")
     if args.redis and "@" in args.redis.split("//", 1)[-1]:
-        print("tengen train: put the Redis password in TENGEN_REDIS_PASSWORD, not in --redis", file=sys.stderr)
-        return 2
+        return _fail("train", "put the Redis password in TENGEN_REDIS_PASSWORD, not in --redis")
     run_dir = args.run_dir or f"runs/{config.game.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.single_process:
         from cluster.single_process import SingleProcessRun
@@ -149,8 +150,7 @@ def _run_status(args: argparse.Namespace) -> int:
     try:
         status = read_status(Path(args.run_dir))
     except FileNotFoundError as e:
-        print(f"tengen status: {e}", file=sys.stderr)
-        return 2
+        return _fail("status", e)
     print(json.dumps(status, indent=2, default=str))
     return 0
 
@@ -170,8 +170,7 @@ def _run_scale(args: argparse.Namespace) -> int:
     try:
         request_workers(Path(args.run_dir), args.workers)
     except (FileNotFoundError, ValueError, ConnectionError) as e:
-        print(f"tengen scale: {e}", file=sys.stderr)
-        return 2
+        return _fail("scale", e)
     print(f"asked the run for {args.workers} self-play workers")
     return 0
 
@@ -195,13 +194,11 @@ def _run_bestmove(args: argparse.Namespace) -> int:
     from engine.network import WeightsError
 
     if args.sims < 0:
-        print("tengen bestmove: --sims must be >= 0", file=sys.stderr)
-        return 2
+        return _fail("bestmove", "--sims must be >= 0")
     try:
         _, game, choose = _model_chooser(args.checkpoint, args.config, args.sims)
     except (ConfigError, WeightsError, OSError) as e:
-        print(f"tengen bestmove: {e}", file=sys.stderr)
-        return 2
+        return _fail("bestmove", e)
     for line in sys.stdin:
         try:
             state, history = game.state_from_moves(game.moves_from_text(line))
@@ -234,11 +231,9 @@ def _run_selfplay_demo(args: argparse.Namespace) -> int:
     try:
         game = load_config(args.config).game.make()
     except ConfigError as e:
-        print(f"tengen selfplay-demo: {e}", file=sys.stderr)
-        return 2
+        return _fail("selfplay-demo", e)
     if args.games < 1:
-        print("tengen selfplay-demo: --games must be at least 1", file=sys.stderr)
-        return 2
+        return _fail("selfplay-demo", "--games must be at least 1")
     tally = {1.0: 0, 0.0: 0, -1.0: 0}
     moves = 0
     start = time.perf_counter()

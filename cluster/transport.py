@@ -124,6 +124,23 @@ class _DecodeCounter:
             self._bad(entry_id, f"{type(e).__name__}: {e}")
             return None
 
+    def ack(self, group: str, ids: Iterable[bytes]) -> int:
+        raise NotImplementedError
+
+    def _decode_all(self, group: str, raw: list[tuple[bytes, dict]], decode: Decode) -> list[Entry]:
+        """Decode delivered entries; the bad ones are acknowledged here (skipped for
+        good), the good ones are the caller's to acknowledge once stored."""
+        good, bad = [], []
+        for entry_id, fields in raw:
+            record = self._decode(entry_id, fields, decode)
+            if record is None:
+                bad.append(entry_id)
+            else:
+                good.append((entry_id, record))
+        if bad:
+            self.ack(group, bad)
+        return good
+
     def _bad(self, entry_id: bytes, reason: str) -> None:
         self.bad_entries += 1
         self.last_errors.append(f"{entry_id.decode(errors='replace')}: {reason}")
@@ -217,17 +234,6 @@ class SampleStream(_DecodeCounter):
             self.ack(group, gone)
         return self._decode_all(group, raw, decode)
 
-    def _decode_all(self, group: str, raw: list[tuple[bytes, dict]], decode: Decode) -> list[Entry]:
-        good, bad = [], []
-        for entry_id, fields in raw:
-            record = self._decode(entry_id, fields, decode)
-            if record is None:
-                bad.append(entry_id)
-            else:
-                good.append((entry_id, record))
-        if bad:
-            self.ack(group, bad)
-        return good
 
     def move_group_to_end(self, group: str) -> bytes:
         """Point ``group`` past the last entry and acknowledge everything pending up to
@@ -405,16 +411,6 @@ class LocalSampleStream(_DecodeCounter):
                 state["last"] = fresh[-1]
         return self._decode_all(group, raw, decode)
 
-    def _decode_all(self, group: str, raw: list[tuple[bytes, dict]], decode: Decode) -> list[Entry]:
-        good, bad = [], []
-        for entry_id, fields in raw:
-            record = self._decode(entry_id, fields, decode)
-            if record is None:
-                bad.append(entry_id)
-            else:
-                good.append((entry_id, record))
-        self.ack(group, bad)
-        return good
 
     def ack(self, group: str, ids: Iterable[bytes]) -> int:
         with self._cond:
