@@ -62,6 +62,8 @@ class ClusterRun:
         self.learner_stats: dict = {}
         self.worker_stats: dict[str, dict] = {}
         self.server_stats: dict = {}
+        #: the learner actor's handle while the run lives (tests kill it to check recovery)
+        self.learner: Any = None
 
     # -- start-up ---------------------------------------------------------------------
     def _start_redis(self) -> tuple[str, str | None]:
@@ -80,9 +82,10 @@ class ClusterRun:
         if self.address:
             ray.init(address=self.address, runtime_env=env, log_to_driver=False)
         else:
-            # One logical CPU per actor even on a 2-core laptop: the server, the learner
-            # and the workers then share the cores, as the operating system schedules them.
-            cpus = max(os.cpu_count() or 2, (self.requested_workers or 1) + 2)
+            # Logical CPUs only decide what may be scheduled. On one machine every actor
+            # should run (and share the cores as the OS schedules them): scaling up or
+            # replacing a lost learner must never wait for a free "CPU".
+            cpus = (os.cpu_count() or 2) + 32
             ray.init(num_cpus=cpus, runtime_env=env, include_dashboard=False, log_to_driver=False)
 
     def _publish_initial(self, registry: ModelRegistry) -> int:
@@ -101,7 +104,10 @@ class ClusterRun:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         if gpus:
             return max(1, min(cpus - 2, gpus * self.config.cluster.workers_per_gpu))
-        # Locally: leave a core to the inference server and the learner.
+        if self.address:  # a CPU cluster: a CPU each, after the server and the learner
+            return max(1, cpus - 2)
+        # Locally (logical CPUs are padded, see _start_ray): leave a core to the
+        # inference server and the learner.
         return max(1, (os.cpu_count() or 2) - 1)
 
     # -- the run ----------------------------------------------------------------------
@@ -139,8 +145,7 @@ class ClusterRun:
         ).remote(network=network_kwargs(cfg), weights=blob, version=self.best_version,
                  max_batch=cfg.cluster.max_batch, batch_timeout_ms=cfg.cluster.batch_timeout_ms, clients=n_workers)
         storage = cfg.storage or str(self.run_dir / "learner")
-        learner: Any = ray.remote(LearnerActor).options(num_cpus=1, num_gpus=1 if gpus else 0).remote(
-            config_dict, self.run_id, redis_url, storage, cfg.seed)
+        learner = self.learner = self._start_learner(config_dict, redis_url, storage, gpus)
         gatekeeper: Any = ray.remote(GatekeeperActor).options(num_cpus=0).remote(
             config_dict, self.run_id, redis_url, cfg.seed + 1)
         workers: dict[str, Any] = {}
@@ -162,8 +167,13 @@ class ClusterRun:
                 ready, _ = ray.wait(refs, num_returns=1, timeout=1.0)
                 for ref in ready:
                     if ref is learner_ref:
-                        self.learner_stats = ray.get(ref)
-                        pending_candidates.extend(self.learner_stats["published"])
+                        try:
+                            self.learner_stats = ray.get(ref)
+                            pending_candidates.extend(self.learner_stats["published"])
+                        except ray.exceptions.RayActorError:
+                            # A new learner resumes from its checkpoint and the stream.
+                            self.log("learner lost: starting a new one from its checkpoint")
+                            learner = self.learner = self._start_learner(config_dict, redis_url, storage, gpus)
                         learner_ref = learner.step.remote(1.0, self.best_version)
                     elif ref is gate_ref:
                         gate_ref = None
@@ -200,7 +210,10 @@ class ClusterRun:
                     self._report(start, stream, status)
         except KeyboardInterrupt:
             self.log("interrupted: stopping cleanly")
-        ray.get(learner.checkpoint.remote())
+        try:
+            ray.get(learner.checkpoint.remote(), timeout=120)
+        except (ray.exceptions.RayError, TimeoutError) as e:
+            self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
         self._save_best(registry)
         summary = {"best": model_version_id(self.best_version), "promotions": self.promotions,
                    "steps": self.learner_stats.get("step", 0),
@@ -208,6 +221,10 @@ class ClusterRun:
                    "minutes": (time.monotonic() - start) / 60}
         self.log("done: " + json.dumps(summary))
         return summary
+
+    def _start_learner(self, config_dict: dict, redis_url: str, storage: str, gpus: int) -> Any:
+        return ray.remote(LearnerActor).options(num_cpus=1, num_gpus=1 if gpus else 0).remote(
+            config_dict, self.run_id, redis_url, storage, self.config.seed)
 
     def _start_worker(self, config_dict: dict, redis_url: str, server, index: int) -> Any:
         return ray.remote(SelfPlayActor).options(num_cpus=1).remote(

@@ -92,16 +92,19 @@ class Learner:
         """Read what the stream has, train as far as the reuse ratio allows, publish a
         candidate when due; returns at the latest after ``seconds``."""
         deadline = time.monotonic() + seconds
-        self._read(block_ms=int(min(seconds, 0.5) * 1000))
+        self._read(block_ms=0)
         published = []
-        while time.monotonic() < deadline and self._may_train():
+        while (remaining := deadline - time.monotonic()) > 0:
+            if not self._may_train():
+                # Wait for data in short blocking reads: a reply must come well within
+                # the Redis client's socket timeout.
+                self._read(block_ms=max(1, int(min(remaining, 0.5) * 1000)))
+                continue
             self.losses = self.trainer.train_step(*self.window.sample(self.batch_size, self.rng, game=self.game))
             if self.trainer.step % self.candidate_every == 0:
                 published.append(self.publish_candidate())
             if self.trainer.step % 50 == 0:
                 self._read(block_ms=0)
-        if not self._may_train() and time.monotonic() < deadline:
-            self._read(block_ms=int(max(deadline - time.monotonic(), 0) * 1000))
         return self.stats(best_version) | {"published": published}
 
     def stats(self, best_version: int = 0) -> dict:
@@ -120,8 +123,8 @@ class Learner:
     def _may_train(self) -> bool:
         if len(self.window) < self.min_positions:
             return False
-        allowed = self.window.positions_added * self.max_reuse / self.batch_size
-        return self.trainer.step < allowed
+        # One more step must keep the samples drawn within max_reuse per position added.
+        return (self.trainer.step + 1) * self.batch_size <= self.window.positions_added * self.max_reuse
 
     def _read(self, *, block_ms: int) -> int:
         """Move what the stream has into the window, then acknowledge it."""

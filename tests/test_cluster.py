@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+import ray
 import yaml
 
 from cluster.codec import game_decoder
@@ -52,6 +53,11 @@ def finished_run(tmp_path_factory):
                 break
         time.sleep(0.5)
     request_workers(run_dir, 2)
+    # Kill the learner once it has published: the driver must start a new one that
+    # resumes from the checkpoint and the stream, and the run must go on promoting.
+    while thread.is_alive() and not (run_dir / "learner" / "learner.ckpt").exists():
+        time.sleep(0.2)
+    ray.kill(run.learner)
     thread.join(timeout=300)
     assert not thread.is_alive()
     return run_dir, result, lines, live
@@ -97,6 +103,13 @@ def test_status_reads_the_live_run_and_the_finished_one(finished_run):
     assert live["workers_alive"] == ["w000"], live["components"].keys()
     after = read_status(run_dir)
     assert not after["live"] and after["last_report"]["best"] and after["ladder"][0]["version"] == 0
+
+
+def test_a_lost_learner_is_replaced_and_resumes(finished_run):
+    run_dir, summary, lines, _ = finished_run
+    assert any("learner lost" in line for line in lines), "\n".join(lines)
+    ladder = [entry["version"] for entry in json.loads((run_dir / "ladder.json").read_text())]
+    assert ladder == sorted(set(ladder))  # no version promoted twice, none reused
 
 
 def test_scale_adds_a_worker_to_the_running_run(finished_run):
