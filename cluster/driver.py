@@ -227,7 +227,8 @@ class ClusterRun:
             config_dict, self.run_id, redis_url, storage, self.config.seed)
 
     def _start_worker(self, config_dict: dict, redis_url: str, server, index: int) -> Any:
-        return ray.remote(SelfPlayActor).options(num_cpus=1).remote(
+        # SPREAD: workers go to different nodes first, so losing a node loses few.
+        return ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy="SPREAD").remote(
             config_dict, self.run_id, redis_url, server, f"w{index:03d}", self.config.seed * 1000 + index,
             self.best_version)
 
