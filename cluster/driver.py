@@ -62,6 +62,7 @@ class ClusterRun:
         self.learner_stats: dict = {}
         self.worker_stats: dict[str, dict] = {}
         self.server_stats: dict = {}
+        self._last_totals: tuple[dict, float] = ({}, time.monotonic())
         #: the learner actor's handle while the run lives (tests kill it to check recovery)
         self.learner: Any = None
 
@@ -281,15 +282,22 @@ class ClusterRun:
         return stop.promotions is not None and self.promotions >= stop.promotions
 
     def _report(self, start: float, stream: SampleStream, status: StatusBoard) -> None:
-        elapsed = time.monotonic() - start
-        games = sum(s.get("games", 0) for s in self.worker_stats.values())
-        positions = sum(s.get("positions", 0) for s in self.worker_stats.values())
-        evaluations = sum(s.get("evaluations", 0) for s in self.worker_stats.values())
+        """Rates over the last interval (start-up and slow phases do not dilute them)
+        and totals since the start."""
+        now = time.monotonic()
+        elapsed = now - start
+        totals = {key: sum(s.get(key, 0) for s in self.worker_stats.values())
+                  for key in ("games", "positions", "evaluations", "moves")}
+        before, then = self._last_totals
+        interval = max(now - then, 1e-9)
+        rate = {key: (totals[key] - before.get(key, 0)) / interval for key in totals}
+        self._last_totals = (totals, now)
         losses = self.learner_stats.get("losses", {})
         gating = self.last_gating
         line = {
-            "elapsed_s": round(elapsed, 1), "games": games, "games_per_s": round(games / elapsed, 2),
-            "positions_per_s": round(positions / elapsed, 1), "evaluations_per_s": round(evaluations / elapsed),
+            "elapsed_s": round(elapsed, 1), "games": totals["games"], "games_per_s": round(rate["games"], 2),
+            "moves_per_s": round(rate["moves"], 1), "positions_per_s": round(rate["positions"], 1),
+            "evaluations_per_s": round(rate["evaluations"]),
             "mean_batch": round(self.server_stats.get("mean_batch_size", 0.0), 1),
             "learner_step": self.learner_stats.get("step", 0),
             "loss": round(losses.get("loss", float("nan")), 3) if losses else None,
@@ -301,7 +309,8 @@ class ClusterRun:
         write_atomically(self.run_dir / "status.json", json.dumps(line, indent=2).encode())
         status.set_status("driver", line)
         gate = (f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-")
-        self.log(f"{elapsed:6.0f}s games {games} ({line['games_per_s']}/s) pos/s {line['positions_per_s']} "
+        self.log(f"{elapsed:6.0f}s games {line['games']} ({line['games_per_s']}/s) moves/s {line['moves_per_s']} "
+                 f"pos/s {line['positions_per_s']} "
                  f"eval/s {line['evaluations_per_s']} batch {line['mean_batch']} step {line['learner_step']} "
                  f"loss {line['loss']} window {line['window']}/{line['window_capacity']} best {line['best']} "
                  f"gate {gate}")
