@@ -153,7 +153,8 @@ class ClusterRun:
         for i in range(n_workers):
             workers[f"w{i:03d}"] = self._start_worker(config_dict, redis_url, server, i)
         self.log(f"run {self.run_id}: {self.game.name}, {n_workers} self-play workers, redis {redis_url}, "
-                 f"ray {self.address or 'local'}; best {model_version_id(self.best_version)}")
+                 f"ray {self.address or 'local'}; best {model_version_id(self.best_version)} "
+                 "(the first games wait for the search kernels to compile: up to a minute on a fresh install)")
 
         chunk = cfg.cluster.worker_chunk_seconds
         worker_refs = {wid: w.run_for.remote(chunk) for wid, w in workers.items()}
