@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-from cluster.actors import network_kwargs
 from cluster.config import load_config
 from cluster.driver import ClusterRun
 from engine.network import CompiledModel, build_network
@@ -36,7 +35,7 @@ from engine.network import CompiledModel, build_network
 
 def raw_evaluations_per_s(config, seconds: float = 10.0) -> float:
     game = config.game.make()
-    model = CompiledModel(build_network(**network_kwargs(config)))
+    model = CompiledModel(build_network(**config.network_kwargs()))
     planes = np.random.default_rng(0).integers(0, 2, size=(128, *game.planes_shape), dtype=np.uint8)
     model(planes)
     calls, start = 0, time.perf_counter()
@@ -50,7 +49,7 @@ def batch1_loop_evaluations_per_s(config, seconds: float = 30.0) -> float:
     """The classic tutorial's loop: a recursive PUCT search calling the model on one
     position at a time (a tf.function call, not predict), self-play move by move."""
     game = config.game.make()
-    model = CompiledModel(build_network(**network_kwargs(config)), buckets=(1,))
+    model = CompiledModel(build_network(**config.network_kwargs()), buckets=(1,))
     simulations, c_puct = config.mcts.simulations, config.mcts.c_puct
     rng = np.random.default_rng(0)
 

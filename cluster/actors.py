@@ -20,29 +20,9 @@ from cluster.metrics import RunMetrics
 from cluster.redis_server import connect
 from cluster.transport import ModelRegistry, SampleStream, StatusBoard
 
-__all__ = ["SelfPlayActor", "LearnerActor", "GatekeeperActor", "network_kwargs", "selfplay_kwargs", "stream_maxlen"]
+__all__ = ["SelfPlayActor", "LearnerActor", "GatekeeperActor", "stream_maxlen"]
 
 PASSWORD_ENV = "TENGEN_REDIS_PASSWORD"
-
-
-def network_kwargs(config: TengenConfig) -> dict:
-    game = config.game.make()
-    return {"input_shape": game.planes_shape, "num_actions": game.num_actions, "blocks": config.network.blocks,
-            "filters": config.network.filters, "l2": config.network.l2,
-            "value_hidden": config.network.value_hidden}
-
-
-def selfplay_kwargs(config: TengenConfig) -> dict:
-    mcts, sp = config.mcts, config.selfplay
-    return {
-        "simulations": mcts.simulations, "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
-        "leaves_per_round": mcts.leaves_per_round, "virtual_loss": mcts.virtual_loss,
-        "dirichlet_alpha": mcts.dirichlet_alpha, "dirichlet_fraction": mcts.dirichlet_fraction,
-        "temperature_schedule": sp.temperature_schedule, "temperature_moves": sp.temperature_moves,
-        "temperature": sp.temperature, "full_search_fraction": sp.full_search_fraction,
-        "cheap_simulations": sp.cheap_simulations, "resign_threshold": sp.resign_threshold,
-        "no_resign_fraction": sp.no_resign_fraction,
-    }
 
 
 def stream_maxlen(config: TengenConfig) -> int:
@@ -80,7 +60,7 @@ class SelfPlayActor:
         self.server = server
         self._last = {"games": 0, "positions": 0, "evaluations": 0, "moves": 0}
         self.worker = SelfPlayWorker(
-            game=self.config.game.make(), selfplay=selfplay_kwargs(self.config),
+            game=self.config.game.make(), selfplay=self.config.selfplay_kwargs(),
             submit=lambda planes: self.server.evaluate.remote(planes), resolve=ray.get, sink=self._send,
             seed=seed, games=self.config.cluster.games_per_worker, model_version=model_version,
         )
@@ -118,11 +98,11 @@ class LearnerActor:
         self.registry = ModelRegistry(client, run_id)
         self.metrics = RunMetrics(run_id)
         train = self.config.train
-        lr = [list(x) for x in train.learning_rate] if isinstance(train.learning_rate, list) else train.learning_rate
         self.learner = Learner(
-            game=self.config.game.make(), network=network_kwargs(self.config), source=self.stream,
+            game=self.config.game.make(), network=self.config.network_kwargs(), source=self.stream,
             registry=self.registry, decode=_decoder(self.config), storage=Path(storage), seed=seed,
-            batch_size=train.batch_size, optimizer=train.optimizer, learning_rate=lr, momentum=train.momentum,
+            batch_size=train.batch_size, optimizer=train.optimizer, learning_rate=self.config.learning_rate(),
+            momentum=train.momentum,
             replay_window=train.replay_window, min_positions=train.min_positions, max_reuse=train.max_reuse,
             candidate_every=train.candidate_every,
         )
@@ -163,9 +143,8 @@ class GatekeeperActor:
         self.metrics = RunMetrics(run_id)
         g, mcts = self.config.gating, self.config.mcts
         self.gatekeeper = Gatekeeper(
-            game=self.config.game.make(), network=network_kwargs(self.config), registry=self.registry,
-            rule={"kind": g.rule, "elo0": g.elo0, "elo1": g.elo1, "alpha": g.alpha, "beta": g.beta,
-                  "max_games": g.max_games, "threshold": g.threshold, "games": g.games},
+            game=self.config.game.make(), network=self.config.network_kwargs(), registry=self.registry,
+            rule=self.config.gating_rule_kwargs(),
             simulations=g.simulations or mcts.simulations, games_in_flight=g.games_in_flight,
             temperature_moves=g.temperature_moves, c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction,
             leaves_per_round=mcts.leaves_per_round, seed=seed,

@@ -209,6 +209,33 @@ class TengenConfig(_Strict):
     storage: str | None = None
     seed: int = Field(default=0, ge=0)
 
+    # -- the config as keyword arguments of the library (one mapping for both drivers)
+    def network_kwargs(self) -> dict:
+        game = self.game.make()
+        return {"input_shape": game.planes_shape, "num_actions": game.num_actions, "blocks": self.network.blocks,
+                "filters": self.network.filters, "l2": self.network.l2, "value_hidden": self.network.value_hidden}
+
+    def selfplay_kwargs(self) -> dict:
+        mcts, sp = self.mcts, self.selfplay
+        return {
+            "simulations": mcts.simulations, "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
+            "leaves_per_round": mcts.leaves_per_round, "virtual_loss": mcts.virtual_loss,
+            "dirichlet_alpha": mcts.dirichlet_alpha, "dirichlet_fraction": mcts.dirichlet_fraction,
+            "temperature_schedule": sp.temperature_schedule, "temperature_moves": sp.temperature_moves,
+            "temperature": sp.temperature, "full_search_fraction": sp.full_search_fraction,
+            "cheap_simulations": sp.cheap_simulations, "resign_threshold": sp.resign_threshold,
+            "no_resign_fraction": sp.no_resign_fraction,
+        }
+
+    def learning_rate(self) -> float | list[list[float]]:
+        rate = self.train.learning_rate
+        return [list(x) for x in rate] if isinstance(rate, list) else rate
+
+    def gating_rule_kwargs(self) -> dict:
+        g = self.gating
+        return {"kind": g.rule, "elo0": g.elo0, "elo1": g.elo1, "alpha": g.alpha, "beta": g.beta,
+                "max_games": g.max_games, "threshold": g.threshold, "games": g.games}
+
     def to_yaml(self) -> str:
         """The config as written into a run directory (every default spelled out)."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

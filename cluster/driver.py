@@ -25,7 +25,7 @@ from typing import Any
 
 import ray
 
-from cluster.actors import PASSWORD_ENV, GatekeeperActor, LearnerActor, SelfPlayActor, network_kwargs, stream_maxlen
+from cluster.actors import PASSWORD_ENV, GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
 from cluster.config import TengenConfig
 from cluster.metrics import RunMetrics
 from cluster.redis_server import EmbeddedRedis, connect
@@ -93,7 +93,7 @@ class ClusterRun:
         best = registry.best_version()
         if best is not None:
             return best  # a resumed run keeps its ladder
-        model = build_network(**network_kwargs(self.config))
+        model = build_network(**self.config.network_kwargs())
         registry.publish(0, weights_to_bytes(model, metadata={"version": 0}), {"step": 0, "game": self.game.name})
         registry.promote(0, elo=0.0, result={"initial": True})
         return 0
@@ -143,7 +143,7 @@ class ClusterRun:
         # Actor handles are typed Any: Ray's stubs type remote methods as plain callables.
         server: Any = ray.remote(InferenceServer).options(
             num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0, max_concurrency=1000,
-        ).remote(network=network_kwargs(cfg), weights=blob, version=self.best_version,
+        ).remote(network=cfg.network_kwargs(), weights=blob, version=self.best_version,
                  max_batch=cfg.cluster.max_batch, batch_timeout_ms=cfg.cluster.batch_timeout_ms, clients=n_workers)
         storage = cfg.storage or str(self.run_dir / "learner")
         learner = self.learner = self._start_learner(config_dict, redis_url, storage, gpus)
@@ -267,7 +267,7 @@ class ClusterRun:
         blob, _ = registry.fetch(self.best_version)
         best = self.run_dir / "best"
         best.mkdir(exist_ok=True)
-        model = build_network(**network_kwargs(self.config))
+        model = build_network(**self.config.network_kwargs())
         weights_from_bytes(model, blob)  # checks the blob against the config before it lands
         save_weights_file(model, best / "model.safetensors",
                           metadata={"version": model_version_id(self.best_version), "game": self.game.name})

@@ -25,7 +25,6 @@ import numpy as np
 
 from cluster.config import TengenConfig, load_config
 from engine.arena import MctsPlayer, play_match
-from engine.games.base import Game
 from engine.gating import Decision, GatingRule
 from engine.network import CompiledModel, build_network, load_weights_file, save_weights_file, write_atomically
 from engine.selfplay import SelfPlay
@@ -40,10 +39,8 @@ def model_version_id(version: int) -> str:
     return f"{version:06d}"
 
 
-def build_model(config: TengenConfig, game: Game):
-    return build_network(input_shape=game.planes_shape, num_actions=game.num_actions,
-                         blocks=config.network.blocks, filters=config.network.filters,
-                         l2=config.network.l2, value_hidden=config.network.value_hidden)
+def build_model(config: TengenConfig):
+    return build_network(**config.network_kwargs())
 
 
 def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
@@ -57,7 +54,7 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
             raise FileNotFoundError(f"no config.yaml beside {weights}: pass --config")
         config = load_config(saved)
     game = config.game.make()
-    model = build_model(config, game)
+    model = build_model(config)
     if not weights.exists():
         raise FileNotFoundError(f"no weights at {weights}")
     load_weights_file(model, weights)
@@ -81,32 +78,19 @@ class SingleProcessRun:
         self.minutes = minutes if minutes is not None else config.stop.minutes
         self.game = config.game.make()
         self.rng = np.random.default_rng(config.seed)
-        self.model = build_model(config, self.game)
-        self.best = build_model(config, self.game)
+        self.model = build_model(config)
+        self.best = build_model(config)
         self.best.set_weights(self.model.get_weights())
         train = config.train
-        self.trainer = Trainer(model=self.model, optimizer=train.optimizer,
-                               learning_rate=[list(x) for x in train.learning_rate]
-                               if isinstance(train.learning_rate, list) else train.learning_rate,
+        self.trainer = Trainer(model=self.model, optimizer=train.optimizer, learning_rate=config.learning_rate(),
                                momentum=train.momentum)
         self.best_eval = CompiledModel(self.best)
         self.candidate_eval = CompiledModel(self.model)
-        mcts, sp = config.mcts, config.selfplay
-        self.selfplay = SelfPlay(
-            self.game, games=sp.games_in_flight, simulations=mcts.simulations, seed=config.seed,
-            c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
-            virtual_loss=mcts.virtual_loss, dirichlet_alpha=mcts.dirichlet_alpha,
-            dirichlet_fraction=mcts.dirichlet_fraction, temperature_schedule=sp.temperature_schedule,
-            temperature_moves=sp.temperature_moves, temperature=sp.temperature,
-            full_search_fraction=sp.full_search_fraction, cheap_simulations=sp.cheap_simulations,
-            resign_threshold=sp.resign_threshold, no_resign_fraction=sp.no_resign_fraction,
-        )
+        self.selfplay = SelfPlay(self.game, games=config.selfplay.games_in_flight, seed=config.seed,
+                                 **config.selfplay_kwargs())
         self.window = ReplayWindow(capacity=train.replay_window, planes_shape=self.game.planes_shape,
                                    num_actions=self.game.num_actions)
-        gating = config.gating
-        self.rule = GatingRule(gating.rule, elo0=gating.elo0, elo1=gating.elo1, alpha=gating.alpha,
-                               beta=gating.beta, max_games=gating.max_games, threshold=gating.threshold,
-                               games=gating.games)
+        self.rule = GatingRule(**config.gating_rule_kwargs())
         self.version = 0
         self.promotions = 0
         self.games_played = 0
