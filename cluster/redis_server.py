@@ -33,10 +33,12 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-__all__ = ["EmbeddedRedis", "EmbeddedRedisError", "connect", "redis_executable", "PASSWORD_ENV"]
+__all__ = ["EmbeddedRedis", "EmbeddedRedisError", "connect", "redis_executable", "PASSWORD_ENV", "USERNAME_ENV"]
 
 #: where a cluster's Redis password comes from (never the command line, never the URL)
 PASSWORD_ENV = "TENGEN_REDIS_PASSWORD"
+#: the ACL user for a cluster's Redis that has one per role (deploy/kubernetes); absent: the default user
+USERNAME_ENV = "TENGEN_REDIS_USERNAME"
 HOST = "127.0.0.1"
 CONFIG_FILE = "redis.conf"
 LOG_FILE = "redis.log"
@@ -266,12 +268,14 @@ class EmbeddedRedis:
 
 
 def connect(url: str, *, password: str | None = None, password_env: str = PASSWORD_ENV,
-            **kwargs: Any) -> redis.Redis:
+            username: str | None = None, username_env: str = USERNAME_ENV, **kwargs: Any) -> redis.Redis:
     """A client for a cluster's Redis at ``url`` (``redis://host:port/db`` or ``rediss://``).
 
     The password is ``password`` or else the environment variable ``password_env``
     (none when both are absent); a URL that embeds one is refused, because URLs end up
-    in configs, logs and process listings.
+    in configs, logs and process listings. The ACL user is ``username`` or else the
+    environment variable ``username_env`` (the default user when both are absent); set it
+    only where the run uses such a Redis, since the embedded server knows the default user only.
     """
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("redis", "rediss"):
@@ -282,4 +286,6 @@ def connect(url: str, *, password: str | None = None, password_env: str = PASSWO
             "(URLs end up in configs, logs and process listings)")
     if password is None:
         password = os.environ.get(password_env) or None
-    return redis.Redis.from_url(url, password=password, **kwargs)
+    if username is None:
+        username = os.environ.get(username_env) or None
+    return redis.Redis.from_url(url, username=username, password=password, **kwargs)
