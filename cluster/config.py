@@ -163,6 +163,17 @@ class RayConfig(_Strict):
     absent, a local Ray started for the run."""
 
     address: str | None = None
+    #: the local Ray's metrics port, so that a Prometheus config can name it
+    #: (deploy/monitoring uses 8080); default: a free port Ray picks. On a cluster,
+    #: ``ray start --metrics-export-port`` sets each node's instead.
+    metrics_export_port: int | None = Field(default=None, ge=1024, le=65535)
+
+    @model_validator(mode="after")
+    def _metrics_port_is_local(self) -> RayConfig:
+        if self.address and self.metrics_export_port is not None:
+            raise ValueError("metrics_export_port applies to a local Ray only; on a cluster pass "
+                             "--metrics-export-port to `ray start`")
+        return self
 
 
 class RedisConfig(_Strict):

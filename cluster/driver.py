@@ -87,7 +87,9 @@ class ClusterRun:
             # should run (and share the cores as the OS schedules them): scaling up or
             # replacing a lost learner must never wait for a free "CPU".
             cpus = (os.cpu_count() or 2) + 32
-            ray.init(num_cpus=cpus, runtime_env=env, include_dashboard=False, log_to_driver=False)
+            # address="local": without it Ray joins any `ray start` cluster on this machine.
+            ray.init(address="local", num_cpus=cpus, runtime_env=env, include_dashboard=False,
+                     log_to_driver=False, _metrics_export_port=self.config.ray.metrics_export_port)
 
     def _publish_initial(self, registry: ModelRegistry) -> int:
         best = registry.best_version()
