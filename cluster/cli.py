@@ -88,9 +88,12 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
         description="Self-play, training, gating and promotion. By default on Ray (a local Ray unless "
         "--address or ray.address) with Redis (an embedded server unless --redis or redis.url; the password "
         "of an external Redis comes from TENGEN_REDIS_PASSWORD). --single-process runs the same loop in this "
-        "process, without Ray or Redis.",
+        "process, without Ray or Redis. --resume continues the run in --run-dir with the config saved there.",
     )
-    p.add_argument("config", help="run config, e.g. configs/connect4.yaml")
+    p.add_argument("config", nargs="?", default=None,
+                   help="run config, e.g. configs/connect4.yaml (with --resume: default the run's own)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --run-dir: its stream, registry and ladder, the learner's checkpoint")
     p.add_argument("--single-process", action="store_true", help="run the loop in this process")
     p.add_argument("--run-dir", default=None, help="run directory (default: runs/<game>-<time>)")
     p.add_argument("--minutes", type=float, default=None, help="stop after this many minutes")
@@ -102,13 +105,28 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_train(args: argparse.Namespace) -> int:
     import time
+    from pathlib import Path
 
     from cluster.config import ConfigError, load_config
+    from cluster.run_control import RunDirError, check_run_dir
 
+    if args.resume and not args.run_dir:
+        return _fail("train", "--resume needs the --run-dir of the run to continue")
+    if not args.config and not args.resume:
+        return _fail("train", "give a config file, e.g. configs/connect4.yaml (or --resume --run-dir DIR)")
     try:
-        config = load_config(args.config)
-    except ConfigError as e:
+        if args.run_dir:
+            check_run_dir(Path(args.run_dir), resume=args.resume)
+        config = load_config(args.config or Path(args.run_dir) / "config.yaml")
+        saved = load_config(Path(args.run_dir) / "config.yaml") if args.resume else config
+    except (ConfigError, RunDirError) as e:
         return _fail("train", e)
+    if args.resume:
+        # Stop, cluster and search settings may change between sessions; what the
+        # checkpoints were made for may not.
+        if (saved.game, saved.network) != (config.game, config.network):
+            return _fail("train", f"{args.config} has another game or network than the run in {args.run_dir}; "
+                         "resume with the run's own config (leave the config out)")
     if args.minutes is not None and args.minutes <= 0:
         return _fail("train", "--minutes must be positive")
     if args.workers is not None and args.workers < 1:
@@ -119,7 +137,10 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.single_process:
         from cluster.single_process import SingleProcessRun
 
-        run = SingleProcessRun(config, run_dir, minutes=args.minutes)
+        try:
+            run = SingleProcessRun(config, run_dir, minutes=args.minutes, resume=args.resume)
+        except FileNotFoundError as e:
+            return _fail("train", e)
         try:
             run.run()
         except KeyboardInterrupt:
@@ -129,7 +150,7 @@ def _run_train(args: argparse.Namespace) -> int:
     from cluster.driver import ClusterRun
 
     ClusterRun(config, run_dir, address=args.address, redis_url=args.redis, minutes=args.minutes,
-               workers=args.workers).run()
+               workers=args.workers, resume=args.resume).run()
     return 0
 
 

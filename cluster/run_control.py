@@ -2,8 +2,8 @@
 
 A live run is reached through its Redis: for the embedded server, the run directory
 holds the connection (``redis/connection.json``, owner-readable only); for an
-external one, the URL is in the run's config and the password in
-``TENGEN_REDIS_PASSWORD``.
+external one, the same file (or the run's config) holds the URL and the password
+is in ``TENGEN_REDIS_PASSWORD``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,22 @@ import yaml
 from cluster.redis_server import connect
 from cluster.transport import ModelRegistry, SampleStream, StatusBoard
 
-__all__ = ["read_status", "request_workers"]
+__all__ = ["RunDirError", "check_run_dir", "read_status", "request_workers"]
+
+
+class RunDirError(ValueError):
+    """The run directory does not fit the request: a run is there without ``--resume``,
+    or none is there with it."""
+
+
+def check_run_dir(run_dir: Path, *, resume: bool) -> None:
+    """A new run needs a directory that holds none (so that two runs never mix their
+    checkpoints and streams); ``resume`` needs one that holds one."""
+    exists = (Path(run_dir) / "config.yaml").exists()
+    if exists and not resume:
+        raise RunDirError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --run-dir")
+    if resume and not exists:
+        raise RunDirError(f"{run_dir} holds no run to resume (no config.yaml)")
 
 
 def _run_id(run_dir: Path) -> str:
@@ -33,7 +48,9 @@ def _client(run_dir: Path) -> redis.Redis | None:
     try:
         if connection.exists():
             info = json.loads(connection.read_text())
-            client = connect(info["url"], password=info["password"], socket_connect_timeout=1)
+            # An external Redis's password is not written down: connect() takes it from
+            # TENGEN_REDIS_PASSWORD, as the run did.
+            client = connect(info["url"], password=info.get("password"), socket_connect_timeout=1)
         else:
             config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
             url = (config.get("redis") or {}).get("url")

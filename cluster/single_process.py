@@ -61,12 +61,18 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     return config, game, model
 
 
+#: the trainer's checkpoint in the run directory
+CHECKPOINT_FILE = "checkpoint.safetensors"
+
+
 class SingleProcessRun:
     """One training run in this process, stopped by the config's ``stop`` section or
-    ``minutes``."""
+    ``minutes``. ``resume=True`` continues the run in ``run_dir`` from its checkpoint:
+    trainer (weights, optimizer, step), best network, ladder and RNG; the replay window
+    refills from new games, with the reuse ratio where it was."""
 
     def __init__(self, config: TengenConfig, run_dir: str | Path, *, minutes: float | None = None,
-                 log: Callable[[str], None] = print):
+                 resume: bool = False, log: Callable[[str], None] = print):
         self.config = config
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -98,6 +104,8 @@ class SingleProcessRun:
         self._last_candidate_step = 0
         self._losses: dict[str, float] = {}
         self._start = time.monotonic()
+        if resume:
+            self._restore()
         self._save_best()
 
     # -- the loop ---------------------------------------------------------------------
@@ -201,8 +209,28 @@ class SingleProcessRun:
         write_atomically(self.run_dir / "ladder.json", json.dumps(self.ladder, indent=2).encode())
 
     def _checkpoint(self) -> None:
-        extra = {"version": self.version, "games": self.games_played}
-        write_atomically(self.run_dir / "checkpoint.safetensors", self.trainer.checkpoint_to_bytes(extra))
+        extra = {"version": self.version, "games": self.games_played, "positions_added": self.window.positions_added,
+                 "samples_drawn": self.window.samples_drawn, "rng": json.dumps(self.rng.bit_generator.state)}
+        write_atomically(self.run_dir / CHECKPOINT_FILE, self.trainer.checkpoint_to_bytes(extra))
+
+    def _restore(self) -> None:
+        path = self.run_dir / CHECKPOINT_FILE
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: the run has no checkpoint to resume from")
+        extra = self.trainer.restore_from_bytes(path.read_bytes())
+        load_weights_file(self.best, self.run_dir / "best" / "model.safetensors")
+        self.ladder = json.loads((self.run_dir / "ladder.json").read_text())
+        self.version = int(extra["version"])
+        self.games_played = int(extra["games"])
+        # The window is empty, but the reuse budget is where it was: no burst of training
+        # on the first few games, no pause either.
+        self.window.positions_added = int(extra.get("positions_added", 0))
+        self.window.samples_drawn = int(extra.get("samples_drawn", 0))
+        if "rng" in extra:
+            self.rng.bit_generator.state = json.loads(extra["rng"])
+        self._last_candidate_step = self.trainer.step
+        self.selfplay.set_model_version(self.version)
+        self.log(f"resumed at step {self.trainer.step}, best {model_version_id(self.version)}")
 
     def log(self, line: str) -> None:
         self._print(line)

@@ -1,5 +1,7 @@
 """The tengen command as people use it: real processes, real files."""
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -83,3 +85,32 @@ def test_gtp_plays_with_a_trained_go_model(tmp_path):
     assert replies[0] == "=" and replies[1] == "="
     vertex = replies[2].removeprefix("= ")
     assert vertex != "C3" and (vertex == "pass" or vertex[0] in "ABCDE")
+
+
+def test_train_refuses_a_run_dir_that_already_holds_a_run(connect4_run, tmp_path):
+    checkpoint = connect4_run / "checkpoint.safetensors"
+    before = checkpoint.read_bytes()
+    config = tiny_config(tmp_path, {"name": "connect4"})
+    done = tengen("train", str(config), "--single-process", "--run-dir", str(connect4_run))
+    assert done.returncode == 2 and "already holds a run: pass --resume" in done.stderr
+    assert checkpoint.read_bytes() == before
+
+
+def test_resume_continues_a_run_from_its_checkpoint(connect4_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(connect4_run, run)
+    ladder = json.loads((run / "ladder.json").read_text())
+    # The run stopped at its 8 steps; a config that only moves the stop goes on.
+    config = tiny_config(tmp_path, {"name": "connect4"}, stop={"steps": 16})
+    done = tengen("train", str(config), "--resume", "--single-process", "--run-dir", str(run))
+    assert done.returncode == 0, done.stderr
+    assert "resumed at step 8" in done.stdout and '"steps": 16' in done.stdout
+    assert json.loads((run / "ladder.json").read_text())[:len(ladder)] == ladder
+
+
+def test_resume_needs_a_run_and_the_same_network(connect4_run, tmp_path):
+    done = tengen("train", "--resume", "--single-process", "--run-dir", str(tmp_path / "nothing"))
+    assert done.returncode == 2 and "holds no run to resume" in done.stderr
+    bigger = tiny_config(tmp_path, {"name": "connect4"}, network={"blocks": 2, "filters": 8})
+    done = tengen("train", str(bigger), "--resume", "--single-process", "--run-dir", str(connect4_run))
+    assert done.returncode == 2 and "another game or network" in done.stderr
