@@ -90,8 +90,10 @@ class LearnerActor:
     """The Learner reading the run's stream and publishing to its registry."""
 
     def __init__(self, config: dict, run_id: str, redis_url: str, storage: str, seed: int):
+        from engine.network import share_gpu_memory
         from learner.learner import Learner
 
+        share_gpu_memory()
         self.config = parse_config(config)
         client = _redis(redis_url)
         self.stream = SampleStream(client, run_id, maxlen=stream_maxlen(self.config))
@@ -109,6 +111,10 @@ class LearnerActor:
         self._steps = self.learner.trainer.step
         self._read = self.learner.positions_read
         self._clock = time.monotonic()
+
+    def node_id(self) -> str:
+        """The Ray node this learner runs on (its GPU may be shared with a server)."""
+        return ray.get_runtime_context().get_node_id()
 
     def step(self, seconds: float, best_version: int) -> dict:
         stats = self.learner.step(seconds=seconds, best_version=best_version)

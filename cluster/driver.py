@@ -2,11 +2,15 @@
 
 ``ClusterRun(config, run_dir).run()`` connects to Ray (``ray.address`` or a local Ray)
 and to Redis (``redis.url`` or an embedded server in the run directory), publishes
-the initial network as version 000000, starts the inference server(s), the self-play
-workers, the learner and the gatekeeper, then loops: workers play in chunks, the
+the initial network as version 000000, starts the inference servers (one per GPU, or
+one on the CPU; see cluster/inference_pool.py), the self-play workers, the learner
+and the gatekeeper, then loops: workers play in chunks, the
 learner trains and publishes candidates, the newest candidate is gated against the
 best, and a promotion is pushed to the inference servers (weights, hash-checked) and
-to the workers (the version their samples carry). It stops on the config's stop
+to the workers (the version their samples carry). GPU nodes that join get servers and
+workers of their own; a node that leaves takes its actors with it and the run goes on.
+``resume=True`` continues the run that ``run_dir`` holds: the embedded Redis replays
+its AOF (stream, registry, ladder) and the learner restores its checkpoint. It stops on the config's stop
 section, ``minutes``, or Ctrl-C, and leaves the best model in ``RUN_DIR/best``.
 
 A status line goes to the terminal every few seconds and ``RUN_DIR/status.json`` is
@@ -15,6 +19,7 @@ rewritten with it; ``tengen status`` reads that file, or Redis while the run liv
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -24,15 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cluster.actors import PASSWORD_ENV, GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
 from cluster.config import TengenConfig
+from cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
 from cluster.metrics import RunMetrics
-from cluster.redis_server import EmbeddedRedis, connect
+from cluster.redis_server import HOST, EmbeddedRedis, connect
 from cluster.single_process import model_version_id
 from cluster.transport import ModelRegistry, SampleStream, StatusBoard
 from engine.network import build_network, save_weights_file, weights_from_bytes, weights_to_bytes, write_atomically
-from workers.inference_server import InferenceServer
 
 __all__ = ["ClusterRun", "run_id_for"]
 
@@ -45,7 +51,7 @@ def run_id_for(run_dir: str | Path) -> str:
 class ClusterRun:
     def __init__(self, config: TengenConfig, run_dir: str | Path, *, address: str | None = None,
                  redis_url: str | None = None, minutes: float | None = None, workers: int | None = None,
-                 log: Callable[[str], None] = print):
+                 resume: bool = False, log: Callable[[str], None] = print):
         self.config = config
         self.run_dir = Path(run_dir)
         self.run_id = run_id_for(self.run_dir)
@@ -53,6 +59,7 @@ class ClusterRun:
         self.redis_url = redis_url or config.redis.url
         self.minutes = minutes if minutes is not None else config.stop.minutes
         self.requested_workers = workers or config.cluster.workers
+        self.resume = resume
         self._print = log
         self.game = config.game.make()
         self.redis: EmbeddedRedis | None = None
@@ -65,12 +72,25 @@ class ClusterRun:
         self._last_totals: tuple[dict, float] = ({}, time.monotonic())
         #: the learner actor's handle while the run lives (tests kill it to check recovery)
         self.learner: Any = None
+        self.pool: InferencePool | None = None
+        #: the self-play worker actors and their chunk in flight, by worker id
+        self.workers: dict[str, Any] = {}
+        self.worker_refs: dict[str, Any] = {}
+        self._next_worker = 0
+        self._applied_scale: int | None = None
 
     # -- start-up ---------------------------------------------------------------------
     def _start_redis(self) -> tuple[str, str | None]:
         if self.redis_url:
+            # `tengen status` and `tengen scale` find the run's Redis here (a --redis URL
+            # is not in the config file); its password stays in the environment.
+            (self.run_dir / "redis").mkdir(exist_ok=True)
+            write_atomically(self.run_dir / "redis" / "connection.json", json.dumps({"url": self.redis_url}).encode())
             return self.redis_url, os.environ.get(PASSWORD_ENV)
-        self.redis = EmbeddedRedis(data_dir=self.run_dir / "redis")
+        # On a Ray cluster, workers on other nodes must reach it: bind the node's address
+        # too (the password guards it). Locally, loopback only.
+        host = ray.util.get_node_ip_address() if self.address else HOST
+        self.redis = EmbeddedRedis(data_dir=self.run_dir / "redis", host=host)
         self.redis.start()
         # `tengen status` reads the live run with these; readable by the owner only.
         secret = self.run_dir / "redis" / "connection.json"
@@ -140,29 +160,34 @@ class ClusterRun:
         self.best_version = self._publish_initial(registry)
         blob, _ = registry.fetch(self.best_version)
         config_dict = cfg.model_dump(mode="json")
-        n_workers = self._worker_count()
-        gpus = int(ray.cluster_resources().get("GPU", 0))
-        # Actor handles are typed Any: Ray's stubs type remote methods as plain callables.
-        server: Any = ray.remote(InferenceServer).options(
-            num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0, max_concurrency=1000,
-        ).remote(network=cfg.network_kwargs(), weights=blob, version=self.best_version,
-                 max_batch=cfg.cluster.max_batch, batch_timeout_ms=cfg.cluster.batch_timeout_ms, clients=n_workers)
         storage = cfg.storage or str(self.run_dir / "learner")
+        gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
+        # Actor handles are typed Any: Ray's stubs type remote methods as plain callables.
         learner = self.learner = self._start_learner(config_dict, redis_url, storage, gpus)
-        gatekeeper: Any = ray.remote(GatekeeperActor).options(num_cpus=0).remote(
-            config_dict, self.run_id, redis_url, cfg.seed + 1)
-        workers: dict[str, Any] = {}
-        for i in range(n_workers):
-            workers[f"w{i:03d}"] = self._start_worker(config_dict, redis_url, server, i)
-        self.log(f"run {self.run_id}: {self.game.name}, {n_workers} self-play workers, redis {redis_url}, "
-                 f"ray {self.address or 'local'}; best {model_version_id(self.best_version)} "
-                 "(the first games wait for the search kernels to compile: up to a minute on a fresh install)")
-
+        learner_node = ray.get(learner.node_id.remote()) if gpus else None
+        pool = self.pool = InferencePool(network=cfg.network_kwargs(), max_batch=cfg.cluster.max_batch,
+                                         batch_timeout_ms=cfg.cluster.batch_timeout_ms)
+        first_servers = pool.start(blob, self.best_version, learner_node=learner_node, learner_gpus=gpus)
+        gatekeeper = self._start_gatekeeper(config_dict, redis_url)
         chunk = cfg.cluster.worker_chunk_seconds
-        worker_refs = {wid: w.run_for.remote(chunk) for wid, w in workers.items()}
+        workers, worker_refs = self.workers, self.worker_refs
+        start_workers = functools.partial(self._start_workers, config_dict, redis_url, chunk)
+        if self.requested_workers or first_servers == [CPU_SERVER]:
+            start_workers(self._worker_count())
+        else:
+            for key in first_servers:
+                start_workers(cfg.cluster.workers_per_gpu, server=key)
+        pool.update_clients()
+        self.log(f"run {self.run_id}: {self.game.name}, {len(workers)} self-play workers, "
+                 f"{len(pool.servers)} inference servers, redis {redis_url}, ray {self.address or 'local'}; "
+                 f"best {model_version_id(self.best_version)}"
+                 + (", resumed" if self.resume else "")
+                 + " (the first games wait for the search kernels to compile: up to a minute on a fresh install)")
+
         learner_ref = learner.step.remote(1.0, self.best_version)
         gate_ref: Any = None
         pending_candidates: list[int] = []
+        candidate = -1  # the one in the match in flight
         start = last_status = time.monotonic()
         metrics.set("tengen_best_version", self.best_version)
         try:
@@ -177,39 +202,51 @@ class ClusterRun:
                         except ray.exceptions.RayActorError:
                             # A new learner resumes from its checkpoint and the stream.
                             self.log("learner lost: starting a new one from its checkpoint")
+                            gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
                             learner = self.learner = self._start_learner(config_dict, redis_url, storage, gpus)
                         learner_ref = learner.step.remote(1.0, self.best_version)
                     elif ref is gate_ref:
                         gate_ref = None
-                        result: dict = ray.get(ref)
+                        try:
+                            result: dict = ray.get(ref)
+                        except ray.exceptions.RayActorError:
+                            # Its node went away mid-match: a new one plays the match again
+                            # (or a newer candidate's, if one came meanwhile).
+                            self.log("gatekeeper lost: starting a new one")
+                            gatekeeper = self._start_gatekeeper(config_dict, redis_url)
+                            pending_candidates.insert(0, candidate)
+                            continue
                         self.last_gating = result
                         self.log(f"gating {model_version_id(result['candidate'])} vs "
                                  f"{model_version_id(result['best'])}: {result['wins']}-{result['draws']}-"
                                  f"{result['losses']}, Elo {result['elo']:+.0f} -> {result['decision']}")
                         if result["decision"] == "promote":
-                            self._promote(result["candidate"], registry, server, workers, metrics)
+                            self._promote(result["candidate"], registry, metrics)
                     else:
-                        wid = next(w for w, r in worker_refs.items() if r is ref)
+                        wid = next((w for w, r in worker_refs.items() if r is ref), None)
+                        if wid is None:  # dropped since the wait
+                            continue
                         try:
                             self.worker_stats[wid] = ray.get(ref)
                             worker_refs[wid] = workers[wid].run_for.remote(chunk)
-                        except ray.exceptions.RayActorError:
-                            # Its node went away: the run goes on with the others.
-                            self.log(f"worker {wid} lost; {len(workers) - 1} left")
-                            del workers[wid], worker_refs[wid]
-                            self.worker_stats.pop(wid, None)
+                        except ray.exceptions.RayError as e:
+                            # Its node (or its server's) went away: the run goes on with the others.
+                            why = "" if isinstance(e, ray.exceptions.RayActorError) else f" ({type(e).__name__})"
+                            self._drop_worker(wid)
+                            self.log(f"worker {wid} lost{why}; {len(workers)} left")
                 if gate_ref is None and pending_candidates:
                     # Only the newest candidate is worth a match.
                     candidate = pending_candidates[-1]
                     pending_candidates.clear()
                     gate_ref = gatekeeper.gate.remote(candidate, self.best_version)
                 wanted = status.desired_workers()
-                if wanted and wanted != len(workers):
-                    self._scale(workers, worker_refs, wanted, config_dict, redis_url, server, chunk)
-                    ray.get(server.set_clients.remote(len(workers)))
+                if wanted and wanted != self._applied_scale:
+                    # A request applies once: GPU nodes that join later add workers on top.
+                    self._applied_scale = wanted
+                    self._scale(wanted, start_workers)
                 if time.monotonic() - last_status >= 5.0:
                     last_status = time.monotonic()
-                    self.server_stats = ray.get(server.stats.remote())
+                    self._sync_pool(start_workers)
                     metrics.set("tengen_workers_alive", len(workers))
                     self._report(start, stream, status)
         except KeyboardInterrupt:
@@ -226,35 +263,80 @@ class ClusterRun:
         self.log("done: " + json.dumps(summary))
         return summary
 
-    def _start_learner(self, config_dict: dict, redis_url: str, storage: str, gpus: int) -> Any:
-        return ray.remote(LearnerActor).options(num_cpus=1, num_gpus=1 if gpus else 0).remote(
+    def _start_gatekeeper(self, config_dict: dict, redis_url: str) -> Any:
+        return ray.remote(GatekeeperActor).options(num_cpus=0).remote(
+            config_dict, self.run_id, redis_url, self.config.seed + 1)
+
+    def _start_learner(self, config_dict: dict, redis_url: str, storage: str, gpus: float) -> Any:
+        return ray.remote(LearnerActor).options(num_cpus=1, num_gpus=gpus).remote(
             config_dict, self.run_id, redis_url, storage, self.config.seed)
 
-    def _start_worker(self, config_dict: dict, redis_url: str, server, index: int) -> Any:
-        # SPREAD: workers go to different nodes first, so losing a node loses few.
-        return ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy="SPREAD").remote(
-            config_dict, self.run_id, redis_url, server, f"w{index:03d}", self.config.seed * 1000 + index,
-            self.best_version)
-
-    def _scale(self, workers, worker_refs, wanted, config_dict, redis_url, server, chunk) -> None:
-        while len(workers) < wanted:
-            index = max((int(w[1:]) for w in workers), default=-1) + 1
+    def _start_workers(self, config_dict: dict, redis_url: str, chunk: float, count: int,
+                       server: str | None = None) -> None:
+        """Start ``count`` workers on ``server`` (default: the least loaded each time)."""
+        assert self.pool is not None
+        for _ in range(count):
+            index, self._next_worker = self._next_worker, self._next_worker + 1
             wid = f"w{index:03d}"
-            workers[wid] = self._start_worker(config_dict, redis_url, server, index)
-            worker_refs[wid] = workers[wid].run_for.remote(chunk)
-        while len(workers) > wanted:
-            wid = sorted(workers)[-1]
-            ray.kill(workers.pop(wid))
-            worker_refs.pop(wid)
-            self.worker_stats.pop(wid, None)
-        self.log(f"scaled to {len(workers)} self-play workers")
+            handle, node = self.pool.attach(wid, server)
+            # Next to their GPU server when it has one; else SPREAD: workers go to
+            # different nodes first, so losing a node loses few.
+            placement: Any = (NodeAffinitySchedulingStrategy(node, soft=True) if node else "SPREAD")
+            worker: Any = ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy=placement).remote(
+                config_dict, self.run_id, redis_url, handle, wid, self.config.seed * 1000 + index,
+                self.best_version)
+            self.workers[wid] = worker
+            self.worker_refs[wid] = worker.run_for.remote(chunk)
+        self.pool.update_clients()
 
-    def _promote(self, version: int, registry, server, workers, metrics) -> None:
+    def _drop_worker(self, wid: str) -> None:
+        assert self.pool is not None
+        handle = self.workers.pop(wid, None)
+        self.worker_refs.pop(wid, None)
+        self.worker_stats.pop(wid, None)
+        self.pool.detach(wid)
+        if handle is not None:
+            ray.kill(handle)  # a no-op for a dead actor; stops a live one whose server is gone
+
+    def _sync_pool(self, start_workers: Callable[..., None]) -> None:
+        """Servers (and their workers) for GPU nodes that joined; drop what left."""
+        assert self.pool is not None
+        before = set(self.pool.servers)
+        added, orphans = self.pool.sync()
+        self.server_stats, failed = self.pool.stats()
+        for key in failed:
+            orphans += self.pool.lost(key)
+        for wid in orphans:
+            self._drop_worker(wid)
+        for key in added:
+            if key.startswith("gpu:"):
+                start_workers(self.config.cluster.workers_per_gpu, server=key)
+        if not self.workers:  # the last GPU node went: carry on on the CPU server
+            start_workers(self._worker_count())
+        gone = before - set(self.pool.servers)
+        if added or gone:
+            self.log(f"inference servers: {len(self.pool.servers)} (+{len(added)} -{len(gone)}), "
+                     f"self-play workers: {len(self.workers)} (-{len(orphans)} with a lost server)")
+        self.pool.update_clients()
+
+    def _scale(self, wanted: int, start_workers: Callable[..., None]) -> None:
+        if len(self.workers) < wanted:
+            start_workers(wanted - len(self.workers))
+        while len(self.workers) > wanted:
+            self._drop_worker(sorted(self.workers)[-1])
+        assert self.pool is not None
+        self.pool.update_clients()
+        self.log(f"scaled to {len(self.workers)} self-play workers")
+
+    def _promote(self, version: int, registry, metrics) -> None:
         blob, meta = registry.fetch(version)
         from engine.network import blob_sha256
 
-        ray.get(server.load_weights.remote(blob, blob_sha256(blob), version))
-        for w in workers.values():
+        assert self.pool is not None
+        for key in self.pool.load_weights(blob, blob_sha256(blob), version):
+            for wid in self.pool.lost(key):
+                self._drop_worker(wid)
+        for w in self.workers.values():
             w.set_model_version.remote(version)
         self.best_version = version
         self.promotions += 1
@@ -306,7 +388,8 @@ class ClusterRun:
             "loss": round(losses.get("loss", float("nan")), 3) if losses else None,
             "window": self.learner_stats.get("window", 0), "window_capacity": self.config.train.replay_window,
             "best": model_version_id(self.best_version), "promotions": self.promotions,
-            "last_gating": gating, "workers": len(self.worker_stats), "stream_length": stream.length(),
+            "last_gating": gating, "workers": len(self.worker_stats),
+            "inference_servers": len(self.pool.servers) if self.pool else 0, "stream_length": stream.length(),
             "bad_entries": self.learner_stats.get("bad_entries", 0),
         }
         write_atomically(self.run_dir / "status.json", json.dumps(line, indent=2).encode())

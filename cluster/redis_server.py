@@ -5,7 +5,9 @@ and bundles (Redis 6.2: streams, consumer groups, XAUTOCLAIM) as a child process
 our configuration, so workers talk to it over TCP exactly as they would to a
 cluster's Redis:
 
-- ``bind 127.0.0.1`` and ``protected-mode yes``: nothing off this machine reaches it;
+- ``bind 127.0.0.1`` and ``protected-mode yes``: nothing off this machine reaches it
+  (a run on a Ray cluster passes ``host``, the node's address, so that workers on other
+  nodes reach it; the password still guards it);
 - ``requirepass`` with a random password (``secrets.token_urlsafe``) unless one is
   given; the password is in the config file (mode 0600), never on a command line;
 - AOF persistence in the run directory (``appendonly yes``, ``appendfsync everysec``,
@@ -61,9 +63,9 @@ def redis_executable() -> str:
     return str(path)
 
 
-def _free_port() -> int:
+def _free_port(host: str = HOST) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -86,6 +88,7 @@ class EmbeddedRedis:
         data_dir: str | os.PathLike,
         password: str | None = None,
         port: int | None = None,
+        host: str = HOST,
         executable: str | None = None,
         start_timeout_s: float = 15.0,
     ):
@@ -94,6 +97,7 @@ class EmbeddedRedis:
         if not self._password:
             raise ValueError("the password cannot be empty")
         self._requested_port = port
+        self.host = host
         self._port: int | None = None
         self._executable = executable
         self.start_timeout_s = start_timeout_s
@@ -103,8 +107,8 @@ class EmbeddedRedis:
     # -- what clients need ----------------------------------------------------------------
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:PORT/0``, without the password (pass that separately)."""
-        return f"redis://{HOST}:{self.port}/0"
+        """``redis://HOST:PORT/0``, without the password (pass that separately)."""
+        return f"redis://{self.host}:{self.port}/0"
 
     @property
     def port(self) -> int:
@@ -130,7 +134,7 @@ class EmbeddedRedis:
 
     def client(self, **kwargs: Any) -> redis.Redis:
         """A new ``redis.Redis`` connected to this server (keyword options pass through)."""
-        return redis.Redis(host=HOST, port=self.port, db=0, password=self._password, **kwargs)
+        return redis.Redis(host=self.host, port=self.port, db=0, password=self._password, **kwargs)
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> EmbeddedRedis:
@@ -141,7 +145,7 @@ class EmbeddedRedis:
         executable = self._executable or redis_executable()
         attempts = 1 if self._requested_port is not None else _PORT_ATTEMPTS
         for attempt in range(attempts):
-            port = self._requested_port if self._requested_port is not None else _free_port()
+            port = self._requested_port if self._requested_port is not None else _free_port(self.host)
             self._spawn(executable, port)
             try:
                 self._wait_ready()
@@ -159,7 +163,7 @@ class EmbeddedRedis:
     def _spawn(self, executable: str, port: int) -> None:
         config = self.data_dir / CONFIG_FILE
         lines = [
-            f"bind {HOST}",
+            f"bind {HOST}" if self.host == HOST else f"bind {HOST} {self.host}",
             f"port {port}",
             "protected-mode yes",
             f"requirepass {_quote(self._password)}",
@@ -187,7 +191,7 @@ class EmbeddedRedis:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout_s
-        probe = redis.Redis(host=HOST, port=self.port, password=self._password, socket_timeout=1.0,
+        probe = redis.Redis(host=self.host, port=self.port, password=self._password, socket_timeout=1.0,
                             socket_connect_timeout=1.0, retry=Retry(NoBackoff(), 0))
         last_error: Exception | None = None
         try:

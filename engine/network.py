@@ -69,6 +69,16 @@ def gpu_available() -> bool:
     return bool(tf.config.list_physical_devices("GPU"))
 
 
+def share_gpu_memory() -> None:
+    """Let TensorFlow take GPU memory as it needs it instead of all at start, so that
+    an inference server and the learner can share one GPU. Call before the first op."""
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # already initialised: the setting stands as it was
+            pass
+
+
 def build_network(
     *,
     input_shape: Sequence[int],

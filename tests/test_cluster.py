@@ -44,7 +44,7 @@ def finished_run(tmp_path_factory):
     run = ClusterRun(parse_config(TINY_TICTACTOE), run_dir, log=lines.append)
     thread = threading.Thread(target=lambda: result.update(run.run()))
     thread.start()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240  # the first games wait for kernel compilation, slower on a loaded machine
     live: dict = {}
     while thread.is_alive() and time.monotonic() < deadline:
         if (run_dir / "config.yaml").exists():
@@ -115,3 +115,21 @@ def test_a_lost_learner_is_replaced_and_resumes(finished_run):
 def test_scale_adds_a_worker_to_the_running_run(finished_run):
     lines = finished_run[2]
     assert any("scaled to 2 self-play workers" in line for line in lines), "\n".join(lines)
+
+
+def test_resume_continues_the_finished_run(finished_run):
+    """Last in this file: it extends the run the tests above read."""
+    run_dir, summary, _, _ = finished_run
+    ladder = json.loads((run_dir / "ladder.json").read_text())
+    games_in_stream = json.loads((run_dir / "status.json").read_text())["stream_length"]
+    lines: list[str] = []
+    config = parse_config({**TINY_TICTACTOE, "stop": {"promotions": 1, "minutes": 3}})
+    resumed = ClusterRun(config, run_dir, resume=True, log=lines.append).run()
+    assert any("resumed" in line for line in lines[:1]), lines[:1]
+    # The learner went on from its checkpoint, the registry from the AOF: the ladder
+    # grows past the old best, with no version promoted twice.
+    assert resumed["promotions"] == 1 and resumed["steps"] > summary["steps"], "\n".join(lines)
+    after = json.loads((run_dir / "ladder.json").read_text())
+    assert after[:len(ladder)] == ladder and after[-1]["version"] > ladder[-1]["version"]
+    # The stream survived the stop: the learner rebuilt its window from it at once.
+    assert json.loads((run_dir / "status.json").read_text())["stream_length"] >= games_in_stream

@@ -1,5 +1,7 @@
-"""A run on a multi-node Ray cluster on one machine: workers spread over the nodes,
-and the run goes on when a node goes away."""
+"""A run on a multi-node Ray cluster on one machine, with its own Redis server as on a
+real cluster (`--redis`, the password in the environment): workers spread over the
+nodes, a GPU node that joins gets a server and workers, and the run goes on when
+nodes go away."""
 
 import threading
 import time
@@ -17,8 +19,9 @@ CONFIG = {
     "mcts": {"simulations": 16, "leaves_per_round": 4},
     "train": {"batch_size": 32, "min_positions": 64, "candidate_every": 25, "replay_window": 5000},
     "gating": {"rule": "none"},
-    "cluster": {"workers": 3, "games_per_worker": 8, "worker_chunk_seconds": 1.0, "batch_timeout_ms": 2.0},
-    "stop": {"minutes": 1.5},
+    "cluster": {"workers": 3, "workers_per_gpu": 1, "games_per_worker": 8, "worker_chunk_seconds": 1.0,
+                "batch_timeout_ms": 2.0},
+    "stop": {"minutes": 2},
 }
 
 
@@ -31,12 +34,14 @@ def three_nodes():
     cluster.shutdown()
 
 
-def test_workers_spread_and_survive_a_lost_node(three_nodes, tmp_path):
+def test_workers_spread_and_survive_a_lost_node(three_nodes, redis_server, tmp_path, monkeypatch):
     cluster, nodes = three_nodes
+    monkeypatch.setenv("TENGEN_REDIS_PASSWORD", redis_server.password)
     run_dir = tmp_path / "multinode"
     lines: list[str] = []
     result: dict = {}
-    run = ClusterRun(parse_config(CONFIG), run_dir, address=cluster.address, log=lines.append)
+    run = ClusterRun(parse_config(CONFIG), run_dir, address=cluster.address, redis_url=redis_server.url,
+                     log=lines.append)
     thread = threading.Thread(target=lambda: result.update(run.run()))
     thread.start()
     deadline = time.monotonic() + 120
@@ -48,8 +53,22 @@ def test_workers_spread_and_survive_a_lost_node(three_nodes, tmp_path):
         time.sleep(0.5)
     assert len(workers) == 3, lines
     assert len({w["node"] for w in workers.values()}) >= 2  # spread over nodes
+
+    # A GPU node joins (an autoscaler's spot instance): the run gives it an inference
+    # server and workers_per_gpu workers placed next to it. (Ray's GPU here is only a
+    # resource; TensorFlow finds no device and runs on the CPU.)
+    gpu_node = cluster.add_node(num_cpus=2, num_gpus=1)
+    driver: dict = {}
+    while thread.is_alive() and time.monotonic() < deadline + 60 and driver.get("inference_servers") != 2:
+        driver = read_status(run_dir).get("components", {}).get("driver", {})
+        time.sleep(0.5)
+    assert driver.get("inference_servers") == 2, "\n".join(lines)
+    assert any("inference servers: 2 (+1 -0)" in line for line in lines), "\n".join(lines)
+
+    cluster.remove_node(gpu_node)
     cluster.remove_node(nodes[0])
     thread.join(timeout=240)
     assert not thread.is_alive()
     assert any("lost" in line for line in lines), "\n".join(lines)
+    assert any("inference servers: 1 (+0 -1)" in line for line in lines), "\n".join(lines)
     assert result["promotions"] >= 1 and result["games"] > 0

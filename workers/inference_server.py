@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.network import CompiledModel, blob_sha256, build_network, gpu_available
+from engine.network import CompiledModel, blob_sha256, build_network, gpu_available, share_gpu_memory
 
 __all__ = ["InferenceServer", "METRIC_NAMES"]
 
@@ -132,6 +132,7 @@ class InferenceServer:
         self.max_batch = int(max_batch)
         self.batch_timeout_s = float(batch_timeout_ms) / 1000.0
         self.clients = int(clients)
+        share_gpu_memory()
         self.mixed_precision = gpu_available() if mixed_precision is None else bool(mixed_precision)
         model = build_network(**dict(network), mixed_precision=self.mixed_precision)
         self._model = CompiledModel(model)

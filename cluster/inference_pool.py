@@ -1,0 +1,178 @@
+"""The run's inference servers: one per GPU, placed on its node, or one on the CPU
+when the cluster has no GPU; and which self-play worker sends its leaves to which.
+
+The driver calls ``sync()`` every few seconds. A GPU node that joined the cluster
+(an autoscaler's new spot instance, say) gets a server per GPU and the driver starts
+``workers_per_gpu`` workers next to each; a node that went away takes its servers
+with it, and their workers are returned so that the driver can drop them. If the
+last server goes, a CPU server takes over so the run never stalls.
+
+The learner may share one GPU with a server: on a cluster with a single GPU both
+get half of it (TensorFlow grows its memory on demand in both); with two or more,
+the learner's node has one server fewer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from workers.inference_server import InferenceServer
+
+__all__ = ["InferencePool", "learner_gpu_share", "CPU_SERVER"]
+
+#: the key of the CPU server (GPU servers are keyed ``gpu:<node id>:<index>``)
+CPU_SERVER = "cpu"
+
+
+def learner_gpu_share(total_gpus: float) -> float:
+    """The learner's GPU request: none on a CPU cluster, half of the only GPU, or a
+    whole one when there are several."""
+    if total_gpus <= 0:
+        return 0.0
+    return 0.5 if total_gpus < 2 else 1.0
+
+
+def alive_gpu_nodes() -> dict[str, int]:
+    """node id -> whole GPUs, for every alive node that has any."""
+    return {node["NodeID"]: int(node["Resources"].get("GPU", 0)) for node in ray.nodes()
+            if node.get("Alive") and int(node["Resources"].get("GPU", 0)) > 0}
+
+
+@dataclass
+class _Server:
+    handle: Any
+    node: str | None  # None: the CPU server, wherever Ray put it
+    workers: set[str] = field(default_factory=set)
+
+
+class InferencePool:
+    def __init__(self, *, network: dict, max_batch: int, batch_timeout_ms: float):
+        self.network = network
+        self.max_batch = max_batch
+        self.batch_timeout_ms = batch_timeout_ms
+        self.servers: dict[str, _Server] = {}
+        self._worker_server: dict[str, str] = {}
+        self._weights: tuple[bytes, int] | None = None
+        self._learner: tuple[str | None, float] = (None, 0.0)
+
+    # -- servers ----------------------------------------------------------------------
+    def start(self, blob: bytes, version: int, *, learner_node: str | None = None,
+              learner_gpus: float = 0.0) -> list[str]:
+        """The first servers: one per GPU, or the CPU server. Returns their keys."""
+        self._weights = (blob, version)
+        self._learner = (learner_node, learner_gpus)
+        added = self.sync()[0]
+        if not self.servers:
+            added.append(self._start_server(CPU_SERVER, node=None, gpus=0.0))
+        return added
+
+    def sync(self) -> tuple[list[str], list[str]]:
+        """Start servers on GPU nodes that joined, forget those on nodes that left.
+
+        Returns ``(new server keys, workers whose server is gone)``."""
+        nodes = alive_gpu_nodes()
+        orphans: list[str] = []
+        for key in [k for k, s in self.servers.items() if s.node is not None and s.node not in nodes]:
+            orphans.extend(self._drop(key))
+        served = {s.node for s in self.servers.values()}
+        added: list[str] = []
+        learner_node, learner_gpus = self._learner
+        for node, gpus in sorted(nodes.items()):
+            if node in served:
+                continue
+            count, share = gpus, 1.0
+            if node == learner_node and learner_gpus >= 1:
+                count -= 1
+            elif node == learner_node and learner_gpus > 0:
+                share = 1.0 - learner_gpus
+            added.extend(self._start_server(f"gpu:{node}:{i}", node=node, gpus=share) for i in range(count))
+        if not self.servers:
+            added.append(self._start_server(CPU_SERVER, node=None, gpus=0.0))
+        return added, orphans
+
+    def lost(self, key: str) -> list[str]:
+        """A server that stopped answering: drop it (a CPU server replaces the last
+        one); returns its workers."""
+        orphans = self._drop(key)
+        if not self.servers:
+            self._start_server(CPU_SERVER, node=None, gpus=0.0)
+        return orphans
+
+    def _start_server(self, key: str, *, node: str | None, gpus: float) -> str:
+        assert self._weights is not None, "start() first"
+        blob, version = self._weights
+        options: dict[str, Any] = {"num_cpus": 0 if gpus else 1, "num_gpus": gpus, "max_concurrency": 1000}
+        if node is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+        handle = ray.remote(InferenceServer).options(**options).remote(
+            network=self.network, weights=blob, version=version, max_batch=self.max_batch,
+            batch_timeout_ms=self.batch_timeout_ms, clients=1)
+        self.servers[key] = _Server(handle, node)
+        return key
+
+    def _drop(self, key: str) -> list[str]:
+        server = self.servers.pop(key)
+        for wid in server.workers:
+            self._worker_server.pop(wid, None)
+        return sorted(server.workers)
+
+    # -- workers ----------------------------------------------------------------------
+    def attach(self, worker_id: str, key: str | None = None) -> tuple[Any, str | None]:
+        """Give a worker a server (``key``, or the one with fewest workers); returns the
+        server's handle and the node the worker should run on (None: anywhere)."""
+        if key is None:
+            key = min(self.servers, key=lambda k: (len(self.servers[k].workers), k))
+        server = self.servers[key]
+        server.workers.add(worker_id)
+        self._worker_server[worker_id] = key
+        return server.handle, server.node
+
+    def detach(self, worker_id: str) -> None:
+        key = self._worker_server.pop(worker_id, None)
+        if key in self.servers:
+            self.servers[key].workers.discard(worker_id)
+
+    def server_of(self, worker_id: str) -> str | None:
+        return self._worker_server.get(worker_id)
+
+    def update_clients(self) -> None:
+        """Each server flushes a batch once all its workers have sent one."""
+        for server in self.servers.values():
+            server.handle.set_clients.remote(max(1, len(server.workers)))
+
+    # -- every server at once ---------------------------------------------------------
+    def load_weights(self, blob: bytes, sha256: str, version: int) -> list[str]:
+        """Hot-swap every server to ``version``; returns the keys of servers that failed."""
+        self._weights = (blob, version)
+        refs = {key: s.handle.load_weights.remote(blob, sha256, version) for key, s in self.servers.items()}
+        failed = []
+        for key, ref in refs.items():
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                failed.append(key)
+        return failed
+
+    def stats(self) -> tuple[dict, list[str]]:
+        """Merged server stats (sums, batch size weighted by model calls) and the keys
+        of servers that failed to answer."""
+        refs = {key: s.handle.stats.remote() for key, s in self.servers.items()}
+        merged: dict[str, float] = {"servers": 0, "evaluations": 0, "batches": 0}
+        weighted = 0.0
+        failed = []
+        for key, ref in refs.items():
+            try:
+                one = ray.get(ref, timeout=30)
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                failed.append(key)
+                continue
+            merged["servers"] += 1
+            merged["evaluations"] += one.get("evaluations", 0)
+            merged["batches"] += one.get("batches", 0)
+            weighted += one.get("mean_batch_size", 0.0) * one.get("batches", 0)
+        merged["mean_batch_size"] = weighted / merged["batches"] if merged["batches"] else 0.0
+        return merged, failed
