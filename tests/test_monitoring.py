@@ -269,7 +269,7 @@ def _scrape_a_run(prometheus: _Prometheus, work: Path, metrics_port: int) -> dic
                    "simulations": 8},
         "cluster": {**TINY_TICTACTOE["cluster"], "workers": 2},
         "ray": {"metrics_export_port": metrics_port},
-        "stop": {"minutes": 5},
+        "stop": {"minutes": 8},
     })
     lines: list[str] = []
     run = ClusterRun(config, work / "ttt-monitoring", log=lines.append)
@@ -287,7 +287,8 @@ def _scrape_a_run(prometheus: _Prometheus, work: Path, metrics_port: int) -> dic
     pending = {expr for _, _, expr, gpu in _queries() if not gpu}
     sd_file: Path | None = None
     gpus = 0.0
-    deadline = time.monotonic() + 180
+    # a fresh install compiles the search kernels first (a minute or more on 2 cores)
+    deadline = time.monotonic() + 300
     try:
         while pending and thread.is_alive() and time.monotonic() < deadline:
             time.sleep(3)
