@@ -100,6 +100,8 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--address", default=None, help="Ray address: auto or ray://HOST:PORT (default: local Ray)")
     p.add_argument("--redis", default=None, help="redis://HOST:PORT/DB (default: an embedded server)")
     p.add_argument("--workers", type=int, default=None, help="self-play workers (default: from the config)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="the local Ray's metrics port (ray.metrics_export_port; deploy/monitoring uses 8080)")
     p.set_defaults(handler=_run_train)
 
 
@@ -107,7 +109,7 @@ def _run_train(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from cluster.config import ConfigError, load_config
+    from cluster.config import ConfigError, load_config, parse_config
     from cluster.run_control import RunDirError, check_run_dir
 
     if args.resume and not args.run_dir:
@@ -119,6 +121,12 @@ def _run_train(args: argparse.Namespace) -> int:
             check_run_dir(Path(args.run_dir), resume=args.resume)
         config = load_config(args.config or Path(args.run_dir) / "config.yaml")
         saved = load_config(Path(args.run_dir) / "config.yaml") if args.resume else config
+        if args.metrics_port is not None:
+            # Through the schema, so the flag meets the same checks as the config key.
+            data = config.model_dump(mode="json")
+            data["ray"] = {**data["ray"], "metrics_export_port": args.metrics_port,
+                           "address": args.address or data["ray"]["address"]}
+            config = parse_config(data, "--metrics-port")
     except (ConfigError, RunDirError) as e:
         return _fail("train", e)
     if args.resume:

@@ -114,3 +114,12 @@ def test_resume_needs_a_run_and_the_same_network(connect4_run, tmp_path):
     bigger = tiny_config(tmp_path, {"name": "connect4"}, network={"blocks": 2, "filters": 8})
     done = tengen("train", str(bigger), "--resume", "--single-process", "--run-dir", str(connect4_run))
     assert done.returncode == 2 and "another game or network" in done.stderr
+
+
+def test_metrics_port_is_checked_like_the_config_key(tmp_path):
+    config = tiny_config(tmp_path, {"name": "tictactoe"})
+    done = tengen("train", str(config), "--metrics-port", "80", "--run-dir", str(tmp_path / "run"))
+    assert done.returncode == 2 and "metrics_export_port: Input should be greater than or equal to 1024" in done.stderr
+    done = tengen("train", str(config), "--metrics-port", "8080", "--address", "auto", "--run-dir", str(tmp_path / "r"))
+    assert done.returncode == 2 and "applies to a local Ray only" in done.stderr
+    assert not (tmp_path / "run").exists() and not (tmp_path / "r").exists()
