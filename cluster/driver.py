@@ -78,6 +78,7 @@ class ClusterRun:
         self.worker_refs: dict[str, Any] = {}
         self._next_worker = 0
         self._applied_scale: int | None = None
+        self._failed_servers: set[str] = set()
 
     # -- start-up ---------------------------------------------------------------------
     def _start_redis(self) -> tuple[str, str | None]:
@@ -165,7 +166,7 @@ class ClusterRun:
         # Actor handles are typed Any: Ray's stubs type remote methods as plain callables.
         learner = self.learner = self._start_learner(config_dict, redis_url, storage, gpus)
         learner_node = ray.get(learner.node_id.remote()) if gpus else None
-        pool = self.pool = InferencePool(network=cfg.network_kwargs(), max_batch=cfg.cluster.max_batch,
+        pool = self.pool = InferencePool(run=self.run_id, network=cfg.network_kwargs(), max_batch=cfg.cluster.max_batch,
                                          batch_timeout_ms=cfg.cluster.batch_timeout_ms)
         first_servers = pool.start(blob, self.best_version, learner_node=learner_node, learner_gpus=gpus)
         gatekeeper = self._start_gatekeeper(config_dict, redis_url)
@@ -304,8 +305,9 @@ class ClusterRun:
         before = set(self.pool.servers)
         added, orphans = self.pool.sync()
         self.server_stats, failed = self.pool.stats()
-        for key in failed:
+        for key in self._failed_servers.union(failed).intersection(self.pool.servers):
             orphans += self.pool.lost(key)
+        self._failed_servers.clear()
         for wid in orphans:
             self._drop_worker(wid)
         for key in added:
@@ -333,9 +335,8 @@ class ClusterRun:
         from engine.network import blob_sha256
 
         assert self.pool is not None
-        for key in self.pool.load_weights(blob, blob_sha256(blob), version):
-            for wid in self.pool.lost(key):
-                self._drop_worker(wid)
+        # A server that failed to load is gone with its node: the next sync drops it.
+        self._failed_servers.update(self.pool.load_weights(blob, blob_sha256(blob), version))
         for w in self.workers.values():
             w.set_model_version.remote(version)
         self.best_version = version

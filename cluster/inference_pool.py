@@ -50,7 +50,8 @@ class _Server:
 
 
 class InferencePool:
-    def __init__(self, *, network: dict, max_batch: int, batch_timeout_ms: float):
+    def __init__(self, *, run: str, network: dict, max_batch: int, batch_timeout_ms: float):
+        self.run = run
         self.network = network
         self.max_batch = max_batch
         self.batch_timeout_ms = batch_timeout_ms
@@ -110,7 +111,7 @@ class InferencePool:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         handle = ray.remote(InferenceServer).options(**options).remote(
             network=self.network, weights=blob, version=version, max_batch=self.max_batch,
-            batch_timeout_ms=self.batch_timeout_ms, clients=1)
+            batch_timeout_ms=self.batch_timeout_ms, clients=1, run=self.run)
         self.servers[key] = _Server(handle, node)
         return key
 

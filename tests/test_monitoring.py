@@ -393,6 +393,11 @@ def test_dashboards_have_stable_uids_and_a_datasource_variable():
             assert panel.get("datasource") == DATASOURCE, where
             assert panel.get("targets") and all(t.get("expr", "").strip() for t in panel["targets"]), where
             assert all(t.get("datasource", DATASOURCE) == DATASOURCE for t in panel["targets"]), where
+            # Every tengen series is filtered by the run variable: two runs on one
+            # cluster never mix on a panel.
+            for target in panel["targets"]:
+                for selector in re.findall(r"ray_tengen_\w+(\{[^}]*\})?", target["expr"]):
+                    assert 'run=~"$run"' in selector, f"{where}: {target['expr']}"
         ids = [p["id"] for p in board["panels"]] + [p["id"] for row in board["panels"] for p in row.get("panels", [])]
         assert len(ids) == len(set(ids)), f"{name}: panel ids repeat"
 

@@ -64,33 +64,37 @@ class _Request:
 
 
 class _Metrics:
-    """``ray.util.metrics`` instruments, created only inside a Ray actor."""
+    """``ray.util.metrics`` instruments, created only inside a Ray actor; ``run`` tags
+    them like the run's other metrics, so dashboards can tell runs apart."""
 
-    def __init__(self) -> None:
+    def __init__(self, run: str) -> None:
         from ray.util import metrics
 
+        tags = {"run": run}
         self.evaluations = metrics.Counter(
-            "tengen_inference_evaluations_total", description="Positions evaluated by the inference server."
-        )
+            "tengen_inference_evaluations_total", description="Positions evaluated by the inference server.",
+            tag_keys=("run",),
+        ).set_default_tags(tags)
         self.batch_size = metrics.Histogram(
             "tengen_inference_batch_size",
             description="Positions per model call (after merging requests).",
-            boundaries=_BATCH_SIZE_BOUNDARIES,
-        )
+            boundaries=_BATCH_SIZE_BOUNDARIES, tag_keys=("run",),
+        ).set_default_tags(tags)
         self.latency = metrics.Histogram(
             "tengen_inference_latency_seconds",
             description="Time from a request's arrival to its answer.",
-            boundaries=_LATENCY_BOUNDARIES,
-        )
+            boundaries=_LATENCY_BOUNDARIES, tag_keys=("run",),
+        ).set_default_tags(tags)
         self.queue_depth = metrics.Gauge(
-            "tengen_inference_queue_depth", description="Requests waiting for the next model call."
-        )
+            "tengen_inference_queue_depth", description="Requests waiting for the next model call.",
+            tag_keys=("run",),
+        ).set_default_tags(tags)
         self.model_version = metrics.Gauge(
-            "tengen_model_version", description="Model version in use.", tag_keys=("component",)
-        ).set_default_tags({"component": "inference"})
+            "tengen_model_version", description="Model version in use.", tag_keys=("run", "component")
+        ).set_default_tags({**tags, "component": "inference"})
 
     @staticmethod
-    def create() -> _Metrics | None:
+    def create(run: str) -> _Metrics | None:
         """Metrics when running inside a Ray actor, else None (plain object, driver)."""
         try:
             import ray
@@ -101,7 +105,7 @@ class _Metrics:
                 return None
         except Exception:  # no worker context: not inside Ray
             return None
-        return _Metrics()
+        return _Metrics(run)
 
 
 class InferenceServer:
@@ -110,7 +114,8 @@ class InferenceServer:
     ``network`` holds ``build_network``'s keyword arguments (``input_shape``,
     ``num_actions``, ``blocks``, ``filters``, ``l2``, ``value_hidden``); ``weights`` is a
     weights blob to start from (None: fresh initialisation, for tests and benches).
-    ``mixed_precision`` None means on when TensorFlow sees a GPU.
+    ``mixed_precision`` None means on when TensorFlow sees a GPU. ``run`` tags its
+    metrics (inside Ray) with the run's id.
     """
 
     def __init__(
@@ -123,6 +128,7 @@ class InferenceServer:
         batch_timeout_ms: float = 5.0,
         clients: int = 1,
         mixed_precision: bool | None = None,
+        run: str = "",
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -155,7 +161,7 @@ class InferenceServer:
         self._evaluations = 0
         self._batches = 0
         self._model_seconds = 0.0
-        self._metrics = _Metrics.create()
+        self._metrics = _Metrics.create(run)
         if self._metrics is not None:
             self._metrics.model_version.set(self._version)
 
