@@ -1,0 +1,74 @@
+"""Where the inference servers go: one per GPU, on its node, with one fewer on the
+learner's node; workers spread over the servers; a node that leaves takes its servers.
+
+A real Ray cluster on one machine whose nodes declare GPUs (Ray's GPU is a resource
+here: TensorFlow finds no device and the servers compute on the CPU).
+"""
+
+import time
+
+import numpy as np
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from cluster.config import parse_config
+from cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
+from engine.network import build_network, weights_to_bytes
+
+CONFIG = parse_config({"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8}})
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster():
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    one_gpu = cluster.add_node(num_cpus=1, num_gpus=1)
+    two_gpus = cluster.add_node(num_cpus=1, num_gpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address)
+    ids = {node["NodeManagerPort"]: node["NodeID"] for node in ray.nodes()}
+    yield cluster, one_gpu, ids[one_gpu.node_manager_port], ids[two_gpus.node_manager_port]
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def new_pool() -> InferencePool:
+    return InferencePool(run="pool-test", network=CONFIG.network_kwargs(), max_batch=64, batch_timeout_ms=2.0)
+
+
+def test_the_learner_gets_half_a_lone_gpu_or_a_whole_one():
+    assert [learner_gpu_share(n) for n in (0, 1, 2, 8)] == [0.0, 0.5, 1.0, 1.0]
+
+
+def test_a_server_per_gpu_and_workers_spread_over_them(gpu_cluster):
+    cluster, one_gpu, one_gpu_id, two_gpus_id = gpu_cluster
+    blob = weights_to_bytes(build_network(**CONFIG.network_kwargs()), metadata={"version": 0})
+    pool = new_pool()
+    # The learner took a whole GPU of the two-GPU node: that node keeps one for a server.
+    started = pool.start(blob, 0, learner_node=two_gpus_id, learner_gpus=1.0)
+    assert sorted(started) == sorted([f"gpu:{one_gpu_id}:0", f"gpu:{two_gpus_id}:0"])
+    nodes = [pool.attach(f"w{i}")[1] for i in range(4)]
+    assert sorted(nodes) == sorted([one_gpu_id, two_gpus_id] * 2)  # two workers beside each server
+
+    planes = np.zeros((5, 3, 3, 3), dtype=np.uint8)
+    policy, value = ray.get(pool.servers[started[0]].handle.evaluate.remote(planes))
+    assert policy.shape == (5, 9) and value.shape == (5,)
+    stats, failed = pool.stats()
+    assert failed == [] and stats["servers"] == 2 and stats["evaluations"] == 5
+
+    # The one-GPU node goes: its server is forgotten and its workers come back as orphans.
+    cluster.remove_node(one_gpu)
+    deadline = time.monotonic() + 60
+    added, orphans = pool.sync()
+    while not orphans and time.monotonic() < deadline:
+        time.sleep(0.5)
+        added, orphans = pool.sync()
+    assert added == [] and orphans == [f"w{i}" for i, node in enumerate(nodes) if node == one_gpu_id]
+    assert list(pool.servers) == [f"gpu:{two_gpus_id}:0"]
+    assert all(pool.server_of(w) is None for w in orphans)
+
+    # The last server stops answering: a CPU server takes over, so the run never stalls.
+    left = pool.lost(f"gpu:{two_gpus_id}:0")
+    assert len(left) == 2 and list(pool.servers) == [CPU_SERVER]
+    handle, node = pool.attach("w9")
+    assert node is None and ray.get(handle.evaluate.remote(planes))[0].shape == (5, 9)
