@@ -4,14 +4,15 @@
 and to Redis (``redis.url`` or an embedded server in the run directory), publishes
 the initial network as version 000000, starts the inference servers (one per GPU, or
 one on the CPU; see cluster/inference_pool.py), the self-play workers, the learner
-and the gatekeeper, then loops: workers play in chunks, the
-learner trains and publishes candidates, the newest candidate is gated against the
-best, and a promotion is pushed to the inference servers (weights, hash-checked) and
-to the workers (the version their samples carry). GPU nodes that join get servers and
-workers of their own; a node that leaves takes its actors with it and the run goes on.
-``resume=True`` continues the run that ``run_dir`` holds: the embedded Redis replays
-its AOF (stream, registry, ladder) and the learner restores its checkpoint. It stops on the config's stop
-section, ``minutes``, or Ctrl-C, and leaves the best model in ``RUN_DIR/best``.
+and the gatekeeper, then loops: workers play in chunks, the learner trains and
+publishes candidates, the newest candidate is gated against the best, and a promotion
+is pushed to the inference servers (weights, hash-checked) and to the workers (the
+version their samples carry). GPU nodes that join get servers and workers of their
+own; a node that leaves takes its actors with it and the run goes on. It stops on the
+config's stop section, ``minutes``, or Ctrl-C, and leaves the best model in
+``RUN_DIR/best``. ``resume=True`` continues the run that ``run_dir`` holds: the
+embedded Redis replays its AOF (stream, registry, ladder) and the learner restores
+its checkpoint.
 
 A status line goes to the terminal every few seconds and ``RUN_DIR/status.json`` is
 rewritten with it; ``tengen status`` reads that file, or Redis while the run lives.
