@@ -2,7 +2,7 @@
 
 Trains with configs/connect4.yaml in one process (``SingleProcessRun``, the same loop
 as ``tengen train --single-process``) and, every ``--eval-every`` minutes of training,
-measures the best model with search:
+measures the best model with search (``--simulations``, 400 by default):
 
 - its win rate against pure MCTS with 400 and with 1000 random-rollout simulations
   (colours alternated, draws count half);
@@ -12,7 +12,7 @@ measures the best model with search:
 Evaluation time is not counted as training time. The best model stays in
 ``RUN_DIR/best``, where ``tengen bestmove --checkpoint RUN_DIR/best`` reads it.
 
-    python bench/learn_connect4.py [--minutes 60] [--eval-every 10] [--run-dir runs/learn_connect4]
+    python bench/learn_connect4.py [--minutes 60] [--eval-every 15] [--run-dir runs/learn_connect4]
 
 Ends with ``RATIO connect4_winrate_vs_mcts1000 <rate> vs mcts1000 target 0.9``.
 """
@@ -65,15 +65,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="configs/connect4.yaml")
     parser.add_argument("--minutes", type=float, default=60.0, help="training time")
-    parser.add_argument("--eval-every", type=float, default=10.0, help="minutes of training between evaluations")
+    parser.add_argument("--eval-every", type=float, default=15.0, help="minutes of training between evaluations")
     parser.add_argument("--eval-games", type=int, default=40, help="games against each MCTS opponent")
     parser.add_argument("--positions", type=int, default=200, help="solver-labelled positions")
-    parser.add_argument("--simulations", type=int, default=None, help="the model's search (default: config)")
+    # More than self-play's 128: a model is measured with the search it would play with.
+    parser.add_argument("--simulations", type=int, default=400, help="the model's search when measured")
     parser.add_argument("--run-dir", default="runs/learn_connect4")
     args = parser.parse_args()
 
     config = load_config(args.config)
-    simulations = args.simulations or config.mcts.simulations
+    simulations = args.simulations
     print(f"labelling {args.positions} positions with the solver...", flush=True)
     labelled = connect4_labelled_positions(args.positions, min_stones=12, max_stones=24, seed=1,
                                            informative_only=True)
