@@ -10,9 +10,10 @@ is pushed to the inference servers (weights, hash-checked) and to the workers (t
 version their samples carry). GPU nodes that join get servers and workers of their
 own; a node that leaves takes its actors with it and the run goes on. It stops on the
 config's stop section, ``minutes``, or Ctrl-C, and leaves the best model in
-``RUN_DIR/best``. ``resume=True`` continues the run that ``run_dir`` holds: the
+``RUN_DIR/best``. A run directory that already holds a run is continued: the
 embedded Redis replays its AOF (stream, registry, ladder) and the learner restores
-its checkpoint.
+its checkpoint (``tengen train`` asks for ``--resume`` first, so that this never
+happens by accident; ``resume`` only marks it in the log).
 
 A status line goes to the terminal every few seconds and ``RUN_DIR/status.json`` is
 rewritten with it; ``tengen status`` reads that file, or Redis while the run lives.
@@ -289,7 +290,6 @@ class ClusterRun:
                 self.best_version)
             self.workers[wid] = worker
             self.worker_refs[wid] = worker.run_for.remote(chunk)
-        self.pool.update_clients()
 
     def _drop_worker(self, wid: str) -> None:
         assert self.pool is not None
