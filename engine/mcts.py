@@ -12,9 +12,16 @@ the game's root to get its position, and encodes all leaves into one batch of in
 planes; terminal leaves are backed up at once with their exact value and need no
 evaluation. The caller evaluates the batch however it likes (a local model, an
 inference server, a uniform stub) and hands the result to ``apply``, which sets
-the new leaves' priors over their legal moves and backs the values up. Positions
+the new leaves' priors over their candidate moves and backs the values up. Positions
 are not stored per node: replaying a short path from the root costs less than
 copying states, and keeps a 19x19 tree small.
+
+A new leaf lists its *candidate* moves (``candidate_mask_into``: in Go, every empty
+point but the ko point), not its legal ones: a full Go legality test per leaf cost
+more than a quarter of the search. A move is checked when a walk first takes it; an
+illegal one leaves the node's priors, which are renormalised, so that a node's
+priors are always the policy over the legal moves it has tried and the candidates
+it has not. The root always lists exactly the legal moves.
 
 Randomness stays outside the compiled code: Dirichlet noise is drawn by the caller's
 ``np.random.Generator`` and mixed in with ``add_root_noise``; move choice from the
@@ -196,44 +203,81 @@ def _encode_leaf(tree, g, depth, scratch, to_play, out, b, height, width, histor
     # root's history (all zeros before the game began: an empty board).
     for t in range(depth + 1, history_length):
         boards[t] = tree.root_history[g, t - depth - 1]
-    _write_planes(boards, to_play, out[b], height, width, history_length)
+    _write_planes(boards, to_play, out[b], height * width, history_length)
 
 
 @njit(cache=True)
-def _write_planes(boards, to_play, planes, height, width, history_length):
+def _write_planes(boards, to_play, planes, cells, history_length):
+    """``planes`` is one leaf's [H*W*C] bytes, point-major: C = 2T + 1 channels per
+    point. The m,n,k games (T = 1) and AlphaGo Zero's Go input (T = 8) get loops
+    whose stride the compiler can see: T = 1 then runs as vector code, several times
+    faster than the general loop, whose stride is only known at run time."""
     own, other = 1 + to_play, 2 - to_play
     colour = 1 if to_play == 0 else 0
-    i = 0
-    for y in range(height):
-        for x in range(width):
-            cell = planes[y, x]  # the C channels of one point are contiguous
-            for t in range(history_length):
+    if history_length == 1:
+        board = boards[0]
+        for i in range(cells):
+            v = board[i]
+            planes[3 * i] = v == own
+            planes[3 * i + 1] = v == other
+            planes[3 * i + 2] = colour
+    elif history_length == 8:
+        for i in range(cells):
+            for t in range(8):
                 v = boards[t, i]
-                cell[2 * t] = v == own
-                cell[2 * t + 1] = v == other
-            cell[2 * history_length] = colour
-            i += 1
+                planes[17 * i + 2 * t] = v == own
+                planes[17 * i + 2 * t + 1] = v == other
+            planes[17 * i + 16] = colour
+    else:
+        channels = 2 * history_length + 1
+        for t in range(history_length):
+            board = boards[t]
+            for i in range(cells):
+                v = board[i]
+                planes[i * channels + 2 * t] = v == own
+                planes[i * channels + 2 * t + 1] = v == other
+        for i in range(cells):
+            planes[i * channels + 2 * history_length] = colour
 
 
 @njit(cache=True, inline="always")
-def _replay(kind, params, tree, g, depth, scratch, history_length):
-    """Play the path's ``depth`` moves from the root into scratch.state, keeping the
-    last T boards (newest first) in scratch.boards."""
+def _replay_to_parent(kind, params, tree, g, depth, scratch, history_length):
+    """Play the first ``depth - 1`` moves of the path from the root into scratch.state:
+    the position of the leaf's parent. Boards of the last T positions of the path
+    (newest first, the leaf's own at slot 0) go to scratch.boards."""
     st = scratch.state
     st[:] = tree.root_state[g]
-    keep = min(history_length, depth + 1)
     # Board of position i (0 = root) goes to slot depth - i when it is among the last T.
-    if depth < keep:
+    if depth < history_length:
         R.board_into(kind, params, st, scratch.boards[depth])
-    for i in range(depth):
-        # Every node above the leaf is expanded, so only the last move can end the game.
-        if i < depth - 1:
-            R.play_known_ongoing(kind, params, st, scratch.path[i], scratch.captured)
-        else:
-            R.play(kind, params, st, scratch.path[i], scratch.captured)
+    for i in range(depth - 1):
+        # Every node above the leaf is expanded, so these moves do not end the game.
+        R.play_known_ongoing(kind, params, st, scratch.path[i], scratch.captured)
         slot = depth - (i + 1)
-        if slot < keep:
+        if slot < history_length:
             R.board_into(kind, params, st, scratch.boards[slot])
+
+
+@njit(cache=True, inline="always")
+def _play_leaf_move(kind, params, scratch, action, history_length):
+    """The path's last move, from the parent's position to the leaf's (board slot 0)."""
+    R.play(kind, params, scratch.state, action, scratch.captured)
+    if history_length > 0:
+        R.board_into(kind, params, scratch.state, scratch.boards[0])
+
+
+@njit(cache=True, inline="always")
+def _drop_illegal_edge(tree, g, node, a):
+    """Take a candidate move found illegal out of the node's priors, renormalising the
+    rest so they stay the policy over exactly the legal moves."""
+    p = tree.prior[g, node, a]
+    tree.prior[g, node, a] = ILLEGAL
+    if tree.status[g, node] != EXPANDED or p <= 0.0 or p >= 1.0:
+        return
+    scale = np.float32(1.0) / (np.float32(1.0) - p)
+    for b in range(tree.prior.shape[2]):
+        if tree.prior[g, node, b] > 0.0:
+            tree.prior[g, node, b] *= scale
 
 
 @njit(cache=True)
@@ -266,7 +310,7 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
             if tree.status[g, ROOT] == PENDING:
                 if tree.in_flight[g] > 0:
                     break
-                _replay(kind, params, tree, g, 0, scratch, history_length)
+                _replay_to_parent(kind, params, tree, g, 0, scratch, history_length)
                 if R.is_terminal(kind, params, scratch.state):
                     break  # nothing to search in a finished game
                 R.legal_mask_into(kind, params, scratch.state, scratch.legal)
@@ -311,15 +355,24 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
                 counts[1] += 1
                 continue
             if tree.num_nodes[g] >= max_nodes:
-                _undo_virtual_loss_edge(tree, g, node, scratch.path[depth - 1], virtual_loss)
+                _undo_virtual_loss_edge(tree, g, node, a, virtual_loss)
                 break
+            _replay_to_parent(kind, params, tree, g, depth, scratch, history_length)
+            st = scratch.state
+            # Inner nodes list candidate moves (see candidate_mask_into): an edge is
+            # checked when a walk first takes it, and a walk that finds it illegal
+            # removes it and starts again without counting.
+            if not R.candidates_are_legal(kind) and not R.is_legal(kind, params, st, a):
+                _undo_virtual_loss_edge(tree, g, node, a, virtual_loss)
+                _drop_illegal_edge(tree, g, node, a)
+                walks -= 1
+                continue
             child = tree.num_nodes[g]
             tree.num_nodes[g] += 1
             tree.children[g, node, a] = child
             tree.parent[g, child] = node
             tree.parent_action[g, child] = a
-            _replay(kind, params, tree, g, depth, scratch, history_length)
-            st = scratch.state
+            _play_leaf_move(kind, params, scratch, a, history_length)
             if R.is_terminal(kind, params, st):
                 tree.status[g, child] = TERMINAL
                 result = R.outcome(kind, params, st)
@@ -328,7 +381,7 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
                 counts[1] += 1
                 continue
             tree.status[g, child] = PENDING
-            R.legal_mask_into(kind, params, st, scratch.legal)
+            R.candidate_mask_into(kind, params, st, scratch.legal)
             for m in range(num_actions):
                 tree.prior[g, child, m] = 1.0 if scratch.legal[m] else ILLEGAL
             _encode_leaf(tree, g, depth, scratch, st[R.TO_PLAY], out, b,
@@ -417,6 +470,13 @@ def reroot_kernel(kind, params, tree, scratch, g, action):
         tree.parent_action[g, new] = tree.parent_action[g, old] if new > 0 else -1
     _clear_nodes(tree, g, count, n)
     tree.num_nodes[g] = count
+    # An inner node lists candidate moves; the root's priors must be over exactly the
+    # legal ones (root noise, the policy target and the move shown to users read them).
+    if tree.status[g, ROOT] == EXPANDED:
+        R.legal_mask_into(kind, params, tree.root_state[g], scratch.legal)
+        for a in range(tree.prior.shape[2]):
+            if tree.prior[g, ROOT, a] != ILLEGAL and not scratch.legal[a]:
+                _drop_illegal_edge(tree, g, ROOT, a)
 
 
 @njit(cache=True)
@@ -492,6 +552,7 @@ class Search:
         self._fparams = np.array([c_puct, fpu_reduction, virtual_loss], dtype=np.float64)
         batch = games * leaves_per_round
         self._planes = np.zeros((batch, *game.planes_shape), dtype=np.uint8)
+        self._planes_flat = self._planes.reshape(batch, -1)  # what the kernel writes
         self._states = np.zeros((batch if keep_leaf_states else 1, self._initial.shape[0]), dtype=np.int32)
         self.keep_leaf_states = keep_leaf_states
         self._leaf_game = np.zeros(batch, dtype=np.int32)
@@ -501,6 +562,7 @@ class Search:
         #: walks of the last gather that ended on a terminal node (no evaluation needed)
         self.terminal_backups = 0
         self._active = np.ones(games, dtype=np.bool_)
+        self._default_targets = np.full(games, simulations, dtype=np.float32)
         self.virtual_loss = virtual_loss
 
     # -- positions --------------------------------------------------------------------
@@ -532,11 +594,13 @@ class Search:
         node (``terminal_backups`` > 0: gather again)."""
         if self._pending:
             raise RuntimeError("apply() the previous batch first")
-        goal = np.broadcast_to(np.asarray(self.simulations if targets is None else targets,
-                                          dtype=np.float32), (self.games,)).copy()
+        if targets is None:
+            goal = self._default_targets
+        else:
+            goal = np.broadcast_to(np.asarray(targets, dtype=np.float32), (self.games,)).copy()
         act = self._active if active is None else np.asarray(active, dtype=np.bool_)
         gather_kernel(self.game.kernel_kind, self.game.params, self.tree, self._scratch, goal, act,
-                      self._iparams, self._fparams, self._planes, self._leaf_game, self._leaf_node,
+                      self._iparams, self._fparams, self._planes_flat, self._leaf_game, self._leaf_node,
                       self._states, self._counts)
         self._pending = n = int(self._counts[0])
         self.terminal_backups = int(self._counts[1])

@@ -259,3 +259,49 @@ def test_a_round_walks_at_most_leaves_per_round_times_per_game():
         search.apply(*evaluate(planes))
     assert max(np.diff(visits)) <= 4
     assert int(np.argmax(search.root_visits(0))) == 3
+
+
+def test_go_search_never_expands_an_illegal_move_and_keeps_priors_over_legal_ones():
+    # Black's A2 and B1 make A1 an eye: legal for black (it connects), suicide for
+    # white. Inner nodes list every empty point and check a move only when a walk
+    # first takes it, so at white's nodes A1 must be tried, found illegal and dropped.
+    go = make_game("go", size=5)
+    state, _ = play_text(go, ["A2", "E5", "B1", "E4"])
+    a1 = go.text_to_action("A1")
+    search = Search(go, games=1, simulations=3000, leaves_per_round=8)
+    search.reset(0, state)
+    search.run(uniform_evaluator(go.num_actions))
+    tree = search.tree
+    dropped = 0
+    for node in range(1, int(tree.num_nodes[0])):
+        path, n = [], node
+        while tree.parent[0, n] >= 0:
+            path.append(int(tree.parent_action[0, n]))
+            n = int(tree.parent[0, n])
+        position = state.copy()
+        for a in reversed(path):
+            assert go.is_legal(position, a), f"illegal {go.action_to_text(a)} expanded"
+            go.play(position, a)
+        prior = tree.prior[0, node]
+        if prior[a1] == -1.0 and go.to_play(position) == 1:
+            dropped += 1
+            assert prior[prior >= 0].sum() == pytest.approx(1.0, abs=1e-5)
+    assert dropped > 0
+    assert search.root_prior(0)[a1] > 0  # A1 is legal for black at the root
+
+
+def test_a_new_root_lists_exactly_the_legal_moves():
+    # After black's move, white's A1 is suicide. A short search has not tried A1 below
+    # black's moves, yet once a move is played the root must list only legal moves:
+    # root noise, the policy target and users read them.
+    go = make_game("go", size=5)
+    state, _ = play_text(go, ["A2", "E5", "B1", "E4"])
+    a1 = go.text_to_action("A1")
+    search = Search(go, games=1, simulations=60, leaves_per_round=4)
+    search.reset(0, state)
+    search.run(uniform_evaluator(go.num_actions))
+    search.advance(0, int(np.argmax(search.root_visits(0))))
+    legal = go.legal_mask(search.root_state(0))
+    assert not legal[a1]
+    assert np.array_equal(search.tree.prior[0, 0] >= 0, legal)
+    assert search.root_prior(0).sum() == pytest.approx(1.0, abs=1e-5)

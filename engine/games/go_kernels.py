@@ -226,6 +226,38 @@ def legal_mask_into(params, st, out):
 
 
 @njit(cache=True)
+def candidate_mask_into(params, st, out):
+    """Fill ``out[A]`` with the moves that may be legal: the empty points other than
+    the ko point, and pass. A superset of ``legal_mask_into`` (it lets suicide and
+    superko through) at the cost of one load per point; search checks a candidate
+    with ``is_legal_action`` only when it first tries it."""
+    size, stride = params[P_SIZE], params[P_STRIDE]
+    n = size * size
+    if st[END] != ONGOING:
+        out[:] = False
+        return
+    ko = st[KO]
+    a = 0
+    for y in range(size):
+        p = (y + 1) * stride + 1
+        for _ in range(size):
+            out[a] = st[HEADER + p] == EMPTY and p != ko
+            a += 1
+            p += 1
+    out[n] = True
+
+
+@njit(cache=True)
+def is_legal_action(params, st, action):
+    """Whether the player to move may play ``action`` (a point or pass)."""
+    if st[END] != ONGOING:
+        return False
+    if action == params[P_ACTIONS] - 1:
+        return True
+    return is_legal_point(params, st, point_of(params, action))
+
+
+@njit(cache=True)
 def place_stone(params, st, p, color):
     """Put a stone on empty padded point p and merge it with its friends (no captures)."""
     points, stride = params[P_POINTS], params[P_STRIDE]

@@ -18,6 +18,9 @@ __all__ = [
     "GO",
     "TO_PLAY",
     "legal_mask_into",
+    "candidate_mask_into",
+    "is_legal",
+    "candidates_are_legal",
     "play",
     "play_known_ongoing",
     "random_moves",
@@ -37,6 +40,29 @@ def legal_mask_into(kind, params, st, out):
         go.legal_mask_into(params, st, out)
     else:
         mnk.legal_mask_into(params, st, out)
+
+
+@njit(cache=True)
+def candidate_mask_into(kind, params, st, out):
+    """Fill ``out[A]`` with a cheap superset of the legal actions (Go: every empty
+    point but the ko point; the m,n,k games: exactly the legal ones)."""
+    if kind == GO:
+        go.candidate_mask_into(params, st, out)
+    else:
+        mnk.legal_mask_into(params, st, out)
+
+
+@njit(cache=True)
+def candidates_are_legal(kind):
+    """Whether ``candidate_mask_into`` is exact, so that no candidate needs checking."""
+    return kind != GO
+
+
+@njit(cache=True)
+def is_legal(kind, params, st, action):
+    if kind == GO:
+        return go.is_legal_action(params, st, action)
+    return mnk.is_legal(params, st, action)
 
 
 @njit(cache=True)

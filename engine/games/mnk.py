@@ -28,6 +28,7 @@ __all__ = [
     "gomoku",
     "play_sequence",
     "legal_mask_into",
+    "is_legal",
     "play_in_place",
     "random_playout",
     "random_games",
@@ -69,6 +70,16 @@ def _is_legal(params, state, action):
         return False
     # With gravity a column is open while its top cell (row 0) is empty.
     return state[HEADER + action] == EMPTY
+
+
+@njit(cache=True)
+def is_legal(params, state, action):
+    return 0 <= action < _num_actions(params) and _is_legal(params, state, action)
+
+
+@njit(cache=True, inline="always")
+def _num_actions(params):
+    return params[P_WIDTH] if params[P_GRAVITY] else params[P_HEIGHT] * params[P_WIDTH]
 
 
 @njit(cache=True)
@@ -174,7 +185,7 @@ def random_games(params, state, games, seed):
 def random_moves(params, state):
     """Finish the game with uniform random legal moves from numba's generator as the
     caller seeded it; returns how many were played."""
-    num_actions = params[P_WIDTH] if params[P_GRAVITY] else params[P_HEIGHT] * params[P_WIDTH]
+    num_actions = _num_actions(params)
     played = 0
     while state[WINNER] == NO_WINNER:
         # Rejection sampling is uniform over the legal actions and, with most of them
