@@ -305,3 +305,27 @@ def test_a_new_root_lists_exactly_the_legal_moves():
     assert not legal[a1]
     assert np.array_equal(search.tree.prior[0, 0] >= 0, legal)
     assert search.root_prior(0).sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_compiled_kernels_are_cached_by_the_contents_of_all_engine_sources(tmp_path):
+    # Numba alone would keep a caller's compiled copy of a kernel from another file
+    # after that file changed; the engine names its cache folder by all its sources.
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    shutil.copytree(Path(__file__).resolve().parent.parent / "engine", tmp_path / "engine",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+    def cache_dir():
+        code = "import engine, numba.core.config as c; print(c.CACHE_DIR)"
+        env = {"PYTHONPATH": str(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PATH": ""}
+        return subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    before = cache_dir()
+    assert before.startswith(str(tmp_path / "cache")) and cache_dir() == before
+    with open(tmp_path / "engine" / "games" / "mnk.py", "a") as kernel_file:
+        kernel_file.write("\n# a changed rule kernel\n")
+    assert cache_dir() != before
