@@ -24,7 +24,7 @@ def _key_numba_cache_to_sources() -> None:
         digest.update(path.read_bytes())
     base = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tengen", "numba")
-    config.CACHE_DIR = os.path.join(base, digest.hexdigest()[:16])
+    config.CACHE_DIR = os.path.join(base, digest.hexdigest()[:16])  # type: ignore[attr-defined]
 
 
 _key_numba_cache_to_sources()
