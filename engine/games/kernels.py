@@ -33,7 +33,7 @@ MNK, GO = KERNEL_MNK, KERNEL_GO
 TO_PLAY = 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def legal_mask_into(kind, params, st, out):
     """Fill ``out[A]`` with the legal actions of the player to move."""
     if kind == GO:
@@ -42,7 +42,7 @@ def legal_mask_into(kind, params, st, out):
         mnk.legal_mask_into(params, st, out)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def candidate_mask_into(kind, params, st, out):
     """Fill ``out[A]`` with a cheap superset of the legal actions (Go: every empty
     point but the ko point; the m,n,k games: exactly the legal ones)."""
@@ -52,20 +52,20 @@ def candidate_mask_into(kind, params, st, out):
         mnk.legal_mask_into(params, st, out)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def candidates_are_legal(kind):
     """Whether ``candidate_mask_into`` is exact, so that no candidate needs checking."""
     return kind != GO
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def is_legal(kind, params, st, action):
     if kind == GO:
         return go.is_legal_action(params, st, action)
     return mnk.is_legal(params, st, action)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def play(kind, params, st, action, scratch):
     """Play a legal action in place; ``scratch`` is an int32 buffer of the board's
     padded size for Go's captured points."""
@@ -75,7 +75,7 @@ def play(kind, params, st, action, scratch):
         mnk.play_in_place(params, st, action)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def play_known_ongoing(kind, params, st, action, scratch):
     """``play`` for a move known not to end the game (the m,n,k games then skip
     their line scan)."""
@@ -85,7 +85,7 @@ def play_known_ongoing(kind, params, st, action, scratch):
         mnk.play_known_ongoing(params, st, action)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def random_moves(kind, params, st):
     """Finish the game with random legal moves (Go: never filling one's own eye, the
     classic light playout), from numba's generator as the caller seeded it."""
@@ -95,14 +95,14 @@ def random_moves(kind, params, st):
         mnk.random_moves(params, st)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def is_terminal(kind, params, st):
     if kind == GO:
         return st[go.END] != go.ONGOING
     return st[mnk.WINNER] != mnk.NO_WINNER
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def outcome(kind, params, st):
     """+1 / -1 / 0 from player 0's point of view, for a finished game."""
     if kind == GO:
@@ -116,7 +116,7 @@ def outcome(kind, params, st):
     return 1.0 if winner == 0 else -1.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def board_into(kind, params, st, out):
     """Write the board (0 empty, 1 player 0, 2 player 1) row-major into ``out[H*W]``."""
     if kind == GO:

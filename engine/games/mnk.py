@@ -93,12 +93,22 @@ def legal_mask_into(params, state, out):
 def _run(params, state, row, col, d_row, d_col, stone, limit):
     """Stones of colour ``stone`` in a line from (row, col) exclusive, up to ``limit``."""
     height, width = params[P_HEIGHT], params[P_WIDTH]
+    # Bound the run by the board's edge first, so the loop is one test per stone.
+    steps = limit
+    if d_row > 0:
+        steps = min(steps, height - 1 - row)
+    elif d_row < 0:
+        steps = min(steps, row)
+    if d_col > 0:
+        steps = min(steps, width - 1 - col)
+    elif d_col < 0:
+        steps = min(steps, col)
+    stride = d_row * width + d_col
+    cell = HEADER + row * width + col + stride
     count = 0
-    r, c = row + d_row, col + d_col
-    while count < limit and 0 <= r < height and 0 <= c < width and state[HEADER + r * width + c] == stone:
+    while count < steps and state[cell] == stone:
         count += 1
-        r += d_row
-        c += d_col
+        cell += stride
     return count
 
 
