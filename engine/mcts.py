@@ -202,7 +202,7 @@ def _encode_leaf(tree, g, depth, scratch, to_play, out, b, height, width, histor
     # Positions along the path are in boards[0..depth]; older ones come from the
     # root's history (all zeros before the game began: an empty board).
     for t in range(depth + 1, history_length):
-        boards[t] = tree.root_history[g, t - depth - 1]
+        _copy_into(tree.root_history[g, t - depth - 1], boards[t])
     _write_planes(boards, to_play, out[b], height * width, history_length)
 
 
@@ -241,12 +241,20 @@ def _write_planes(boards, to_play, planes, cells, history_length):
 
 
 @njit(cache=True, inline="always")
+def _copy_into(source, target):
+    """``target[:] = source`` for 1-D rows: numba's slice assignment goes through a
+    general broadcasting path that cost twice this loop per leaf."""
+    for i in range(source.shape[0]):
+        target[i] = source[i]
+
+
+@njit(cache=True, inline="always")
 def _replay_to_parent(kind, params, tree, g, depth, scratch, history_length):
     """Play the first ``depth - 1`` moves of the path from the root into scratch.state:
     the position of the leaf's parent. Boards of the last T positions of the path
     (newest first, the leaf's own at slot 0) go to scratch.boards."""
     st = scratch.state
-    st[:] = tree.root_state[g]
+    _copy_into(tree.root_state[g], st)
     # Board of position i (0 = root) goes to slot depth - i when it is among the last T.
     if depth < history_length:
         R.board_into(kind, params, st, scratch.boards[depth])
@@ -319,7 +327,7 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
                 _encode_leaf(tree, g, 0, scratch, scratch.state[R.TO_PLAY], out, b,
                              height, width, history_length)
                 if keep_states:
-                    leaf_states[b] = scratch.state
+                    _copy_into(scratch.state, leaf_states[b])
                 leaf_game[b], leaf_node[b] = g, ROOT
                 b += 1
                 tree.in_flight[g] += 1
@@ -387,7 +395,7 @@ def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams
             _encode_leaf(tree, g, depth, scratch, st[R.TO_PLAY], out, b,
                          height, width, history_length)
             if keep_states:
-                leaf_states[b] = st
+                _copy_into(st, leaf_states[b])
             leaf_game[b], leaf_node[b] = g, child
             b += 1
             tree.in_flight[g] += 1
@@ -482,10 +490,11 @@ def reroot_kernel(kind, params, tree, scratch, g, action):
 @njit(cache=True)
 def _clear_nodes(tree, g, start, stop):
     for node in range(start, stop):
-        tree.children[g, node, :] = UNEXPANDED
-        tree.edge_n[g, node, :] = 0.0
-        tree.edge_w[g, node, :] = 0.0
-        tree.prior[g, node, :] = 0.0
+        for a in range(tree.prior.shape[2]):  # loops, not slices: see _copy_into
+            tree.children[g, node, a] = UNEXPANDED
+            tree.edge_n[g, node, a] = 0.0
+            tree.edge_w[g, node, a] = 0.0
+            tree.prior[g, node, a] = 0.0
         tree.node_n[g, node] = 0.0
         tree.edge_n_sum[g, node] = 0.0
         tree.node_w[g, node] = 0.0
@@ -709,7 +718,7 @@ def rollout_values_kernel(kind, params, states, count, rollouts, seed, out):
     for b in range(count):
         total = 0.0
         for _ in range(rollouts):
-            scratch[:] = states[b]
+            _copy_into(states[b], scratch)
             R.random_moves(kind, params, scratch)
             total += R.outcome(kind, params, scratch)
         out[b] = (total if states[b, R.TO_PLAY] == 0 else -total) / rollouts
