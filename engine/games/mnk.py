@@ -154,6 +154,14 @@ def play_in_place(params, state, action):
     player = state[TO_PLAY]
     stone = 1 + player
     row, col = _place(params, state, action)
+    # The mover has played ceil(moves / 2) stones if they moved first; until that
+    # reaches k no line can exist (a search's first plies skip the scan).
+    moves = state[MOVES]
+    stones = (moves + 1 - player) // 2
+    if stones < params[P_K]:
+        if moves == height * width:
+            state[WINNER] = DRAW
+        return
     # The four line directions: along the row, down the column, both diagonals.
     if (
         _makes_line(params, state, row, col, 0, 1, stone)
