@@ -21,6 +21,23 @@ def play_text(game, moves):
     return state, history
 
 
+def path_from_root(tree, g, node):
+    """The actions from game g's root down to ``node``."""
+    path = []
+    while tree.parent[g, node] >= 0:
+        path.append(int(tree.parent_action[g, node]))
+        node = int(tree.parent[g, node])
+    return path[::-1]
+
+
+def eye_at_a1():
+    """5x5 Go, black to move; black's A2 and B1 make A1 an eye: legal for black (it
+    connects), suicide for white."""
+    go = make_game("go", size=5)
+    state, _ = play_text(go, ["A2", "E5", "B1", "E4"])
+    return go, state, go.text_to_action("A1")
+
+
 def fixed_evaluator(game, seed=0):
     """A deterministic evaluator whose output depends only on the planes."""
 
@@ -189,12 +206,8 @@ def test_search_planes_match_the_game_encoder_with_history():
         planes = search.gather()
         for b in range(len(planes)):
             g, node = int(search._leaf_game[b]), int(search._leaf_node[b])
-            path = []
-            while search.tree.parent[g, node] >= 0:
-                path.append(int(search.tree.parent_action[g, node]))
-                node = int(search.tree.parent[g, node])
             leaf, leaf_history = state.copy(), list(history)
-            for a in reversed(path):
+            for a in path_from_root(search.tree, g, node):
                 leaf_history.append(leaf.copy())
                 go.play(leaf, a)
             assert np.array_equal(planes[b], go.encode(leaf, leaf_history))
@@ -262,24 +275,17 @@ def test_a_round_walks_at_most_leaves_per_round_times_per_game():
 
 
 def test_go_search_never_expands_an_illegal_move_and_keeps_priors_over_legal_ones():
-    # Black's A2 and B1 make A1 an eye: legal for black (it connects), suicide for
-    # white. Inner nodes list every empty point and check a move only when a walk
-    # first takes it, so at white's nodes A1 must be tried, found illegal and dropped.
-    go = make_game("go", size=5)
-    state, _ = play_text(go, ["A2", "E5", "B1", "E4"])
-    a1 = go.text_to_action("A1")
+    # Inner nodes list every empty point and check a move only when a walk first
+    # takes it, so at white's nodes A1 must be tried, found illegal and dropped.
+    go, state, a1 = eye_at_a1()
     search = Search(go, games=1, simulations=3000, leaves_per_round=8)
     search.reset(0, state)
     search.run(uniform_evaluator(go.num_actions))
     tree = search.tree
     dropped = 0
     for node in range(1, int(tree.num_nodes[0])):
-        path, n = [], node
-        while tree.parent[0, n] >= 0:
-            path.append(int(tree.parent_action[0, n]))
-            n = int(tree.parent[0, n])
         position = state.copy()
-        for a in reversed(path):
+        for a in path_from_root(tree, 0, node):
             assert go.is_legal(position, a), f"illegal {go.action_to_text(a)} expanded"
             go.play(position, a)
         prior = tree.prior[0, node]
@@ -291,12 +297,10 @@ def test_go_search_never_expands_an_illegal_move_and_keeps_priors_over_legal_one
 
 
 def test_a_new_root_lists_exactly_the_legal_moves():
-    # After black's move, white's A1 is suicide. A short search has not tried A1 below
-    # black's moves, yet once a move is played the root must list only legal moves:
-    # root noise, the policy target and users read them.
-    go = make_game("go", size=5)
-    state, _ = play_text(go, ["A2", "E5", "B1", "E4"])
-    a1 = go.text_to_action("A1")
+    # A short search has not tried white's A1 below black's moves, yet once a move is
+    # played the root must list only legal moves: root noise, the policy target and
+    # users read them.
+    go, state, a1 = eye_at_a1()
     search = Search(go, games=1, simulations=60, leaves_per_round=4)
     search.reset(0, state)
     search.run(uniform_evaluator(go.num_actions))
