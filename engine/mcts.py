@@ -293,20 +293,20 @@ def _drop_illegal_edge(tree, g, node, a):
 @njit(cache=True)
 def gather_kernel_mnk(params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node,
                       leaf_states, counts):
-    gather_kernel(R.MNK, params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node,
-                  leaf_states, counts)
+    _gather(R.MNK, params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node,
+            leaf_states, counts)
 
 
 @njit(cache=True)
 def gather_kernel_go(params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node,
                      leaf_states, counts):
-    gather_kernel(R.GO, params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node,
-                  leaf_states, counts)
+    _gather(R.GO, params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node,
+            leaf_states, counts)
 
 
 @njit(cache=True, inline="always")
-def gather_kernel(kind, params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node,
-                  leaf_states, counts):
+def _gather(kind, params, tree, scratch, targets, active, iparams, fparams, out, leaf_game, leaf_node,
+            leaf_states, counts):
     """Walk up to leaves_per_round times per active game. Sets ``counts`` to [leaves
     that need an evaluation (rows of ``out``, and of ``leaf_states`` when asked for),
     walks that ended on a terminal node (backed up here)]."""
@@ -588,6 +588,7 @@ class Search:
         self.terminal_backups = 0
         self._active = np.ones(games, dtype=np.bool_)
         self._default_targets = np.full(games, simulations, dtype=np.float32)
+        self._gather_kernel = gather_kernel_go if game.kernel_kind == R.GO else gather_kernel_mnk
         self.virtual_loss = virtual_loss
 
     # -- positions --------------------------------------------------------------------
@@ -624,9 +625,8 @@ class Search:
         else:
             goal = np.broadcast_to(np.asarray(targets, dtype=np.float32), (self.games,)).copy()
         act = self._active if active is None else np.asarray(active, dtype=np.bool_)
-        kernel = gather_kernel_go if self.game.kernel_kind == R.GO else gather_kernel_mnk
-        kernel(self.game.params, self.tree, self._scratch, goal, act, self._iparams, self._fparams,
-               self._planes_flat, self._leaf_game, self._leaf_node, self._states, self._counts)
+        self._gather_kernel(self.game.params, self.tree, self._scratch, goal, act, self._iparams, self._fparams,
+                            self._planes_flat, self._leaf_game, self._leaf_node, self._states, self._counts)
         self._pending = n = int(self._counts[0])
         self.terminal_backups = int(self._counts[1])
         return self._planes[:n]
