@@ -208,21 +208,7 @@ def _repeats_position(params, st, p, color):
 @njit(cache=True)
 def legal_mask_into(params, st, out):
     """Fill ``out[A]`` with the legal actions of the player to move (pass is last)."""
-    size, stride = params[P_SIZE], params[P_STRIDE]
-    n = size * size
-    if st[END] != ONGOING:
-        out[:] = False
-        return
-    # Nested loops rather than point_of(a): a division per point cost more than the
-    # legality test itself.
-    a = 0
-    for y in range(size):
-        p = (y + 1) * stride + 1
-        for _ in range(size):
-            out[a] = is_legal_point(params, st, p)
-            a += 1
-            p += 1
-    out[n] = True
+    _mask_into(params, st, out, False)
 
 
 @njit(cache=True)
@@ -231,17 +217,27 @@ def candidate_mask_into(params, st, out):
     the ko point, and pass. A superset of ``legal_mask_into`` (it lets suicide and
     superko through) at the cost of one load per point; search checks a candidate
     with ``is_legal_action`` only when it first tries it."""
+    _mask_into(params, st, out, True)
+
+
+@njit(cache=True, inline="always")
+def _mask_into(params, st, out, candidates_only):
     size, stride = params[P_SIZE], params[P_STRIDE]
     n = size * size
     if st[END] != ONGOING:
         out[:] = False
         return
     ko = st[KO]
+    # Nested loops rather than point_of(a): a division per point cost more than the
+    # legality test itself.
     a = 0
     for y in range(size):
         p = (y + 1) * stride + 1
         for _ in range(size):
-            out[a] = st[HEADER + p] == EMPTY and p != ko
+            if candidates_only:
+                out[a] = st[HEADER + p] == EMPTY and p != ko
+            else:
+                out[a] = is_legal_point(params, st, p)
             a += 1
             p += 1
     out[n] = True
