@@ -22,7 +22,15 @@ from redis.retry import Retry
 
 from cluster import codec
 from cluster.codec import SampleFormatError, decode_game, decode_game_meta, encode_game, game_decoder
-from cluster.redis_server import AOF_FILE, CONFIG_FILE, EmbeddedRedis, EmbeddedRedisError, connect
+from cluster.redis_server import (
+    AOF_FILE,
+    CONFIG_FILE,
+    PID_FILE,
+    EmbeddedRedis,
+    EmbeddedRedisError,
+    connect,
+    redis_executable,
+)
 from cluster.transport import (
     LocalModelRegistry,
     LocalSampleStream,
@@ -127,6 +135,70 @@ def test_a_driver_that_dies_does_not_leave_the_server_running(tmp_path):
     assert not _alive(pid)
 
 
+def test_a_driver_killed_with_sigkill_takes_its_server_along(tmp_path):
+    script = (
+        "import time\n"
+        "from cluster.redis_server import EmbeddedRedis\n"
+        f"server = EmbeddedRedis(data_dir={str(tmp_path)!r}).start()\n"
+        "print(server.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parent.parent)
+    pid = int(driver.stdout.readline())
+    assert _alive(pid)
+    driver.kill()  # no atexit hook runs
+    driver.wait()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+    # ... and the next owner of the directory starts cleanly on the same AOF.
+    with EmbeddedRedis(data_dir=tmp_path) as again:
+        assert again.client().ping() and again.stopped_orphan is None
+
+
+def test_one_server_per_directory(tmp_path):
+    with EmbeddedRedis(data_dir=tmp_path) as server:
+        with pytest.raises(EmbeddedRedisError, match=f"another tengen process holds .* pid {server.pid}"):
+            EmbeddedRedis(data_dir=tmp_path).start()
+        assert server.client().ping()  # untouched
+
+
+def test_a_server_left_behind_is_stopped_before_a_new_one_starts(tmp_path, records):
+    # As if a driver died where no parent-death signal exists: its server lives on,
+    # holding the AOF, and the directory lock is free.
+    with EmbeddedRedis(data_dir=tmp_path) as first:
+        config = tmp_path / CONFIG_FILE
+        password, port = first.password, first.port
+        SampleStream(first.client(), "run1", maxlen=100).add_many(_blobs(records, 3))
+    orphan = subprocess.Popen([redis_executable(), str(config)], stdout=subprocess.DEVNULL, start_new_session=True)
+    (tmp_path / PID_FILE).write_text(f"{orphan.pid}\n")
+    probe = redis.Redis(port=port, password=password, retry=Retry(NoBackoff(), 0))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            probe.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    with EmbeddedRedis(data_dir=tmp_path, password=password) as server:
+        assert server.stopped_orphan == orphan.pid
+        assert orphan.wait(timeout=10) == 0  # a clean shutdown: SIGTERM, AOF flushed
+        assert SampleStream(server.client(), "run1", maxlen=100).length() == 3
+
+
+def test_the_data_directory_and_its_files_are_the_owners_alone(tmp_path):
+    with EmbeddedRedis(data_dir=tmp_path / "redis", maxmemory_bytes=64 << 20) as server:
+        client = server.client()
+        client.set("k", "v")
+        assert client.config_get("maxmemory")["maxmemory"] == str(64 << 20)
+        time.sleep(1.1)  # the AOF exists once its first write is flushed
+        assert stat.S_IMODE(server.data_dir.stat().st_mode) == 0o700
+        for name in (AOF_FILE, CONFIG_FILE, "redis.log"):
+            assert stat.S_IMODE((server.data_dir / name).stat().st_mode) == 0o600, name
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -153,6 +225,19 @@ def test_connect_takes_the_password_from_the_environment(redis_server, monkeypat
     with pytest.raises(redis.AuthenticationError):
         connect(redis_server.url, retry=Retry(NoBackoff(), 0)).ping()
     assert connect(redis_server.url, password=redis_server.password).ping()
+
+
+def test_connect_reads_the_password_from_a_mounted_file(redis_server, monkeypatch, tmp_path):
+    # A Kubernetes Secret mounted on the pod: the value ends with a newline.
+    secret = tmp_path / "password"
+    secret.write_text(redis_server.password + "\n")
+    secret.chmod(0o400)
+    monkeypatch.delenv("TENGEN_REDIS_PASSWORD", raising=False)
+    monkeypatch.setenv("TENGEN_REDIS_PASSWORD_FILE", str(secret))
+    assert connect(redis_server.url).ping()
+    monkeypatch.setenv("TENGEN_REDIS_PASSWORD_FILE", str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="TENGEN_REDIS_PASSWORD_FILE names .*missing"):
+        connect(redis_server.url)
 
 
 # -- the codec ----------------------------------------------------------------------------------
