@@ -9,8 +9,12 @@ call ``decode_game``. Both import this module, so the format lives in one place
 Header fields (version 1): ``format`` = ``"tengen-game"``, ``version`` = 1, ``game``
 (its name, e.g. ``"connect4"``, ``"go19"``), ``worker_id``, ``model_version``,
 ``outcome`` (+1/0/-1 for player 0), ``resigned``, ``would_resign`` (0, 1 or nil),
-``length`` (recorded positions L) and ``created`` (unix seconds). Arrays, each with
-its numpy dtype string, shape and raw little-endian bytes:
+``length`` (recorded positions L) and ``created`` (unix seconds). Version 2 adds
+``game_id``: the game's identity (its worker incarnation and sequence number), so that
+an entry written twice (a write retried after a lost reply) is read once; and its zstd
+frame carries a checksum, so that a flipped byte is caught, not decoded into another
+game. Readers take both versions. Arrays, each with its numpy dtype string, shape and
+raw little-endian bytes:
 
 - ``planes``  ``|u1`` ``[L, H, W, C]``, encoding ``packbits``: the 0/1 feature planes
   through ``np.packbits`` over the C-order flattening (8x smaller before zstd; the
@@ -30,6 +34,7 @@ its numpy dtype string, shape and raw little-endian bytes:
 from __future__ import annotations
 
 import math
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,9 +64,9 @@ __all__ = [
 
 FORMAT_TAG = "tengen-game"
 #: the version ``encode_game`` writes
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: the versions ``decode_game`` reads
-KNOWN_VERSIONS = (1,)
+KNOWN_VERSIONS = (1, 2)
 #: compressed entries larger than this are refused before anything is decompressed
 MAX_BLOB_BYTES = 32 * 1024 * 1024
 #: recorded positions per game (a 19x19 game is capped well below this)
@@ -71,16 +76,19 @@ MAX_MOVES = 8192
 #: zstd level: 1 is the fast end (a worker encodes a game in about a millisecond);
 #: higher levels buy a few percent on these already packed arrays
 ZSTD_LEVEL = 1
+#: with a checksum (XXH64 of the content) that the decompressor verifies
+_COMPRESSOR = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
 #: how far a policy row may sum from 1
 POLICY_SUM_TOLERANCE = 1e-3
 #: room for the header fields in the size bound
 _HEADER_ALLOWANCE = 64 * 1024
 _MAX_WORKER_ID = 256
 
-_HEADER_KEYS = frozenset({
+_HEADER_KEYS_V1 = frozenset({
     "format", "version", "game", "worker_id", "model_version", "outcome", "resigned",
     "would_resign", "length", "created", "arrays",
 })
+_HEADER_KEYS = {1: _HEADER_KEYS_V1, 2: _HEADER_KEYS_V1 | {"game_id"}}
 _ARRAY_KEYS = frozenset({"dtype", "shape", "encoding", "data"})
 #: name -> (dtype string, encoding) for version 1
 _ARRAYS_V1 = {
@@ -102,13 +110,15 @@ class GameMeta:
     version: int
     worker_id: str
     created: float  # unix seconds
+    game_id: str | None  # None in version 1
 
 
 # -- encoding ----------------------------------------------------------------------------
 
 
 def encode_game(record: GameRecord, *, worker_id: str, created: float | None = None) -> bytes:
-    """One game as a compressed, versioned blob (see the module docstring).
+    """One game as a compressed, versioned blob (see the module docstring); its
+    ``game_id`` is ``record.game_id``, or a fresh random one when that is None.
 
     ``record.planes`` must hold 0/1 values (uint8, bool or float); the record is
     checked with the same rules the reader applies, so a producer fails loudly
@@ -145,6 +155,9 @@ def encode_game(record: GameRecord, *, worker_id: str, created: float | None = N
     )
     if not isinstance(worker_id, str) or len(worker_id) > _MAX_WORKER_ID:
         raise SampleFormatError(f"worker_id must be a string of at most {_MAX_WORKER_ID} characters")
+    game_id = record.game_id if record.game_id is not None else secrets.token_hex(8)
+    if not isinstance(game_id, str) or not 0 < len(game_id) <= _MAX_WORKER_ID:
+        raise SampleFormatError(f"game_id must be a string of 1 to {_MAX_WORKER_ID} characters")
     header = {
         "format": FORMAT_TAG,
         "version": FORMAT_VERSION,
@@ -156,6 +169,7 @@ def encode_game(record: GameRecord, *, worker_id: str, created: float | None = N
         "would_resign": None if record.would_resign is None else int(record.would_resign),
         "length": int(planes.shape[0]),
         "created": float(time.time() if created is None else created),
+        "game_id": game_id,
         "arrays": {
             "planes": _array_entry("|u1", planes.shape, "packbits", np.packbits(bits, axis=None)),
             "policy": _array_entry("<f4", policy.shape, "raw", policy),
@@ -163,7 +177,7 @@ def encode_game(record: GameRecord, *, worker_id: str, created: float | None = N
             "moves": _array_entry("<i4", moves.shape, "raw", moves),
         },
     }
-    return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(msgpack.packb(header, use_bin_type=True))
+    return _COMPRESSOR.compress(msgpack.packb(header, use_bin_type=True))
 
 
 def _array_entry(dtype: str, shape: tuple[int, ...], encoding: str, data: np.ndarray) -> dict:
@@ -241,8 +255,11 @@ def decode_game_meta(
         model_version=int(header["model_version"]),
         resigned=header["resigned"],
         would_resign=header["would_resign"],
+        game_id=header.get("game_id"),
     )
-    return record, GameMeta(version=version, worker_id=header["worker_id"], created=float(header["created"]))
+    meta = GameMeta(version=version, worker_id=header["worker_id"], created=float(header["created"]),
+                    game_id=header.get("game_id"))
+    return record, meta
 
 
 def _max_decompressed(planes_shape: tuple[int, ...], num_actions: int, max_positions: int) -> int:
@@ -285,10 +302,14 @@ def _check_header(header: dict, game_name: str) -> int:
     if not isinstance(version, int) or isinstance(version, bool) or version not in KNOWN_VERSIONS:
         known = ", ".join(map(str, KNOWN_VERSIONS))
         raise SampleFormatError(f"unknown format version {version!r}; this reader knows version(s) {known}")
-    keys = set(header)
-    if keys != _HEADER_KEYS:
-        missing, extra = sorted(_HEADER_KEYS - keys), sorted(map(str, keys - _HEADER_KEYS))
+    keys, expected = set(header), _HEADER_KEYS[version]
+    if keys != expected:
+        missing, extra = sorted(expected - keys), sorted(map(str, keys - expected))
         raise SampleFormatError(f"header fields wrong: missing {missing}, unexpected {extra}")
+    if version >= 2:
+        game_id = header["game_id"]
+        if not isinstance(game_id, str) or not 0 < len(game_id) <= _MAX_WORKER_ID:
+            raise SampleFormatError(f"game_id must be a string of 1 to {_MAX_WORKER_ID} characters")
     if header["game"] != game_name:
         raise SampleFormatError(f"entry is a {header['game']!r} game, this run plays {game_name!r}")
     if not isinstance(header["worker_id"], str) or len(header["worker_id"]) > _MAX_WORKER_ID:

@@ -182,6 +182,15 @@ class RedisConfig(_Strict):
     an embedded Redis server started for the run."""
 
     url: str | None = None
+    #: how long every client of the run waits through an outage (a restart, an AOF
+    #: replay, a full server) before the run stops with a message
+    outage_s: float = Field(default=120.0, gt=0, le=86_400)
+    #: the embedded server's ``maxmemory`` (writes are refused past it, never evicted);
+    #: default: a quarter of this machine's memory, at least 256 MiB
+    maxmemory_mb: int | None = Field(default=None, ge=16)
+    #: candidates whose weights stay in the registry besides the best (older ones
+    #: are deleted; every promoted model is also kept in the run directory)
+    keep_candidates: int = Field(default=3, ge=1)
 
     @model_validator(mode="after")
     def _no_password_in_url(self) -> RedisConfig:
@@ -203,6 +212,12 @@ class ClusterConfig(_Strict):
     batch_timeout_ms: float = Field(default=5.0, gt=0)
     #: seconds a worker plays between two check-ins with the driver
     worker_chunk_seconds: float = Field(default=2.0, gt=0)
+    #: finished games a worker holds while Redis is away (then it waits for Redis)
+    worker_buffer_games: int = Field(default=1000, ge=1)
+    #: an actor that fails this many times in a row, each within ``crash_loop_s`` of
+    #: the one before, stops the run (a config that cannot work) instead of restarting
+    crash_loop_failures: int = Field(default=5, ge=1)
+    crash_loop_s: float = Field(default=300.0, gt=0)
 
 
 class TengenConfig(_Strict):

@@ -37,7 +37,16 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-__all__ = ["DEFAULT_POLICY", "OutagePolicy", "RedisUnavailable", "ResilientRedis", "TRANSIENT_ERRORS", "client_options"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "OutagePolicy",
+    "RedisLike",
+    "RedisUnavailable",
+    "ResilientRedis",
+    "TRANSIENT_ERRORS",
+    "call_with_retry",
+    "client_options",
+]
 
 T = TypeVar("T")
 
@@ -260,6 +269,18 @@ class RetriedPipeline:
             return pipe.execute()
 
         return self._owner.call(run, wait=wait)
+
+
+#: what the run's Redis classes take: a resilient client, or a plain one in tests and tools
+RedisLike = redis.Redis | ResilientRedis
+
+
+def call_with_retry(client: RedisLike, op: Callable[[redis.Redis], T], *, wait: bool = True) -> T:
+    """``op(raw client)``, retried as one through an outage when ``client`` rides
+    them out (a read-check-write that must not be split)."""
+    if isinstance(client, ResilientRedis):
+        return client.call(op, wait=wait)
+    return op(client)
 
 
 def _label(client: redis.Redis) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 import redis
 import yaml
 
+from cluster.redis_client import RedisLike
 from cluster.redis_server import connect
 from cluster.transport import ModelRegistry, SampleStream, StatusBoard
 
@@ -42,7 +43,7 @@ def _run_id(run_dir: Path) -> str:
     return run_id_for(run_dir)
 
 
-def _client(run_dir: Path) -> redis.Redis | None:
+def _client(run_dir: Path) -> RedisLike | None:
     """A client of the run's Redis if the run is alive, else None."""
     connection = run_dir / "redis" / "connection.json"
     try:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import redis
 
+from cluster.redis_client import RedisLike, call_with_retry
 from engine.selfplay import GameRecord
 
 __all__ = [
@@ -149,7 +150,7 @@ class _DecodeCounter:
 class SampleStream(_DecodeCounter):
     """The run's sample stream in Redis: ``tengen:{run}:samples``, one game per entry."""
 
-    def __init__(self, client: redis.Redis, run_id: str, *, maxlen: int):
+    def __init__(self, client: RedisLike, run_id: str, *, maxlen: int):
         super().__init__()
         if maxlen < 1:
             raise ValueError(f"maxlen must be at least 1, got {maxlen}")
@@ -541,7 +542,7 @@ def parse_promotion(message: dict | None) -> dict | None:
 class ModelRegistry:
     """Weights blobs by version in Redis, the best version, the Elo ladder, promotions."""
 
-    def __init__(self, client: redis.Redis, run_id: str):
+    def __init__(self, client: RedisLike, run_id: str):
         # Any: redis-py's stubs type every reply as a sync/async union
         self.client: Any = client
         self.keys = RunKeys(run_id)
@@ -567,7 +568,32 @@ class ModelRegistry:
     def fetch(self, version: int) -> tuple[bytes, dict]:
         """``(blob, metadata)`` of ``version``, the blob checked against its sha256."""
         blob, sha256, metadata = self.client.hmget(self.keys.model(version), ["blob", "sha256", "metadata"])
+        if blob is None and sha256 is not None:
+            raise RegistryError(f"model {version_id(version)} was pruned from the registry "
+                                "(promoted models stay in the run directory's models/)")
         return _verified(version, blob, sha256), json.loads(metadata)
+
+    def discard(self, version: int) -> bool:
+        """Delete ``version``'s weights (its sha256 and metadata stay, so the ladder and
+        the version counter keep their history); the best version is never discarded.
+        Returns whether a blob was deleted."""
+        if self.best_version() == int(version):
+            return False
+        return bool(self.client.hdel(self.keys.model(version), "blob"))
+
+    def prune(self, *, keep_candidates: int, keep: Iterable[int] = ()) -> list[int]:
+        """Delete the weights of every version but the best, ``keep`` (e.g. the one in
+        a match), and the newest ``keep_candidates``; returns the versions pruned."""
+        versions = self.candidates()
+        spared = set(versions[-keep_candidates:]) | {int(v) for v in keep}
+        best = self.best_version()
+        if best is not None:
+            spared.add(best)
+        pruned = []
+        for version in versions:
+            if version not in spared and self.client.hdel(self.keys.model(version), "blob"):
+                pruned.append(version)
+        return pruned
 
     def sha256(self, version: int) -> str:
         sha256 = self.client.hget(self.keys.model(version), "sha256")
@@ -579,11 +605,21 @@ class ModelRegistry:
         """Make ``version`` the best, append it to the Elo ladder and notify the
         subscribers, all in one MULTI/EXEC."""
         sha256 = self.sha256(version)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.set(self.keys.best, int(version))
-        pipe.rpush(self.keys.ladder, _dumps(_ladder_entry(version, sha256, elo, result)))
-        pipe.publish(self.keys.promotions, _notification(version, sha256))
-        pipe.execute()
+        entry = _dumps(_ladder_entry(version, sha256, elo, result))
+
+        def promote_once(client: redis.Redis) -> None:
+            # A retry after a lost reply must not push the ladder entry twice.
+            last = client.lindex(self.keys.ladder, -1)
+            if last is not None and json.loads(last)["version"] == int(version) and \
+                    client.get(self.keys.best) == str(int(version)).encode():
+                return
+            pipe = client.pipeline(transaction=True)
+            pipe.set(self.keys.best, int(version))
+            pipe.rpush(self.keys.ladder, entry)
+            pipe.publish(self.keys.promotions, _notification(version, sha256))
+            pipe.execute()
+
+        call_with_retry(self.client, promote_once)
 
     def best_version(self) -> int | None:
         best = self.client.get(self.keys.best)
@@ -656,7 +692,29 @@ class LocalModelRegistry:
     def fetch(self, version: int) -> tuple[bytes, dict]:
         with self._lock:
             model = self._models.get(int(version), {})
+        if model and model.get("blob") is None:
+            raise RegistryError(f"model {version_id(version)} was pruned from the registry "
+                                "(promoted models stay in the run directory's models/)")
         return _verified(version, model.get("blob"), model.get("sha256")), json.loads(model["metadata"])
+
+    def discard(self, version: int) -> bool:
+        with self._lock:
+            model = self._models.get(int(version))
+            if model is None or self._best == int(version) or model.get("blob") is None:
+                return False
+            model["blob"] = None
+            return True
+
+    def prune(self, *, keep_candidates: int, keep: Iterable[int] = ()) -> list[int]:
+        with self._lock:
+            versions = sorted(self._models)
+            spared = set(versions[-keep_candidates:]) | {int(v) for v in keep}
+            if self._best is not None:
+                spared.add(self._best)
+            pruned = [v for v in versions if v not in spared and self._models[v].get("blob") is not None]
+            for version in pruned:
+                self._models[version]["blob"] = None
+        return pruned
 
     def sha256(self, version: int) -> str:
         with self._lock:
@@ -669,6 +727,8 @@ class LocalModelRegistry:
         sha256 = self.sha256(version)
         entry, note = _dumps(_ladder_entry(version, sha256, elo, result)), _notification(version, sha256)
         with self._lock:
+            if self._best == int(version) and self._ladder and json.loads(self._ladder[-1])["version"] == int(version):
+                return  # promoted already: as idempotent as the Redis registry
             self._best = int(version)
             self._ladder.append(entry)
             subscribers = list(self._subscribers)
@@ -709,20 +769,26 @@ class StatusBoard:
     """Per-component status hashes (``tengen:{run}:status:<component>``) that expire
     ``ttl_s`` after their last update, so a dead worker drops off the board."""
 
-    def __init__(self, client: redis.Redis, run_id: str, *, ttl_s: float = 60.0):
+    def __init__(self, client: RedisLike, run_id: str, *, ttl_s: float = 60.0):
         # Any: redis-py's stubs type every reply as a sync/async union
         self.client: Any = client
         self.keys = RunKeys(run_id)
         self.ttl_ms = max(1, int(ttl_s * 1000))
 
-    def set_status(self, component: str, status: dict) -> None:
+    def set_status(self, component: str, status: dict, *, wait: bool = True) -> None:
+        """Replace ``component``'s status (``wait=False``: try once, for a reporter that
+        must not stall during an outage; it raises RedisUnavailable then)."""
         key = self.keys.status(component)
         mapping = {str(k): _dumps(v) for k, v in status.items()} | {"_updated": _dumps(time.time())}
-        pipe = self.client.pipeline(transaction=True)
-        pipe.delete(key)
-        pipe.hset(key, mapping=mapping)
-        pipe.pexpire(key, self.ttl_ms)
-        pipe.execute()
+
+        def write(client: Any) -> None:  # Any: redis-py's stubs want a Mapping of unions
+            pipe = client.pipeline(transaction=True)
+            pipe.delete(key)
+            pipe.hset(key, mapping=mapping)
+            pipe.pexpire(key, self.ttl_ms)
+            pipe.execute()
+
+        call_with_retry(self.client, write, wait=wait)
 
     def request_workers(self, count: int) -> None:
         """Ask the run's driver for ``count`` self-play workers (``tengen scale``)."""
@@ -764,7 +830,7 @@ class LocalStatusBoard:
         self._board: dict[str, tuple[float, dict]] = {}
         self._lock = threading.Lock()
 
-    def set_status(self, component: str, status: dict) -> None:
+    def set_status(self, component: str, status: dict, *, wait: bool = True) -> None:
         now = time.time()
         entry = json.loads(_dumps(status)) | {"_updated": now}  # same JSON round trip as Redis
         with self._lock:

@@ -40,6 +40,8 @@ class GameRecord:
     resigned: bool = False
     #: in a no-resign game: the player who would have resigned (for the false-positive rate)
     would_resign: int | None = None
+    #: who played it and its number there (``w003.1f2e:17``), once a worker names it
+    game_id: str | None = None
 
     @property
     def length(self) -> int:

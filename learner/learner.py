@@ -7,11 +7,13 @@ through three narrow interfaces, passed in:
   *, count, block_ms, decode) -> [(id, GameRecord)]``, ``ack(group, ids)``,
   ``move_group_to_end(group) -> last id`` and ``replay(decode, *, end) -> [GameRecord]``
   (Redis streams, or an in-process list);
-- ``registry``: ``publish(version, blob, metadata) -> sha256`` for candidates;
+- ``registry``: ``publish(version, blob, metadata) -> sha256`` for candidates and
+  ``latest_candidate()``, so that a version is never taken twice;
 - ``storage``: a directory path for checkpoints (written atomically).
 
-Samples are acknowledged only after they are in the replay window, so a learner that
-dies loses nothing: a new one rebuilds the window from the stream (the durable
+Samples are acknowledged only after they are in the replay window, and a game whose
+id was read before (a worker's write retried after a lost reply) is dropped, so a
+learner that dies loses nothing and reads nothing twice: a new one rebuilds the window from the stream (the durable
 replay window), restores weights, optimiser, step and RNG from the last checkpoint,
 and goes on from there. Training keeps the sample-reuse ratio: at most ``max_reuse``
 passes per position that entered the window; it waits when data is short.
@@ -19,6 +21,7 @@ passes per position that entered the window; it waits when data is short.
 
 from __future__ import annotations
 
+import collections
 import json
 import time
 from collections.abc import Callable
@@ -37,6 +40,8 @@ __all__ = ["Learner", "CHECKPOINT_FILE"]
 
 CHECKPOINT_FILE = "learner.ckpt"
 GROUP = "learner"
+#: game ids remembered for dropping repeats (a repeat follows its original closely)
+SEEN_GAMES = 100_000
 
 
 class Learner:
@@ -83,6 +88,9 @@ class Learner:
         self.losses: dict[str, float] = {}
         self.sample_versions: list[int] = []  # model versions of the positions read lately
         self.positions_read = 0
+        #: games read twice (their ids seen before) and dropped
+        self.duplicate_games = 0
+        self._seen_games: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.resumed = False
         self.source.ensure_group(GROUP)
         self._restore()
@@ -118,6 +126,7 @@ class Learner:
             "sample_age_versions": float(best_version - ages.mean()) if len(ages) else 0.0,
             "next_version": self.next_version,
             "resumed": self.resumed,
+            "duplicate_games": self.duplicate_games,
         }
 
     def _may_train(self) -> bool:
@@ -140,6 +149,14 @@ class Learner:
             block_ms = 0
 
     def _add(self, record: GameRecord) -> None:
+        if record.game_id is not None:
+            # A worker's write retried after a lost reply is in the stream twice.
+            if record.game_id in self._seen_games:
+                self.duplicate_games += 1
+                return
+            self._seen_games[record.game_id] = None
+            if len(self._seen_games) > SEEN_GAMES:
+                self._seen_games.popitem(last=False)
         if len(record.value):
             self.window.add(record.planes, record.policy, record.value)
             self.positions_read += len(record.value)
@@ -149,7 +166,10 @@ class Learner:
     # -- candidates and checkpoints -------------------------------------------------
     def publish_candidate(self) -> int:
         """Put the current weights in the registry as the next version; checkpoint."""
-        version = self.next_version
+        # The registry may be ahead of the checkpoint: a learner killed between a
+        # publish and its checkpoint, or one resumed without the storage it wrote to.
+        latest = self.registry.latest_candidate()
+        version = self.next_version = max(self.next_version, (latest or 0) + 1)
         blob = weights_to_bytes(self.model, metadata={"version": version, "step": self.trainer.step})
         self.registry.publish(version, blob, {"step": self.trainer.step, "game": self.game.name})
         self.next_version += 1

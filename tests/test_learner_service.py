@@ -1,6 +1,8 @@
 """The Learner against a real Redis stream and registry: reading, training, publishing,
 and a restart that loses nothing and repeats nothing."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -66,3 +68,29 @@ def test_a_forged_entry_is_skipped_and_counted(redis_client, tmp_path, games):
     assert stats["positions_read"] == len(games[0].value) + len(games[1].value)
     assert stream.bad_entries == 1 and stream.lag("learner") == 0
     assert np.isfinite(list(stats["losses"].values()) or [0.0]).all()
+
+
+def test_a_game_written_twice_is_read_once(redis_client, tmp_path, games):
+    # A worker's XADD retried after its reply was lost: the same game id twice.
+    stream = SampleStream(redis_client, "twice", maxlen=10_000)
+    named = [dataclasses.replace(g, game_id=f"w000.ab12:{i}") for i, g in enumerate(games[:10])]
+    blobs = [encode_game(g, worker_id="w000") for g in named]
+    stream.add_many(blobs[:6] + blobs[5:6] + blobs[6:] + blobs[9:])
+    learner = make_learner(stream, ModelRegistry(redis_client, "twice"), tmp_path)
+    stats = learner.step(seconds=0.5)
+    assert stats["duplicate_games"] == 2
+    assert stats["positions_read"] == sum(len(g.value) for g in games[:10])
+    assert stream.lag("learner") == 0  # the repeats were acknowledged too
+
+
+def test_a_learner_behind_the_registry_takes_the_next_free_version(redis_client, tmp_path, games):
+    # Killed between publishing candidate 1 and checkpointing it: a new learner starts
+    # from no checkpoint (or an older one), and must not publish other bytes as 000001.
+    stream = SampleStream(redis_client, "behind", maxlen=10_000)
+    registry = ModelRegistry(redis_client, "behind")
+    registry.publish(1, b"the lost learner's candidate", {"step": 10})
+    stream.add_many([encode_game(g, worker_id="w0") for g in games[:40]])
+    learner = make_learner(stream, registry, tmp_path)
+    stats = learner.step(seconds=20)
+    assert stats["published"] and stats["published"][0] == 2
+    assert registry.fetch(1)[0] == b"the lost learner's candidate"

@@ -3,6 +3,7 @@ game codec, the sample stream and the model registry (and their in-process twins
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import re
 import socket
@@ -262,6 +263,44 @@ def test_codec_round_trips_real_games(records, name):
         assert len(blob) < record.planes.size / 8 + record.policy.nbytes + 1024
 
 
+def test_a_game_keeps_its_id_and_gets_one_when_it_has_none(records):
+    record = records["connect4"][0]
+    named = dataclasses.replace(record, game_id="w003.1f2e:17")
+    assert DECODE_C4(encode_game(named, worker_id="w003")).game_id == "w003.1f2e:17"
+    first, second = (DECODE_C4(encode_game(record, worker_id="w")).game_id for _ in range(2))
+    assert first and second and first != second
+
+
+def test_version_1_entries_still_read(records):
+    record = records["connect4"][0]
+    header = _header(record)
+    header["version"] = 1
+    del header["game_id"]
+    back, meta = decode_game_meta(_pack(header), planes_shape=C4.planes_shape, num_actions=C4.num_actions,
+                                  game_name=C4.name)
+    assert meta.version == 1 and meta.game_id is None and back.game_id is None
+    assert np.array_equal(back.moves, record.moves)
+
+
+def test_a_flipped_byte_is_caught_by_the_frame_checksum(records):
+    record = max(records["connect4"], key=lambda r: len(r.value))
+    blob = bytearray(encode_game(record, worker_id="w"))
+    original = zstandard.decompress(bytes(blob))
+    caught = 0
+    for offset in range(12, len(blob) - 4, max(1, len(blob) // 50)):  # past the frame header
+        flipped = bytearray(blob)
+        flipped[offset] ^= 0x10
+        try:
+            back = DECODE_C4(bytes(flipped))
+        except SampleFormatError:
+            caught += 1
+            continue
+        # A flip that decodes (e.g. a match offset onto equal bytes) restored the same
+        # content: the checksum is over the content, and it matched.
+        assert zstandard.decompress(bytes(flipped)) == original and np.array_equal(back.moves, record.moves)
+    assert caught >= 40
+
+
 def test_codec_round_trips_a_game_with_no_recorded_positions():
     # a game that resigned at once, or whose moves were all cheap searches
     empty = GameRecord(game="connect4", planes=np.zeros((0, 6, 7, 3), np.uint8), policy=np.zeros((0, 7), np.float32),
@@ -302,7 +341,9 @@ def _corrupt(record: GameRecord, case: str) -> bytes:
     if case == "format tag":
         h["format"] = "leela-chunk"
     elif case == "version":
-        h["version"] = 2
+        h["version"] = 3
+    elif case == "version 1 with a game id":
+        h["version"] = 1
     elif case == "version type":
         h["version"] = 1.0
     elif case == "extra field":
@@ -364,7 +405,8 @@ CORRUPTIONS = {
     "pickle": "not a zstd frame",
     "zstd pickle": "not msgpack",
     "format tag": "format tag is 'leela-chunk'",
-    "version": "unknown format version 2; this reader knows version(s) 1",
+    "version": "unknown format version 3; this reader knows version(s) 1, 2",
+    "version 1 with a game id": "unexpected ['game_id']",
     "version type": "unknown format version 1.0",
     "extra field": "unexpected ['surprise']",
     "game": "this run plays 'connect4'",
@@ -621,6 +663,31 @@ def test_promotion_sets_best_extends_the_ladder_and_notifies(registry):
     ladder = registry.ladder()
     assert [(e["version"], e["id"], e["elo"]) for e in ladder] == [(3, "000003", 35.5), (4, "000004", None)]
     assert ladder[0]["result"]["wins"] == 30 and ladder[0]["sha256"] == sha
+
+
+def test_registry_writes_can_be_repeated(registry):
+    # A write retried after a lost reply lands once.
+    registry.publish(5, b"weights-5", {})
+    registry.promote(5, elo=10.0, result={})
+    registry.promote(5, elo=10.0, result={})
+    assert [e["version"] for e in registry.ladder()] == [5] and registry.best_version() == 5
+
+
+def test_pruning_keeps_the_best_the_newest_and_what_is_in_use(registry):
+    for version in range(1, 8):
+        registry.publish(version, f"weights-{version}".encode(), {"step": version})
+    registry.promote(2, elo=0.0, result={})
+    assert registry.prune(keep_candidates=2, keep=[4]) == [1, 3, 5]
+    assert registry.prune(keep_candidates=2, keep=[4]) == []
+    for version in (2, 4, 6, 7):
+        assert registry.fetch(version)[0] == f"weights-{version}".encode()
+    with pytest.raises(RegistryError, match="000003 was pruned"):
+        registry.fetch(3)
+    assert registry.candidates() == list(range(1, 8)) and registry.latest_candidate() == 7  # history stays
+    assert registry.sha256(3)
+    assert registry.discard(6) and not registry.discard(6)
+    assert not registry.discard(2)  # never the best
+    assert registry.fetch(2)[0] == b"weights-2"
 
 
 def test_a_tampered_blob_is_caught(registry):
