@@ -236,6 +236,8 @@ def go19(**sections):
         ({"train": {"replay_window": 200_000}},
          r"train\.replay_window=200000: the go19 replay window would take 1\.4 GiB"),
         ({"mcts": {"simulations": 800, "leaves_per_round": 10**6}}, r"mcts\.leaves_per_round=1000000"),
+        # too many bytes for a float: counted and printed in integers
+        ({"cluster": {"games_per_worker": 10**400}}, r"cluster\.games_per_worker=10{400} x .* [0-9]{300,} EiB"),
     ],
 )
 def test_sizes_that_cannot_fit_are_refused_at_start(sections, message, monkeypatch):
@@ -341,6 +343,11 @@ def test_unreadable_and_malformed_files(tmp_path):
     bad.write_text("game: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
+    # past Python's 4300-digit limit for int(), and nested past the recursion limit
+    for text in ("seed: " + "9" * 5000 + "\n", "game: " + "[" * 1100 + "]" * 1100 + "\n"):
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match="not valid YAML"):
+            load_config(bad)
 
 
 def test_selfplay_demo_runs_from_a_config(capsys):
