@@ -7,13 +7,28 @@ the driver passes the values on as keyword arguments.
 
 from __future__ import annotations
 
+import inspect
+import math
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from engine.games import Game, make_game
+from engine.games import Game, GoGame, make_game
+from engine.gating import MAX_ELO
+from engine.mcts import search_bytes
 
 __all__ = [
     "ConfigError",
@@ -38,7 +53,13 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No float in a run config means anything as NaN or infinity: this refuses YAML's
+    # .nan/.inf, JSON's NaN/Infinity and strings such as "1e400" for every float field.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+#: the board size GoGame plays when a config names none
+_GO_DEFAULT_SIZE: int = inspect.signature(GoGame).parameters["size"].default
 
 
 class GameConfig(_Strict):
@@ -53,6 +74,33 @@ class GameConfig(_Strict):
     max_moves: int | None = Field(default=None, ge=1)
     history_length: int | None = Field(default=None, ge=1, le=16)
 
+    @field_validator("komi")
+    @classmethod
+    def _komi_fits_the_board(cls, komi: float | None, info: ValidationInfo) -> float | None:
+        if komi is None or info.data.get("name") != "go" or "size" not in info.data:
+            return komi  # komi outside Go, or a bad size, is reported on its own
+        if not (komi * 2).is_integer():
+            raise ValueError(f"komi must be a multiple of 0.5, not {komi}")
+        # An area score lies within +-(points on the board), so a komi beyond that
+        # decides every game before the first move (KataGo, stricter, allows 150 on 19x19).
+        points = (info.data["size"] or _GO_DEFAULT_SIZE) ** 2
+        if abs(komi) > points:
+            raise ValueError(f"komi must be within +-{points} (the points on the board), not {komi}")
+        return komi
+
+    @field_validator("max_moves")
+    @classmethod
+    def _max_moves_fits_the_board(cls, max_moves: int | None, info: ValidationInfo) -> int | None:
+        if max_moves is None or info.data.get("name") != "go" or "size" not in info.data:
+            return max_moves
+        # The default is 2 x points; 10 x is far past any real game, and a superko state
+        # carries a hash per move, so a huge cap would be a huge state in every tree.
+        points = (info.data["size"] or _GO_DEFAULT_SIZE) ** 2
+        if max_moves > 10 * points:
+            raise ValueError(f"max_moves must be at most {10 * points} (10 x the points on the board), "
+                             f"not {max_moves}")
+        return max_moves
+
     @model_validator(mode="after")
     def _options_fit_the_game(self) -> GameConfig:
         go_only = ("komi", "superko", "max_moves", "history_length")
@@ -62,8 +110,6 @@ class GameConfig(_Strict):
                     raise ValueError(f"'{option}' applies to go only, not {self.name}")
         if self.name in ("tictactoe", "connect4") and self.size is not None:
             raise ValueError(f"'size' does not apply to {self.name}")
-        if self.name == "go" and self.komi is not None and self.komi * 2 != int(self.komi * 2):
-            raise ValueError("komi must be a multiple of 0.5")
         return self
 
     def make(self) -> Game:
@@ -76,19 +122,29 @@ class NetworkConfig(_Strict):
 
     blocks: int = Field(default=5, ge=1, le=40)
     filters: int = Field(default=64, ge=4, le=512)
-    value_hidden: int = Field(default=64, ge=1)
-    l2: float = Field(default=1e-4, ge=0)
+    #: AlphaZero's value head has 256 units; thousands would be all of the network
+    value_hidden: int = Field(default=64, ge=1, le=4096)
+    #: an L2 weight of 1 or more outweighs both losses (AlphaZero: 1e-4)
+    l2: float = Field(default=1e-4, ge=0, lt=1)
 
 
 class MctsConfig(_Strict):
     """PUCT search (engine/mcts.py); AlphaZero's noise, KataGo-like FPU."""
 
+    # simulations and leaves_per_round size the search's arrays: TengenConfig checks
+    # that they fit in memory.
     simulations: int = Field(default=200, ge=1)
-    c_puct: float = Field(default=1.25, gt=0)
-    fpu_reduction: float = Field(default=0.25, ge=0)
+    #: AlphaZero 1.25, UCT's 2.0; at 100 the priors alone pick every move
+    c_puct: float = Field(default=1.25, gt=0, le=100)
+    #: values lie in -1..1, so a reduction of 2 already values an unvisited move as a
+    #: loss (-1) at any node
+    fpu_reduction: float = Field(default=0.25, ge=0, le=2)
     leaves_per_round: int = Field(default=8, ge=1)
-    virtual_loss: float = Field(default=1.0, ge=0)
-    dirichlet_alpha: float = Field(default=0.3, gt=0)
+    #: in visits (KataGo 1, Leela Zero 3); it is added to and taken back from float32
+    #: counts, where a huge one would wipe out the real visits
+    virtual_loss: float = Field(default=1.0, ge=0, le=10)
+    #: AlphaZero 0.03 (Go) to 0.3 (chess); past 100 the noise is uniform anyway
+    dirichlet_alpha: float = Field(default=0.3, gt=0, le=100)
     dirichlet_fraction: float = Field(default=0.25, ge=0, le=1)
 
 
@@ -98,7 +154,9 @@ class SelfPlayConfig(_Strict):
     games_in_flight: int = Field(default=64, ge=1)
     temperature_schedule: Literal["alphazero", "constant"] = "alphazero"
     temperature_moves: int = Field(default=30, ge=0)
-    temperature: float = Field(default=1.0, gt=0)
+    #: moves are sampled from N^(1 / temperature) in float64: at 0.01, N^100 overflows
+    #: from 1210 visits on, at 0.1 never; above 10 the choice is uniform anyway
+    temperature: float = Field(default=1.0, ge=0.1, le=10)
     full_search_fraction: float = Field(default=1.0, gt=0, le=1)
     cheap_simulations: int = Field(default=0, ge=0)
     resign_threshold: float | None = Field(default=None, ge=-1, le=1)
@@ -111,13 +169,26 @@ class SelfPlayConfig(_Strict):
         return self
 
 
+#: a learning rate: AlphaZero's largest is 0.2, so 10 is a typo or a divergence
+_Rate = Annotated[float, Field(gt=0, le=10)]
+_Schedule = list[tuple[Annotated[int, Field(ge=0)], _Rate]]
+
+
+def _rate_or_schedule(value: object) -> str:
+    # Validate a list as a schedule and anything else as one rate, so that an error
+    # names the form it was read as rather than listing both.
+    return "schedule" if isinstance(value, (list, tuple)) else "rate"
+
+
 class TrainConfig(_Strict):
     """The learner: replay window, sample reuse, optimiser, candidates."""
 
     batch_size: int = Field(default=256, ge=1)
     optimizer: Literal["sgd", "adam"] = "sgd"
     #: a constant, or ``[[step, rate], ...]`` from step 0 on (AlphaGo Zero: 1e-2, 1e-3, 1e-4)
-    learning_rate: float | list[tuple[int, float]] = 0.02
+    learning_rate: Annotated[
+        Annotated[_Rate, Tag("rate")] | Annotated[_Schedule, Tag("schedule")], Discriminator(_rate_or_schedule)
+    ] = 0.02
     momentum: float = Field(default=0.9, ge=0, lt=1)
     replay_window: int = Field(default=100_000, ge=1)
     min_positions: int = Field(default=2_000, ge=1)
@@ -130,6 +201,10 @@ class TrainConfig(_Strict):
             steps = [s for s, _ in self.learning_rate]
             if not steps or steps[0] != 0 or steps != sorted(set(steps)):
                 raise ValueError("learning_rate schedule must start at step 0 with increasing steps")
+        if self.min_positions > self.replay_window:
+            # the learner waits for min_positions in its window, which never holds that many
+            raise ValueError(f"min_positions={self.min_positions} is more than "
+                             f"replay_window={self.replay_window}: training would never start")
         return self
 
 
@@ -137,8 +212,10 @@ class GatingConfig(_Strict):
     """Candidate against best (engine/gating.py): SPRT, a fixed threshold, or none."""
 
     rule: Literal["sprt", "threshold", "none"] = "sprt"
-    elo0: float = 0.0
-    elo1: float = 35.0
+    #: within the +-MAX_ELO that engine/gating.py reports (a 99.99% score): no test is
+    #: needed to tell such players apart, and far past it 10 ** (elo / 400) overflows
+    elo0: float = Field(default=0.0, ge=-MAX_ELO, le=MAX_ELO)
+    elo1: float = Field(default=35.0, ge=-MAX_ELO, le=MAX_ELO)
     alpha: float = Field(default=0.05, gt=0, lt=0.5)
     beta: float = Field(default=0.05, gt=0, lt=0.5)
     max_games: int = Field(default=400, ge=1)
@@ -148,6 +225,13 @@ class GatingConfig(_Strict):
     games_in_flight: int = Field(default=32, ge=1)
     #: opening moves sampled from the visits, so that match games differ
     temperature_moves: int = Field(default=4, ge=0)
+
+    @model_validator(mode="after")
+    def _sprt_hypotheses_in_order(self) -> GatingConfig:
+        # as engine.gating.GatingRule checks, but at start rather than at the first match
+        if self.rule == "sprt" and not self.elo0 < self.elo1:
+            raise ValueError(f"SPRT needs elo0 < elo1, got elo0={self.elo0}, elo1={self.elo1}")
+        return self
 
 
 class StopConfig(_Strict):
@@ -209,15 +293,17 @@ class ClusterConfig(_Strict):
     #: games each worker plays at once (two halves of this)
     games_per_worker: int = Field(default=64, ge=2)
     max_batch: int = Field(default=1024, ge=1)
-    batch_timeout_ms: float = Field(default=5.0, gt=0)
-    #: seconds a worker plays between two check-ins with the driver
-    worker_chunk_seconds: float = Field(default=2.0, gt=0)
+    #: a second's wait for a fuller batch costs more than any batch saves
+    batch_timeout_ms: float = Field(default=5.0, gt=0, le=1000)
+    #: seconds a worker plays between two check-ins with the driver; at most an hour,
+    #: since a stop or a new model waits for the check-in
+    worker_chunk_seconds: float = Field(default=2.0, gt=0, le=3600)
     #: finished games a worker holds while Redis is away (then it waits for Redis)
     worker_buffer_games: int = Field(default=1000, ge=1)
     #: an actor that fails this many times in a row, each within ``crash_loop_s`` of
     #: the one before, stops the run (a config that cannot work) instead of restarting
     crash_loop_failures: int = Field(default=5, ge=1)
-    crash_loop_s: float = Field(default=300.0, gt=0)
+    crash_loop_s: float = Field(default=300.0, gt=0, le=86_400)
 
 
 class TengenConfig(_Strict):
@@ -233,7 +319,61 @@ class TengenConfig(_Strict):
     cluster: ClusterConfig = ClusterConfig()
     #: where checkpoints go: a local path (default: inside the run directory)
     storage: str | None = None
-    seed: int = Field(default=0, ge=0)
+    #: 32 bits, what every seeder in the stack takes (numba's np.random.seed among them)
+    seed: int = Field(default=0, ge=0, lt=2**32)
+
+    @model_validator(mode="after")
+    def _cheap_searches_fit_the_full_ones(self) -> TengenConfig:
+        sp = self.selfplay
+        if sp.full_search_fraction < 1 and sp.cheap_simulations > self.mcts.simulations:
+            raise ValueError(f"selfplay.cheap_simulations={sp.cheap_simulations} is more than "
+                             f"mcts.simulations={self.mcts.simulations}")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_in_memory(self) -> TengenConfig:
+        budget, where = _memory_budget()
+        m, sp, g = self.mcts, self.selfplay, self.gating
+        game = self.game.make()
+        leaves = f"mcts.leaves_per_round={m.leaves_per_round}"
+        sims = f"mcts.simulations={m.simulations}"
+        gating_sims = f"gating.simulations={g.simulations}" if g.simulations else sims
+        what = {
+            "selfplay": f"selfplay.games_in_flight={sp.games_in_flight} x {sims} x {leaves}: "
+                        f"the {game.name} self-play search",
+            "worker": f"cluster.games_per_worker={self.cluster.games_per_worker} x {sims} x {leaves}: "
+                      f"a worker's {game.name} self-play search",
+            "gating": f"gating.games_in_flight={g.games_in_flight} x {gating_sims} x {leaves}: "
+                      f"the two {game.name} gating searches",
+            "replay": f"train.replay_window={self.train.replay_window}: the {game.name} replay window",
+        }
+        too_big = [f"{what[part]} would take {_bytes_text(n)}, more than {where}"
+                   for part, n in self.memory_estimates(game).items() if n > budget]
+        if too_big:
+            raise ValueError("; ".join(too_big) + f" (set {MEMORY_BUDGET_VARIABLE} to another budget)")
+        return self
+
+    def memory_estimates(self, game: Game | None = None) -> dict[str, int]:
+        """Bytes of the big arrays each part preallocates, counted without allocating:
+        ``selfplay`` (the single-process run's search), ``worker`` (one self-play
+        worker's two half searches), ``gating`` (the two players' searches), ``replay``
+        (the learner's window: planes uint8[N, H, W, C], policy and value float32, as
+        learner/replay.py stores them). Each must fit alone: the parts run in different
+        processes, on different nodes in a cluster."""
+        game = game or self.game.make()
+        m, g = self.mcts, self.gating
+        per_worker = self.cluster.games_per_worker
+        halves = (per_worker // 2, per_worker - per_worker // 2)  # as workers/selfplay_worker.py splits them
+        position = math.prod(game.planes_shape) + 4 * game.num_actions + 4
+        return {
+            "selfplay": search_bytes(game, games=self.selfplay.games_in_flight, simulations=m.simulations,
+                                     leaves_per_round=m.leaves_per_round),
+            "worker": sum(search_bytes(game, games=n, simulations=m.simulations, leaves_per_round=m.leaves_per_round)
+                          for n in halves),
+            "gating": 2 * search_bytes(game, games=g.games_in_flight, simulations=g.simulations or m.simulations,
+                                       leaves_per_round=m.leaves_per_round),
+            "replay": self.train.replay_window * position,
+        }
 
     # -- the config as keyword arguments of the library (one mapping for both drivers)
     def network_kwargs(self) -> dict:
@@ -267,6 +407,49 @@ class TengenConfig(_Strict):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
+#: the memory, in bytes, that each part's preallocated arrays must fit in. The default
+#: is this machine's: the config is checked where it is loaded (the driver, then each
+#: actor on its node), and a small head node that launches onto big ones, or a
+#: container whose limit is below the host's memory, needs to say otherwise.
+MEMORY_BUDGET_VARIABLE = "TENGEN_MEMORY_BUDGET_BYTES"
+#: where the system does not report its memory (no os.sysconf, as on Windows)
+_FALLBACK_MEMORY_BYTES = 16 * 2**30
+
+
+def _memory_budget() -> tuple[int, str]:
+    """The budget in bytes, and where it comes from in words."""
+    text = os.environ.get(MEMORY_BUDGET_VARIABLE)
+    if text is not None:
+        try:
+            budget = int(text)
+        except ValueError:
+            budget = 0
+        if budget < 1:
+            raise ValueError(f"{MEMORY_BUDGET_VARIABLE} must be a positive number of bytes, not {text!r}")
+        return budget, f"the {_bytes_text(budget)} that {MEMORY_BUDGET_VARIABLE} allows"
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        total = -1
+    if total > 0:
+        return total, f"this machine's {_bytes_text(total)}"
+    return _FALLBACK_MEMORY_BYTES, f"the {_bytes_text(_FALLBACK_MEMORY_BYTES)} assumed where the system does not say"
+
+
+def _bytes_text(n: int) -> str:
+    """``412.3 GiB``; integer arithmetic first, since an absurd size overflows a float."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    power = 0
+    while power < len(units) - 1 and n >= 1024 ** (power + 1):
+        power += 1
+    if power == 0:
+        return f"{n} B"
+    whole = n // 1024**power
+    if whole >= 2**53:
+        return f"{whole} {units[power]}"
+    return f"{n / 1024**power:.1f} {units[power]}"
+
+
 def parse_config(data: object, source: str = "config") -> TengenConfig:
     """Validate a parsed YAML/JSON document; ConfigError names each bad field."""
     if not isinstance(data, dict):
@@ -276,11 +459,12 @@ def parse_config(data: object, source: str = "config") -> TengenConfig:
     except ValidationError as e:
         problems = []
         for err in e.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "(top level)"
             message = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 message = "unknown key"
-            problems.append(f"{field}: {message}")
+            # a check across sections names its fields in the message itself
+            field = ".".join(str(p) for p in err["loc"])
+            problems.append(f"{field}: {message}" if field else message)
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
 
 
@@ -292,6 +476,7 @@ def load_config(path: str | Path) -> TengenConfig:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, ValueError, RecursionError) as e:
+        # ValueError: an integer of more than 4300 digits; RecursionError: absurd nesting
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     return parse_config(data, str(path))

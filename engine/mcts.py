@@ -30,11 +30,13 @@ visit counts lives in ``choose_move``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numpy.typing import DTypeLike
 
 from engine.games import kernels as R
 from engine.games.base import Game
@@ -47,6 +49,7 @@ __all__ = [
     "choose_move",
     "visit_policy",
     "best_move",
+    "search_bytes",
 ]
 
 #: ``evaluate(planes[B, H, W, C]) -> (policy[B, A], value[B])``, value from the
@@ -109,6 +112,47 @@ def _new_tree(games: int, max_nodes: int, num_actions: int, state: np.ndarray, h
         root_history=np.zeros((g, max(history_boards, 1), cells), dtype=np.int8),
         in_flight=np.zeros(g, dtype=np.int32),
     )
+
+
+def _max_nodes(simulations: int, leaves_per_round: int) -> int:
+    # Reused subtrees can hold up to the previous move's nodes on top of this one's.
+    return 2 * simulations + 2 * leaves_per_round + 2
+
+
+def search_bytes(game: Game, *, games: int, simulations: int, leaves_per_round: int = 8,
+                 keep_leaf_states: bool = False) -> int:
+    """The bytes ``Search(game, games=..., simulations=..., leaves_per_round=...,
+    keep_leaf_states=...)`` preallocates, counted without allocating anything, so that
+    a config can be refused before a worker runs out of memory. The sizes are Python
+    integers throughout: an absurd config gives a huge number, never an overflow.
+
+    The tree's four ``[G, M, A]`` arrays dominate, 16 bytes per edge with M = 2 *
+    simulations + 2 * leaves_per_round + 2: 64 games of 19x19 Go at 800 simulations
+    take 64 * 1618 * 362 * 16 bytes = 0.56 GiB.
+    """
+    g, m, a = games, _max_nodes(simulations, leaves_per_round), game.num_actions
+    height, width = game.board_shape
+    cells = height * width
+    state = game.initial_state()
+    s = state.shape[0]
+    t = game.history_length
+    batch = games * leaves_per_round
+    # One row per array the constructor makes, in its order: (shape, dtype).
+    arrays: list[tuple[tuple[int, ...], DTypeLike]] = [
+        # the tree (_new_tree)
+        ((g, m, a), np.int32), ((g, m, a), np.float32), ((g, m, a), np.float32), ((g, m, a), np.float32),
+        ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.int32),
+        ((g, m), np.int32), ((g, m), np.int8), ((g, m), np.float32), ((g,), np.int32),
+        ((g, s), state.dtype), ((g, max(t - 1, 1), cells), np.int8), ((g,), np.int32),
+        # the scratch of one walk
+        ((s,), state.dtype), ((max(cells * 2 + 100, 512),), np.int32), ((t, cells), np.int8),
+        ((m,), np.int32), ((a,), np.bool_), ((m,), np.int32),
+        # the initial state, the kernels' parameters, the leaf batch and its bookkeeping
+        ((s,), state.dtype), ((6,), np.int64), ((3,), np.float64),
+        ((batch, *game.planes_shape), np.uint8), ((batch if keep_leaf_states else 1, s), np.int32),
+        ((batch,), np.int32), ((batch,), np.int32), ((2,), np.int64), ((g,), np.bool_), ((g,), np.float32),
+    ]
+    return sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in arrays)
 
 
 # --- compiled kernels ------------------------------------------------------------------
@@ -559,8 +603,7 @@ class Search:
         self.simulations = simulations
         height, width = game.board_shape
         self._cells = height * width
-        # Reused subtrees can hold up to the previous move's nodes on top of this one's.
-        self.max_nodes = 2 * simulations + 2 * leaves_per_round + 2
+        self.max_nodes = _max_nodes(simulations, leaves_per_round)  # search_bytes counts from the same
         self._initial = game.initial_state()
         self.tree = _new_tree(games, self.max_nodes, game.num_actions, self._initial,
                               game.history_length - 1, self._cells)
