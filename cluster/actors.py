@@ -2,27 +2,36 @@
 config inside its own process, wires it to Redis (stream, registry) and the
 inference server, and records metrics. No training or search logic lives here.
 
-The Redis password reaches the actors through the ``TENGEN_REDIS_PASSWORD``
-environment variable of their runtime environment, never as an argument.
+The Redis password reaches the actors as an argument that the driver put in Ray's
+object store (``ray.put``), never through ``runtime_env`` (which Ray's dashboard and
+``ray list actors --detail`` show) nor a command line. Every Redis client rides out an
+outage of up to ``redis.outage_s`` (cluster/redis_client.py) and logs to the actor's
+log; a self-play worker keeps its finished games meanwhile and plays on.
 """
 
 from __future__ import annotations
 
-import os
+import secrets
 import time
-from pathlib import Path
 
 import ray
 
 from cluster.codec import encode_game, game_decoder
 from cluster.config import TengenConfig, parse_config
 from cluster.metrics import RunMetrics
+from cluster.outbox import GameOutbox
+from cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from cluster.redis_server import connect
 from cluster.transport import ModelRegistry, SampleStream, StatusBoard
 
-__all__ = ["SelfPlayActor", "LearnerActor", "GatekeeperActor", "stream_maxlen"]
+__all__ = ["SelfPlayActor", "LearnerActor", "GatekeeperActor", "ServerLost", "stream_maxlen", "redis_for"]
 
-PASSWORD_ENV = "TENGEN_REDIS_PASSWORD"
+#: how long a worker waits for one leaf evaluation before it calls its server lost
+EVALUATION_TIMEOUT_S = 120.0
+
+
+class ServerLost(RuntimeError):
+    """The inference server stopped answering a worker (it died, or hangs)."""
 
 
 def stream_maxlen(config: TengenConfig) -> int:
@@ -36,8 +45,10 @@ def stream_maxlen(config: TengenConfig) -> int:
     return max(100, int(config.train.replay_window / positions_per_game))
 
 
-def _redis(url: str):
-    return connect(url, password=os.environ.get(PASSWORD_ENV))
+def redis_for(config: TengenConfig, url: str, password: str | None, *, component: str) -> ResilientRedis:
+    """The run's Redis client for ``component``: its outages go to the actor's log."""
+    return connect(url, password=password, policy=OutagePolicy(outage_s=config.redis.outage_s),
+                   log=lambda line: print(f"{component}: {line}", flush=True))
 
 
 def _decoder(config: TengenConfig):
@@ -46,63 +57,103 @@ def _decoder(config: TengenConfig):
 
 class SelfPlayActor:
     """A SelfPlayWorker whose leaves go to an InferenceServer actor and whose games go
-    to the run's sample stream."""
+    to the run's sample stream, through an outbox that holds them while Redis is away.
 
-    def __init__(self, config: dict, run_id: str, redis_url: str, server, worker_id: str, seed: int,
-                 model_version: int):
+    Its games are named ``<worker id>.<incarnation>:<n>``: a replacement worker with
+    the same id is another incarnation, so the learner never takes its games for
+    repeats of the old one's.
+    """
+
+    def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, server, worker_id: str,
+                 seed: int, model_version: int):
         from workers.selfplay_worker import SelfPlayWorker
 
         self.config = parse_config(config)
         self.worker_id = worker_id
-        self.stream = SampleStream(_redis(redis_url), run_id, maxlen=stream_maxlen(self.config))
+        self.incarnation = f"{worker_id}.{secrets.token_hex(3)}"
+        client = redis_for(self.config, redis_url, password, component=f"worker {worker_id}")
+        self.stream = SampleStream(client, run_id, maxlen=stream_maxlen(self.config))
+        self.outbox = GameOutbox(self.stream.add_many, capacity=self.config.cluster.worker_buffer_games,
+                                 log=lambda line: print(f"worker {worker_id}: {line}", flush=True))
         self.metrics = RunMetrics(run_id)
-        self.status = StatusBoard(self.stream.client, run_id)
+        self.status = StatusBoard(client, run_id)
         self.server = server
+        self._games = 0
         self._last = {"games": 0, "positions": 0, "evaluations": 0, "moves": 0}
         self.worker = SelfPlayWorker(
             game=self.config.game.make(), selfplay=self.config.selfplay_kwargs(),
-            submit=lambda planes: self.server.evaluate.remote(planes), resolve=ray.get, sink=self._send,
+            submit=lambda planes: self.server.evaluate.remote(planes), resolve=self._resolve, sink=self._send,
             seed=seed, games=self.config.cluster.games_per_worker, model_version=model_version,
         )
 
+    def _resolve(self, ref):
+        try:
+            return ray.get(ref, timeout=EVALUATION_TIMEOUT_S)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
+            raise ServerLost(f"inference server lost ({type(e).__name__})") from e
+
     def _send(self, record) -> None:
-        self.stream.add(encode_game(record, worker_id=self.worker_id))
+        record.game_id = f"{self.incarnation}:{self._games}"
+        self._games += 1
+        self.outbox.put(encode_game(record, worker_id=self.worker_id))
         self.metrics.observe("tengen_selfplay_game_length_moves", record.length)
 
     def set_model_version(self, version: int) -> None:
         self.worker.set_model_version(version)
 
     def set_server(self, server) -> None:
+        """The worker's (new) inference server; leaves lost with the old one go to it."""
         self.server = server
 
+    def server_id(self) -> str:
+        return self.server._actor_id.hex()
+
     def run_for(self, seconds: float) -> dict:
-        stats = self.worker.run_for(seconds)
+        """Play for about ``seconds``; returns counters since the start, with
+        ``server_lost`` (the actor id of a server that stopped answering) or None."""
+        lost = None
+        try:
+            stats = self.worker.run_for(seconds)
+        except ServerLost:
+            lost = self.server_id()
+            stats = self.worker.stats()
+            # Until the driver sends a new server, a call to the old one fails at once:
+            # report now, but do not spin.
+            time.sleep(min(1.0, seconds))
+        self.outbox.flush()
         for key, name in (("games", "tengen_selfplay_games_total"), ("positions", "tengen_selfplay_positions_total"),
                           ("evaluations", "tengen_selfplay_evaluations_total"),
                           ("moves", "tengen_selfplay_moves_total")):
             self.metrics.inc(name, stats[key] - self._last[key], worker=self.worker_id)
             self._last[key] = stats[key]
-        self.status.set_status(f"worker:{self.worker_id}", {**stats, "node": ray.get_runtime_context().get_node_id()})
-        return {**stats, "worker": self.worker_id}
+        stats = {**stats, "worker": self.worker_id, "incarnation": self.incarnation, "server_lost": lost,
+                 "games_waiting": len(self.outbox)}
+        node = ray.get_runtime_context().get_node_id()
+        try:  # the status is a courtesy: not worth a wait during an outage
+            self.status.set_status(f"worker:{self.worker_id}", {**stats, "node": node}, wait=False)
+        except RedisUnavailable as e:
+            if e.expired:
+                raise
+        return stats
 
 
 class LearnerActor:
     """The Learner reading the run's stream and publishing to its registry."""
 
-    def __init__(self, config: dict, run_id: str, redis_url: str, storage: str, seed: int):
+    def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, storage: str, seed: int):
         from engine.network import share_gpu_memory
         from learner.learner import Learner
 
         share_gpu_memory()
         self.config = parse_config(config)
-        client = _redis(redis_url)
+        client = redis_for(self.config, redis_url, password, component="learner")
         self.stream = SampleStream(client, run_id, maxlen=stream_maxlen(self.config))
         self.registry = ModelRegistry(client, run_id)
         self.metrics = RunMetrics(run_id)
         train = self.config.train
         self.learner = Learner(
             game=self.config.game.make(), network=self.config.network_kwargs(), source=self.stream,
-            registry=self.registry, decode=_decoder(self.config), storage=Path(storage), seed=seed,
+            registry=self.registry, decode=_decoder(self.config), storage=storage, seed=seed,
             batch_size=train.batch_size, optimizer=train.optimizer, learning_rate=self.config.learning_rate(),
             momentum=train.momentum,
             replay_window=train.replay_window, min_positions=train.min_positions, max_reuse=train.max_reuse,
@@ -142,11 +193,11 @@ class LearnerActor:
 class GatekeeperActor:
     """The Gatekeeper, with the run's registry and rule."""
 
-    def __init__(self, config: dict, run_id: str, redis_url: str, seed: int):
+    def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, seed: int):
         from workers.gatekeeper import Gatekeeper
 
         self.config = parse_config(config)
-        self.registry = ModelRegistry(_redis(redis_url), run_id)
+        self.registry = ModelRegistry(redis_for(self.config, redis_url, password, component="gatekeeper"), run_id)
         self.metrics = RunMetrics(run_id)
         g, mcts = self.config.gating, self.config.mcts
         self.gatekeeper = Gatekeeper(

@@ -94,6 +94,9 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
                    help="run config, e.g. configs/connect4.yaml (with --resume: default the run's own)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir: its stream, registry and ladder, the learner's checkpoint")
+    p.add_argument("--resume-if-exists", action="store_true",
+                   help="continue the run in --run-dir if it holds one, else start it there (what a job that "
+                   "is restarted after a lost head node runs)")
     p.add_argument("--single-process", action="store_true", help="run the loop in this process")
     p.add_argument("--run-dir", default=None, help="run directory (default: runs/<game>-<time>)")
     p.add_argument("--minutes", type=float, default=None, help="stop after this many minutes")
@@ -112,6 +115,12 @@ def _run_train(args: argparse.Namespace) -> int:
     from cluster.config import ConfigError, load_config, parse_config
     from cluster.run_control import RunDirError, check_run_dir
 
+    if args.resume_if_exists:
+        if not args.run_dir:
+            return _fail("train", "--resume-if-exists needs a --run-dir")
+        if args.resume:
+            return _fail("train", "give --resume or --resume-if-exists, not both")
+        args.resume = (Path(args.run_dir) / "config.yaml").exists()
     if args.resume and not args.run_dir:
         return _fail("train", "--resume needs the --run-dir of the run to continue")
     if not args.config and not args.resume:
@@ -155,10 +164,19 @@ def _run_train(args: argparse.Namespace) -> int:
             run.log("interrupted: the best model so far is in " + str(run.run_dir / "best"))
             return 130
         return 0
-    from cluster.driver import ClusterRun
+    from cluster.driver import ClusterRun, StopRun
 
-    ClusterRun(config, run_dir, address=args.address, redis_url=args.redis, minutes=args.minutes,
-               workers=args.workers, resume=args.resume).run()
+    try:
+        summary = ClusterRun(config, run_dir, address=args.address, redis_url=args.redis, minutes=args.minutes,
+                             workers=args.workers, resume=args.resume).run()
+    except RunDirError as e:  # a Redis that holds this run id already
+        return _fail("train", e)
+    except StopRun:  # a SIGTERM before the loop began: everything started has been stopped
+        return 143
+    if summary.get("error"):
+        print(f"tengen train: the run stopped early: {summary['error']}; continue it with "
+              f"tengen train --resume --run-dir {run_dir}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -7,24 +7,38 @@ one on the CPU; see cluster/inference_pool.py), the self-play workers, the learn
 and the gatekeeper, then loops: workers play in chunks, the learner trains and
 publishes candidates, the newest candidate is gated against the best, and a promotion
 is pushed to the inference servers (weights, hash-checked) and to the workers (the
-version their samples carry). GPU nodes that join get servers and workers of their
-own; a node that leaves takes its actors with it and the run goes on. It stops on the
-config's stop section, ``minutes``, or Ctrl-C, and leaves the best model in
-``RUN_DIR/best``. A run directory that already holds a run is continued: the
+version their samples carry). It stops on the config's stop section, ``minutes``,
+Ctrl-C or SIGTERM, and leaves the best model in ``RUN_DIR/best`` (every promoted one
+in ``RUN_DIR/models``). A run directory that already holds a run is continued: the
 embedded Redis replays its AOF (stream, registry, ladder) and the learner restores
 its checkpoint (``tengen train`` asks for ``--resume`` first, so that this never
-happens by accident; ``resume`` only marks it in the log).
+happens by accident).
 
-A status line goes to the terminal every few seconds and ``RUN_DIR/status.json`` is
-rewritten with it; ``tengen status`` reads that file, or Redis while the run lives.
+Faults are normal on a cluster of spot nodes, and the driver is where they end:
+
+- an actor that dies or raises is replaced (cluster/supervision.py: a growing pause
+  between tries, and a crash loop stops the run with its error); the run holds its
+  self-play worker count; an inference server that dies is restarted and keeps its
+  workers, which send their waiting leaves again; a gatekeeper lost mid-match has
+  the match played again; a new learner resumes from its checkpoint and the stream;
+- Redis may go away for up to ``redis.outage_s`` (every client waits for it, workers
+  keep their games); the embedded server, if it dies, is restarted on its AOF; past
+  the limit the run stops, after a final checkpoint, saying that Redis was away;
+- GPU nodes that join get servers and workers of their own; a node that leaves takes
+  its servers and their workers with it.
+
+The driver itself is not replaced: a lost head node is restarted from outside with
+``tengen train --resume`` (deploy/). A status line goes to the terminal every few
+seconds and ``RUN_DIR/status.json`` is rewritten with it; ``tengen status`` reads
+that file, or Redis while the run lives.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import re
+import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,21 +47,27 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from cluster.actors import PASSWORD_ENV, GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
+from cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
 from cluster.config import TengenConfig
 from cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
 from cluster.metrics import RunMetrics
-from cluster.redis_server import HOST, EmbeddedRedis, connect
-from cluster.single_process import model_version_id
-from cluster.transport import ModelRegistry, SampleStream, StatusBoard
+from cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
+from cluster.redis_server import HOST, EmbeddedRedis, connect, resolve_password
+from cluster.run_dir import RunDir, RunDirError
+from cluster.supervision import CrashLoop, Supervisor, root_cause
+from cluster.transport import ModelRegistry, RunKeys, SampleStream, StatusBoard, memory_by_part, version_id
 from engine.network import build_network, save_weights_file, weights_from_bytes, weights_to_bytes, write_atomically
 
-__all__ = ["ClusterRun", "run_id_for"]
+__all__ = ["ClusterRun", "StopRun"]
+
+#: the run's totals (kept by the run: a lost worker's games stay counted)
+TOTALS = ("games", "positions", "evaluations", "moves")
+_REPORT_S = 5.0
+_MEMORY_REPORT_S = 30.0
 
 
-def run_id_for(run_dir: str | Path) -> str:
-    """The run's namespace in Redis and in metric labels: the run directory's name."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(run_dir).resolve().name)
+class StopRun(Exception):
+    """A signal (SIGTERM) asks the run to stop cleanly, as Ctrl-C does."""
 
 
 class ClusterRun:
@@ -56,7 +76,8 @@ class ClusterRun:
                  resume: bool = False, log: Callable[[str], None] = print):
         self.config = config
         self.run_dir = Path(run_dir)
-        self.run_id = run_id_for(self.run_dir)
+        self.files = RunDir(self.run_dir)
+        self.run_id = ""  # from run.json, once run() has made or read it
         self.address = address or config.ray.address
         self.redis_url = redis_url or config.redis.url
         self.minutes = minutes if minutes is not None else config.stop.minutes
@@ -65,44 +86,61 @@ class ClusterRun:
         self._print = log
         self.game = config.game.make()
         self.redis: EmbeddedRedis | None = None
+        self.client: ResilientRedis | None = None
         self.best_version = 0
         self.promotions = 0
         self.last_gating: dict | None = None
         self.learner_stats: dict = {}
-        self.worker_stats: dict[str, dict] = {}
         self.server_stats: dict = {}
-        self._last_totals: tuple[dict, float] = ({}, time.monotonic())
+        self.totals = dict.fromkeys(TOTALS, 0)
+        self._last_counts: dict[str, tuple[str, dict]] = {}  # worker -> (incarnation, its counters)
+        self._last_totals: tuple[dict, float] = (dict(self.totals), time.monotonic())
+        self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
+                                     window_s=config.cluster.crash_loop_s, log=self.log)
+        #: why the run stopped early (a crash loop, Redis away too long), else None
+        self.error: str | None = None
         #: the learner actor's handle while the run lives (tests kill it to check recovery)
         self.learner: Any = None
+        self.gatekeeper: Any = None
         self.pool: InferencePool | None = None
         #: the self-play worker actors and their chunk in flight, by worker id
         self.workers: dict[str, Any] = {}
         self.worker_refs: dict[str, Any] = {}
+        self.target_workers = 0
         self._next_worker = 0
+        self._worker_starts: dict[str, int] = {}
         self._applied_scale: int | None = None
-        self._failed_servers: set[str] = set()
+        #: parts to start again once their pause is over: name -> (when, how)
+        self._due: dict[str, tuple[float, Callable[[], None]]] = {}
+        self._learner_ref: Any = None
+        self._gate_ref: Any = None
+        self._pending_candidates: list[int] = []
+        self._candidate = -1  # the one in the match in flight
 
     # -- start-up ---------------------------------------------------------------------
     def _start_redis(self) -> tuple[str, str | None]:
+        files = self.files
         if self.redis_url:
             # `tengen status` and `tengen scale` find the run's Redis here (a --redis URL
             # is not in the config file); its password stays in the environment.
-            (self.run_dir / "redis").mkdir(exist_ok=True)
-            write_atomically(self.run_dir / "redis" / "connection.json", json.dumps({"url": self.redis_url}).encode())
-            return self.redis_url, os.environ.get(PASSWORD_ENV)
+            files.write_private(files.connection, json.dumps({"url": self.redis_url}).encode())
+            return self.redis_url, resolve_password()
         # On a Ray cluster, workers on other nodes must reach it: bind the node's address
         # too (the password guards it). Locally, loopback only.
         host = ray.util.get_node_ip_address() if self.address else HOST
-        self.redis = EmbeddedRedis(data_dir=self.run_dir / "redis", host=host)
+        maxmemory = self.config.redis.maxmemory_mb
+        self.redis = EmbeddedRedis(data_dir=files.redis, host=host,
+                                   maxmemory_bytes=(maxmemory << 20) if maxmemory else _default_maxmemory())
         self.redis.start()
+        if self.redis.stopped_orphan:
+            self.log(f"stopped the Redis (pid {self.redis.stopped_orphan}) that a dead driver left on {files.redis}")
         # `tengen status` reads the live run with these; readable by the owner only.
-        secret = self.run_dir / "redis" / "connection.json"
-        secret.write_text(json.dumps({"url": self.redis.url, "password": self.redis.password}))
-        secret.chmod(0o600)
+        files.write_private(files.connection,
+                            json.dumps({"url": self.redis.url, "password": self.redis.password}).encode())
         return self.redis.url, self.redis.password
 
-    def _start_ray(self, password: str | None) -> None:
-        env = {"env_vars": {PASSWORD_ENV: password or "", "TF_CPP_MIN_LOG_LEVEL": "2"}}
+    def _start_ray(self) -> None:
+        env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}}  # no secret here: Ray shows runtime_env to anyone
         if self.address:
             ray.init(address=self.address, runtime_env=env, log_to_driver=False)
         else:
@@ -123,6 +161,12 @@ class ClusterRun:
         registry.promote(0, elo=0.0, result={"initial": True})
         return 0
 
+    def _refuse_a_taken_run_id(self, client: ResilientRedis) -> None:
+        keys = RunKeys(self.run_id)
+        if client.exists(keys.best, keys.models, keys.samples):
+            raise RunDirError(f"the Redis at {self.redis_url or 'the run directory'} already holds a run with id "
+                              f"{self.run_id!r}: resume it with --resume, or start in another --run-dir")
+
     def _worker_count(self) -> int:
         if self.requested_workers:
             return self.requested_workers
@@ -138,206 +182,354 @@ class ClusterRun:
 
     # -- the run ----------------------------------------------------------------------
     def run(self) -> dict:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(self.config.to_yaml())
-        self._log_file = open(self.run_dir / "log.txt", "a", encoding="utf-8")  # noqa: SIM115
-        redis_url, password = self._start_redis()
+        files = self.files
+        files.path.mkdir(parents=True, exist_ok=True)
+        self.run_id = files.create_identity()
+        files.config.write_text(self.config.to_yaml())
+        self._log_file = open(files.log, "a", encoding="utf-8")  # noqa: SIM115
+        restore = _stop_on_sigterm()
         try:
-            self._start_ray(password)
+            redis_url, password = self._start_redis()
             try:
-                return self._loop(redis_url, password)
+                self._start_ray()
+                try:
+                    return self._loop(redis_url, password)
+                finally:
+                    ray.shutdown()
             finally:
-                ray.shutdown()
+                if self.redis:
+                    self.redis.stop()  # last: the final checkpoint and save needed it
         finally:
-            if self.redis:
-                self.redis.stop()
+            restore()
             self._log_file.close()
 
     def _loop(self, redis_url: str, password: str | None) -> dict:
         cfg = self.config
-        client = connect(redis_url, password=password)
+        client = self.client = connect(redis_url, password=password,
+                                       policy=OutagePolicy(outage_s=cfg.redis.outage_s), log=self.log)
+        if not self.resume:
+            self._refuse_a_taken_run_id(client)
         registry = ModelRegistry(client, self.run_id)
         stream = SampleStream(client, self.run_id, maxlen=stream_maxlen(cfg))
         status = StatusBoard(client, self.run_id)
         metrics = RunMetrics(self.run_id)
+        if self.resume:
+            self._restore_totals()
         self.best_version = self._publish_initial(registry)
         blob, _ = registry.fetch(self.best_version)
-        config_dict = cfg.model_dump(mode="json")
-        storage = cfg.storage or str(self.run_dir / "learner")
+        self._config_dict = cfg.model_dump(mode="json")
+        self._redis_args = (redis_url, ray.put(password))  # the password travels in the object store only
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
-        # Actor handles are typed Any: Ray's stubs type remote methods as plain callables.
-        learner = self.learner = self._start_learner(config_dict, redis_url, storage, gpus)
-        learner_node = ray.get(learner.node_id.remote()) if gpus else None
+        self._start_learner()
+        learner_node = ray.get(self.learner.node_id.remote(), timeout=300) if gpus else None
         pool = self.pool = InferencePool(run=self.run_id, network=cfg.network_kwargs(), max_batch=cfg.cluster.max_batch,
                                          batch_timeout_ms=cfg.cluster.batch_timeout_ms)
         first_servers = pool.start(blob, self.best_version, learner_node=learner_node, learner_gpus=gpus)
-        gatekeeper = self._start_gatekeeper(config_dict, redis_url)
-        chunk = cfg.cluster.worker_chunk_seconds
-        workers, worker_refs = self.workers, self.worker_refs
-        start_workers = functools.partial(self._start_workers, config_dict, redis_url, chunk)
+        self._start_gatekeeper()
         if self.requested_workers or first_servers == [CPU_SERVER]:
-            start_workers(self._worker_count())
+            self._add_workers(self._worker_count())
         else:
             for key in first_servers:
-                start_workers(cfg.cluster.workers_per_gpu, server=key)
+                self._add_workers(cfg.cluster.workers_per_gpu, server=key)
         pool.update_clients()
-        self.log(f"run {self.run_id}: {self.game.name}, {len(workers)} self-play workers, "
+        self.log(f"run {self.run_id}: {self.game.name}, {len(self.workers)} self-play workers, "
                  f"{len(pool.servers)} inference servers, redis {redis_url}, ray {self.address or 'local'}; "
-                 f"best {model_version_id(self.best_version)}"
+                 f"best {version_id(self.best_version)}"
                  + (", resumed" if self.resume else "")
                  + " (the first games wait for the search kernels to compile: up to a minute on a fresh install)")
 
-        learner_ref = learner.step.remote(1.0, self.best_version)
-        gate_ref: Any = None
-        pending_candidates: list[int] = []
-        candidate = -1  # the one in the match in flight
         start = last_status = time.monotonic()
+        last_memory = 0.0
+        memory: dict = {}
         metrics.set("tengen_best_version", self.best_version)
         try:
             while not self._should_stop(start):
-                refs = list(worker_refs.values()) + [learner_ref] + ([gate_ref] if gate_ref else [])
-                ready, _ = ray.wait(refs, num_returns=1, timeout=1.0)
-                for ref in ready:
-                    if ref is learner_ref:
-                        try:
-                            self.learner_stats = ray.get(ref)
-                            pending_candidates.extend(self.learner_stats["published"])
-                        except ray.exceptions.RayActorError:
-                            # A new learner resumes from its checkpoint and the stream.
-                            self.log("learner lost: starting a new one from its checkpoint")
-                            gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
-                            learner = self.learner = self._start_learner(config_dict, redis_url, storage, gpus)
-                        learner_ref = learner.step.remote(1.0, self.best_version)
-                    elif ref is gate_ref:
-                        gate_ref = None
-                        try:
-                            result: dict = ray.get(ref)
-                        except ray.exceptions.RayActorError:
-                            # Its node went away mid-match: a new one plays the match again
-                            # (or a newer candidate's, if one came meanwhile).
-                            self.log("gatekeeper lost: starting a new one")
-                            gatekeeper = self._start_gatekeeper(config_dict, redis_url)
-                            pending_candidates.insert(0, candidate)
-                            continue
-                        self.last_gating = result
-                        self.log(f"gating {model_version_id(result['candidate'])} vs "
-                                 f"{model_version_id(result['best'])}: {result['wins']}-{result['draws']}-"
-                                 f"{result['losses']}, Elo {result['elo']:+.0f} -> {result['decision']}")
-                        if result["decision"] == "promote":
-                            self._promote(result["candidate"], registry, metrics)
-                    else:
-                        wid = next((w for w, r in worker_refs.items() if r is ref), None)
-                        if wid is None:  # dropped since the wait
-                            continue
-                        try:
-                            self.worker_stats[wid] = ray.get(ref)
-                            worker_refs[wid] = workers[wid].run_for.remote(chunk)
-                        except ray.exceptions.RayError as e:
-                            # Its node (or its server's) went away: the run goes on with the others.
-                            why = "" if isinstance(e, ray.exceptions.RayActorError) else f" ({type(e).__name__})"
-                            self._drop_worker(wid)
-                            self.log(f"worker {wid} lost{why}; {len(workers)} left")
-                if gate_ref is None and pending_candidates:
+                self._watch_redis()
+                self._start_due()
+                for ref in self._wait():
+                    self._dispatch(ref, registry, metrics)
+                if self._gate_ref is None and self._pending_candidates and self.gatekeeper is not None:
                     # Only the newest candidate is worth a match.
-                    candidate = pending_candidates[-1]
-                    pending_candidates.clear()
-                    gate_ref = gatekeeper.gate.remote(candidate, self.best_version)
-                wanted = status.desired_workers()
+                    self._candidate = self._pending_candidates[-1]
+                    self._pending_candidates.clear()
+                    self._gate_ref = self.gatekeeper.gate.remote(self._candidate, self.best_version)
+                wanted = self._try_redis(status.desired_workers)
                 if wanted and wanted != self._applied_scale:
                     # A request applies once: GPU nodes that join later add workers on top.
                     self._applied_scale = wanted
-                    self._scale(wanted, start_workers)
-                if time.monotonic() - last_status >= 5.0:
+                    self._scale(wanted)
+                if time.monotonic() - last_status >= _REPORT_S:
                     last_status = time.monotonic()
-                    self._sync_pool(start_workers)
-                    metrics.set("tengen_workers_alive", len(workers))
-                    self._report(start, stream, status)
+                    self._sync_pool()
+                    self._hold_workers()
+                    metrics.set("tengen_workers_alive", len(self.workers))
+                    if time.monotonic() - last_memory >= _MEMORY_REPORT_S:
+                        last_memory = time.monotonic()
+                        memory = self._try_redis(lambda: memory_by_part(client, self.run_id)) or memory
+                    self._report(start, stream, status, memory)
         except KeyboardInterrupt:
             self.log("interrupted: stopping cleanly")
+        except StopRun as e:
+            self.log(f"{e}: stopping cleanly")
+        except (CrashLoop, RedisUnavailable) as e:
+            self.error = str(e)
+            self.log(f"stopping: {e}")
+        return self._finish(start, registry, stream, status, memory)
+
+    def _finish(self, start: float, registry: ModelRegistry, stream: SampleStream, status: StatusBoard,
+                memory: dict) -> dict:
+        """The final checkpoint (to storage, not Redis: it works when Redis is gone),
+        the best model saved, the last report."""
+        if self.learner is not None:
+            try:
+                ray.get(self.learner.checkpoint.remote(), timeout=120)
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
+                self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
         try:
-            ray.get(learner.checkpoint.remote(), timeout=120)
-        except (ray.exceptions.RayError, TimeoutError) as e:
-            self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
-        self._save_best(registry)
-        summary = {"best": model_version_id(self.best_version), "promotions": self.promotions,
-                   "steps": self.learner_stats.get("step", 0),
-                   "games": sum(s.get("games", 0) for s in self.worker_stats.values()),
-                   "minutes": (time.monotonic() - start) / 60}
+            self._save_best(registry)
+        except RedisUnavailable:
+            self.log("the best model stays as saved at its promotion (Redis is away)")
+        try:
+            self._report(start, stream, status, memory)
+        except RedisUnavailable:
+            pass
+        summary = {"best": version_id(self.best_version), "promotions": self.promotions,
+                   "steps": self.learner_stats.get("step", 0), "games": self.totals["games"],
+                   "minutes": (time.monotonic() - start) / 60, "error": self.error}
         self.log("done: " + json.dumps(summary))
         return summary
 
-    def _start_gatekeeper(self, config_dict: dict, redis_url: str) -> Any:
-        return ray.remote(GatekeeperActor).options(num_cpus=0).remote(
-            config_dict, self.run_id, redis_url, self.config.seed + 1)
+    # -- what came back ---------------------------------------------------------------
+    def _wait(self, timeout_s: float = 1.0) -> list:
+        """What came back: the first within ``timeout_s``, with all that are ready then."""
+        refs = list(self.worker_refs.values()) + [r for r in (self._learner_ref, self._gate_ref) if r is not None]
+        if not refs:
+            time.sleep(timeout_s)
+            return []
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout_s)
+        if ready:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        return ready
 
-    def _start_learner(self, config_dict: dict, redis_url: str, storage: str, gpus: float) -> Any:
-        return ray.remote(LearnerActor).options(num_cpus=1, num_gpus=gpus).remote(
-            config_dict, self.run_id, redis_url, storage, self.config.seed)
+    def _dispatch(self, ref: Any, registry: ModelRegistry, metrics: RunMetrics) -> None:
+        if ref is self._learner_ref:
+            self._learner_ref = None
+            try:
+                self.learner_stats = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                self._failed("learner", e, self._start_learner, lost=self.learner)
+                self.learner = None
+                return
+            self.supervisor.succeeded("learner")
+            self._pending_candidates.extend(self.learner_stats["published"])
+            self._learner_ref = self.learner.step.remote(1.0, self.best_version)
+        elif ref is self._gate_ref:
+            self._gate_ref = None
+            try:
+                result: dict = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                # A new gatekeeper plays the match again (or a newer candidate's, if one
+                # came meanwhile): a match that was cut off decided nothing.
+                self._pending_candidates.insert(0, self._candidate)
+                self._failed("gatekeeper", e, self._start_gatekeeper, lost=self.gatekeeper)
+                self.gatekeeper = None
+                return
+            self.supervisor.succeeded("gatekeeper")
+            self.last_gating = result
+            self.log(f"gating {version_id(result['candidate'])} vs {version_id(result['best'])}: "
+                     f"{result['wins']}-{result['draws']}-{result['losses']}, Elo {result['elo']:+.0f} "
+                     f"-> {result['decision']}")
+            if result["decision"] == "promote":
+                self._promote(result["candidate"], registry, metrics)
+            else:
+                registry.discard(result["candidate"])
+            registry.prune(keep_candidates=self.config.redis.keep_candidates, keep=self._pending_candidates)
+        else:
+            wid = next((w for w, r in self.worker_refs.items() if r is ref), None)
+            if wid is not None:  # else dropped since the wait
+                self._worker_back(wid, ref)
 
-    def _start_workers(self, config_dict: dict, redis_url: str, chunk: float, count: int,
-                       server: str | None = None) -> None:
-        """Start ``count`` workers on ``server`` (default: the least loaded each time)."""
+    def _worker_back(self, wid: str, ref: Any) -> None:
         assert self.pool is not None
+        try:
+            stats = ray.get(ref)
+        except ray.exceptions.RayError as e:
+            # Its node went away, or it was killed, or it raised: a new one takes its place.
+            self._drop_worker(wid, keep_slot=True)
+            self._failed(f"worker {wid}", e, lambda: self._start_worker(wid))
+            return
+        self.supervisor.succeeded(f"worker {wid}")
+        self._count(wid, stats)
+        worker = self.workers[wid]
+        lost = stats.get("server_lost")
+        key = self.pool.server_of(wid)
+        if lost is not None and key is not None:
+            if self.pool.handle_id(key) == lost:
+                self._server_lost(key, RuntimeError(f"worker {wid} lost its evaluations ({lost[:8]})"))
+            if key in self.pool.servers:
+                worker.set_server.remote(self.pool.handle(key))
+        self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
+
+    def _count(self, wid: str, stats: dict) -> None:
+        """Add a worker's counters since its last report to the run's totals."""
+        incarnation, before = self._last_counts.get(wid, ("", {}))
+        if stats.get("incarnation") != incarnation:
+            before = {}  # a replacement counts from zero
+        for key in TOTALS:
+            self.totals[key] += max(0, stats.get(key, 0) - before.get(key, 0))
+        self._last_counts[wid] = (stats.get("incarnation", ""), stats)
+
+    def _failed(self, name: str, error: BaseException, restart: Callable[[], None], *, lost: Any = None) -> None:
+        """``name`` failed: stop the run if Redis is gone for good, else replace it
+        after the supervisor's pause (a crash loop raises)."""
+        cause = root_cause(error)
+        if isinstance(cause, RedisUnavailable) and cause.expired:
+            raise cause
+        what = "lost" if isinstance(error, ray.exceptions.RayActorError) else "failed"
+        delay = self.supervisor.failed(name, error, what=what)
+        if lost is not None:
+            _kill(lost)
+        self._due[name] = (time.monotonic() + delay, restart)
+
+    def _start_due(self) -> None:
+        now = time.monotonic()
+        for name, (when, start) in list(self._due.items()):
+            if when <= now:
+                del self._due[name]
+                start()
+
+    # -- the parts ----------------------------------------------------------------------
+    def _start_gatekeeper(self) -> None:
+        url, password = self._redis_args
+        self.gatekeeper = ray.remote(GatekeeperActor).options(num_cpus=0).remote(
+            self._config_dict, self.run_id, url, password, self.config.seed + 1)
+
+    def _start_learner(self) -> None:
+        url, password = self._redis_args
+        storage = self.config.storage or str(self.files.learner)
+        gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
+        # A new learner resumes from its checkpoint and the stream.
+        self.learner = ray.remote(LearnerActor).options(num_cpus=1, num_gpus=gpus).remote(
+            self._config_dict, self.run_id, url, password, storage, self.config.seed)
+        self._learner_ref = self.learner.step.remote(1.0, self.best_version)
+
+    def _add_workers(self, count: int, server: str | None = None) -> None:
+        """``count`` more workers for the run to hold (on ``server``, or the least
+        loaded each time)."""
+        self.target_workers += count
+        self._start_new_workers(count, server)
+
+    def _start_new_workers(self, count: int, server: str | None = None) -> None:
         for _ in range(count):
             index, self._next_worker = self._next_worker, self._next_worker + 1
-            wid = f"w{index:03d}"
-            handle, node = self.pool.attach(wid, server)
-            # Next to their GPU server when it has one; else SPREAD: workers go to
-            # different nodes first, so losing a node loses few.
-            placement: Any = (NodeAffinitySchedulingStrategy(node, soft=True) if node else "SPREAD")
-            worker: Any = ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy=placement).remote(
-                config_dict, self.run_id, redis_url, handle, wid, self.config.seed * 1000 + index,
-                self.best_version)
-            self.workers[wid] = worker
-            self.worker_refs[wid] = worker.run_for.remote(chunk)
+            self._start_worker(f"w{index:03d}", server)
 
-    def _drop_worker(self, wid: str) -> None:
+    def _start_worker(self, wid: str, server: str | None = None) -> None:
+        assert self.pool is not None
+        if wid in self.workers:
+            return
+        handle, node = self.pool.attach(wid, server)
+        # Next to their GPU server when it has one; else SPREAD: workers go to
+        # different nodes first, so losing a node loses few.
+        placement: Any = (NodeAffinitySchedulingStrategy(node, soft=True) if node else "SPREAD")
+        url, password = self._redis_args
+        # A replacement plays other games than the worker it replaces.
+        starts = self._worker_starts[wid] = self._worker_starts.get(wid, 0) + 1
+        seed = (self.config.seed * 1000 + int(wid[1:])) * 1000 + starts - 1
+        worker: Any = ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy=placement).remote(
+            self._config_dict, self.run_id, url, password, handle, wid, seed, self.best_version)
+        self.workers[wid] = worker
+        self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
+        self.pool.update_clients()
+
+    def _drop_worker(self, wid: str, *, keep_slot: bool = False) -> None:
+        """Stop and forget a worker (``keep_slot``: a replacement will take its id)."""
         assert self.pool is not None
         handle = self.workers.pop(wid, None)
         self.worker_refs.pop(wid, None)
-        self.worker_stats.pop(wid, None)
         self.pool.detach(wid)
+        if not keep_slot:
+            self._due.pop(f"worker {wid}", None)
+            self.supervisor.forget(f"worker {wid}")
         if handle is not None:
-            ray.kill(handle)  # a no-op for a dead actor; stops a live one whose server is gone
+            _kill(handle)  # a no-op for a dead actor; stops a live one whose server is gone
 
-    def _sync_pool(self, start_workers: Callable[..., None]) -> None:
-        """Servers (and their workers) for GPU nodes that joined; drop what left."""
+    def _hold_workers(self) -> None:
+        """Start workers until the run has as many as it should (lost ones are
+        replaced by their own pause; this covers anything else that went missing)."""
+        waiting = sum(1 for name in self._due if name.startswith("worker "))
+        missing = self.target_workers - len(self.workers) - waiting
+        if missing > 0:
+            self._start_new_workers(missing)
+
+    def _server_lost(self, key: str, error: BaseException) -> None:
+        """An inference server on a live node died or stopped answering: a new one, with
+        its workers, after the supervisor's pause."""
+        assert self.pool is not None
+        delay = self.supervisor.failed(f"inference {key}", error, what="lost")
+
+        def restart() -> None:
+            assert self.pool is not None
+            if key not in self.pool.servers:
+                return  # its node went meanwhile
+            handle = self.pool.restart(key)
+            if handle is None:
+                return  # its node is gone: the next sync drops it with its workers
+            for wid in self.pool.servers[key].workers:
+                if wid in self.workers:
+                    self.workers[wid].set_server.remote(handle)
+            self.pool.update_clients()
+            self.log(f"inference server {key} restarted with {len(self.pool.servers[key].workers)} workers")
+
+        if delay:
+            self._due[f"inference {key}"] = (time.monotonic() + delay, restart)
+        else:
+            restart()
+
+    def _sync_pool(self) -> None:
+        """Servers (and their workers) for GPU nodes that joined; drop what left; restart
+        servers that stopped answering."""
         assert self.pool is not None
         before = set(self.pool.servers)
         added, orphans = self.pool.sync()
         self.server_stats, failed = self.pool.stats()
-        for key in self._failed_servers.union(failed).intersection(self.pool.servers):
-            orphans += self.pool.lost(key)
-        self._failed_servers.clear()
+        for key in failed:
+            if key in self.pool.servers and f"inference {key}" not in self._due:
+                self._server_lost(key, RuntimeError("its stats call failed"))
+        # The workers of a server whose node left were placed for that GPU: they go too.
         for wid in orphans:
             self._drop_worker(wid)
+        self.target_workers -= len(orphans)
         for key in added:
             if key.startswith("gpu:"):
-                start_workers(self.config.cluster.workers_per_gpu, server=key)
-        if not self.workers:  # the last GPU node went: carry on on the CPU server
-            start_workers(self._worker_count())
+                self._add_workers(self.config.cluster.workers_per_gpu, server=key)
+        if self.target_workers < 1:  # the last GPU node went: carry on on the CPU server
+            self._add_workers(self._worker_count() - self.target_workers)
         gone = before - set(self.pool.servers)
         if added or gone:
             self.log(f"inference servers: {len(self.pool.servers)} (+{len(added)} -{len(gone)}), "
                      f"self-play workers: {len(self.workers)} (-{len(orphans)} with a lost server)")
         self.pool.update_clients()
 
-    def _scale(self, wanted: int, start_workers: Callable[..., None]) -> None:
-        if len(self.workers) < wanted:
-            start_workers(wanted - len(self.workers))
-        while len(self.workers) > wanted:
-            self._drop_worker(sorted(self.workers)[-1])
+    def _scale(self, wanted: int) -> None:
+        if self.target_workers < wanted:
+            self._add_workers(wanted - self.target_workers)
+        while self.target_workers > wanted:
+            wid = sorted(set(self.workers) | {n.split(" ", 1)[1] for n in self._due if n.startswith("worker ")})[-1]
+            self._drop_worker(wid)
+            self.target_workers -= 1
         assert self.pool is not None
         self.pool.update_clients()
-        self.log(f"scaled to {len(self.workers)} self-play workers")
+        self.log(f"scaled to {self.target_workers} self-play workers")
 
-    def _promote(self, version: int, registry, metrics) -> None:
-        blob, meta = registry.fetch(version)
+    def _promote(self, version: int, registry: ModelRegistry, metrics: RunMetrics) -> None:
         from engine.network import blob_sha256
 
         assert self.pool is not None
-        # A server that failed to load is gone with its node: the next sync drops it.
-        self._failed_servers.update(self.pool.load_weights(blob, blob_sha256(blob), version))
+        blob, _ = registry.fetch(version)
+        for key in self.pool.load_weights(blob, blob_sha256(blob), version):
+            # A server started later gets these weights from the start.
+            self._server_lost(key, RuntimeError(f"it failed to load {version_id(version)}"))
         for w in self.workers.values():
             w.set_model_version.remote(version)
         self.best_version = version
@@ -347,19 +539,49 @@ class ClusterRun:
         if ladder and ladder[-1].get("elo") is not None:
             metrics.set("tengen_best_elo", ladder[-1]["elo"])
         self._save_best(registry)
-        self.log(f"promoted {model_version_id(version)}")
+        self.log(f"promoted {version_id(version)}")
 
-    def _save_best(self, registry) -> None:
+    def _save_best(self, registry: ModelRegistry) -> None:
+        """best/ and models/<version> on disk: Redis keeps only the newest weights."""
+        files = self.files
         blob, _ = registry.fetch(self.best_version)
-        best = self.run_dir / "best"
-        best.mkdir(exist_ok=True)
+        files.best.mkdir(exist_ok=True)
+        files.models.mkdir(exist_ok=True)
         model = build_network(**self.config.network_kwargs())
         weights_from_bytes(model, blob)  # checks the blob against the config before it lands
-        save_weights_file(model, best / "model.safetensors",
-                          metadata={"version": model_version_id(self.best_version), "game": self.game.name})
-        (best / "config.yaml").write_text(self.config.to_yaml())
-        write_atomically(self.run_dir / "ladder.json", json.dumps(registry.ladder(), indent=2).encode())
+        metadata = {"version": version_id(self.best_version), "game": self.game.name}
+        save_weights_file(model, files.best / "model.safetensors", metadata=metadata)
+        if not files.model(self.best_version).exists():
+            save_weights_file(model, files.model(self.best_version), metadata=metadata)
+        (files.best / "config.yaml").write_text(self.config.to_yaml())
+        write_atomically(files.ladder, json.dumps(registry.ladder(), indent=2).encode())
 
+    # -- Redis --------------------------------------------------------------------------
+    def _watch_redis(self) -> None:
+        """Bring the embedded server back if it died (its clients wait meanwhile)."""
+        if self.redis is None or self.redis.running:
+            return
+        error = RuntimeError(f"redis-server exited; log tail:\n{self.redis.log_tail(5)}")
+        self.supervisor.failed("redis", error, what="died")
+        self.redis.restart()
+        self.log(f"the run's Redis is back on port {self.redis.port} with its AOF")
+        self.supervisor.succeeded("redis")
+
+    def _try_redis(self, op: Callable[[], Any]) -> Any:
+        """``op()``, or None while Redis is away (the driver has better things to do
+        than wait); past ``redis.outage_s`` the RedisUnavailable stops the run."""
+        assert self.client is not None
+        if self.client.outage_seconds:
+            # Every call waits out an outage; this one probes once instead.
+            try:
+                self.client.call(lambda c: c.ping(), wait=False)
+            except RedisUnavailable as e:
+                if e.expired:
+                    raise
+                return None
+        return op()
+
+    # -- the run's state ------------------------------------------------------------------
     def _should_stop(self, start: float) -> bool:
         stop = self.config.stop
         if self.minutes is not None and time.monotonic() - start >= self.minutes * 60:
@@ -368,34 +590,47 @@ class ClusterRun:
             return True
         return stop.promotions is not None and self.promotions >= stop.promotions
 
-    def _report(self, start: float, stream: SampleStream, status: StatusBoard) -> None:
+    def _restore_totals(self) -> None:
+        """A resumed run counts on from its last report."""
+        try:
+            last = json.loads(self.files.status.read_text())
+        except (OSError, ValueError):
+            return
+        for key in TOTALS:
+            self.totals[key] = int(last.get("totals", {}).get(key, last.get(key, 0)) or 0)
+        self._last_totals = (dict(self.totals), time.monotonic())
+
+    def _report(self, start: float, stream: SampleStream, status: StatusBoard, memory: dict) -> None:
         """Rates over the last interval (start-up and slow phases do not dilute them)
-        and totals since the start."""
+        and totals since the start, kept by the run (a lost worker's games stay)."""
         now = time.monotonic()
         elapsed = now - start
-        totals = {key: sum(s.get(key, 0) for s in self.worker_stats.values())
-                  for key in ("games", "positions", "evaluations", "moves")}
         before, then = self._last_totals
         interval = max(now - then, 1e-9)
-        rate = {key: (totals[key] - before.get(key, 0)) / interval for key in totals}
-        self._last_totals = (totals, now)
+        rate = {key: (self.totals[key] - before.get(key, 0)) / interval for key in TOTALS}
+        self._last_totals = (dict(self.totals), now)
         losses = self.learner_stats.get("losses", {})
         gating = self.last_gating
         line = {
-            "elapsed_s": round(elapsed, 1), "games": totals["games"], "games_per_s": round(rate["games"], 2),
+            "elapsed_s": round(elapsed, 1), "games": self.totals["games"], "totals": dict(self.totals),
+            "games_per_s": round(rate["games"], 2),
             "moves_per_s": round(rate["moves"], 1), "positions_per_s": round(rate["positions"], 1),
             "evaluations_per_s": round(rate["evaluations"]),
             "mean_batch": round(self.server_stats.get("mean_batch_size", 0.0), 1),
             "learner_step": self.learner_stats.get("step", 0),
             "loss": round(losses.get("loss", float("nan")), 3) if losses else None,
             "window": self.learner_stats.get("window", 0), "window_capacity": self.config.train.replay_window,
-            "best": model_version_id(self.best_version), "promotions": self.promotions,
-            "last_gating": gating, "workers": len(self.worker_stats),
-            "inference_servers": len(self.pool.servers) if self.pool else 0, "stream_length": stream.length(),
+            "best": version_id(self.best_version), "promotions": self.promotions,
+            "last_gating": gating, "workers": len(self.workers), "target_workers": self.target_workers,
+            "inference_servers": len(self.pool.servers) if self.pool else 0,
+            "stream_length": self._try_redis(stream.length),
             "bad_entries": self.learner_stats.get("bad_entries", 0),
+            "duplicate_games": self.learner_stats.get("duplicate_games", 0),
+            "redis_outage_s": round(self.client.outage_seconds, 1) if self.client else 0.0,
+            "redis_memory": memory, "components": self.supervisor.report(), "error": self.error,
         }
-        write_atomically(self.run_dir / "status.json", json.dumps(line, indent=2).encode())
-        status.set_status("driver", line)
+        write_atomically(self.files.status, json.dumps(line, indent=2).encode())
+        self._try_redis(lambda: status.set_status("driver", line, wait=False))
         gate = (f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-")
         self.log(f"{elapsed:6.0f}s games {line['games']} ({line['games_per_s']}/s) moves/s {line['moves_per_s']} "
                  f"pos/s {line['positions_per_s']} "
@@ -405,6 +640,44 @@ class ClusterRun:
 
     def log(self, line: str) -> None:
         self._print(line)
-        self._log_file.write(line + "\n")
-        self._log_file.flush()
+        log_file = getattr(self, "_log_file", None)
+        if log_file is not None and not log_file.closed:
+            log_file.write(line + "\n")
+            log_file.flush()
 
+
+def _kill(handle: Any) -> None:
+    try:
+        ray.kill(handle)
+    except (ValueError, ray.exceptions.RayError):
+        pass  # gone already
+
+
+def _default_maxmemory() -> int:
+    """A quarter of this machine's memory, at least 256 MiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 4 << 30
+    return max(256 << 20, total // 4)
+
+
+def _stop_on_sigterm() -> Callable[[], None]:
+    """SIGTERM (what Kubernetes and ``ray stop`` send) stops the run as Ctrl-C does;
+    returns what puts the old handler back. Only the main thread gets signals."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    stopping = False
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        if not stopping:  # once: the final checkpoint must not be cut short by a second one
+            stopping = True
+            raise StopRun("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore

@@ -1,7 +1,9 @@
 """The run's inference servers: one per GPU, placed on its node, or one on the CPU
 when the cluster has no GPU; and which self-play worker sends its leaves to which.
 
-The driver calls ``sync()`` every few seconds. A GPU node that joined the cluster
+A server that dies on a live node (or stops answering) is restarted in its place with
+the current weights, and its workers stay with it (``restart``); they send the leaves
+they were waiting for again. The driver calls ``sync()`` every few seconds. A GPU node that joined the cluster
 (an autoscaler's new spot instance, say) gets a server per GPU and the driver starts
 ``workers_per_gpu`` workers next to each; a node that went away takes its servers
 with it, and their workers are returned so that the driver can drop them. If the
@@ -14,6 +16,7 @@ the learner's node has one server fewer.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,15 +88,42 @@ class InferencePool:
         for node, gpus in sorted(nodes.items()):
             if node in served:
                 continue
-            count, share = gpus, 1.0
+            count, share = gpus, self._gpu_share(node)
             if node == learner_node and learner_gpus >= 1:
                 count -= 1
-            elif node == learner_node and learner_gpus > 0:
-                share = 1.0 - learner_gpus
             added.extend(self._start_server(f"gpu:{node}:{i}", node=node, gpus=share) for i in range(count))
         if not self.servers:
             added.append(self._start_server(CPU_SERVER, node=None, gpus=0.0))
         return added, orphans
+
+    def restart(self, key: str) -> Any | None:
+        """A new server in place of ``key``'s, which died or stopped answering: on the
+        same node while that node lives (None when it does not: ``sync`` drops the
+        server), with the current weights; its workers stay attached. Returns the new
+        handle, for the workers."""
+        server = self.servers[key]
+        if server.node is not None and server.node not in alive_gpu_nodes():
+            return None
+        try:
+            ray.kill(server.handle)  # a hung one must not linger on its GPU
+        except ValueError:
+            pass
+        gpus = 0.0 if server.node is None else self._gpu_share(server.node)
+        workers = set(server.workers)
+        self._start_server(key, node=server.node, gpus=gpus)
+        self.servers[key].workers = workers
+        return self.servers[key].handle
+
+    def handle(self, key: str) -> Any:
+        return self.servers[key].handle
+
+    def handle_id(self, key: str) -> str:
+        """The Ray actor id of ``key``'s server now (a worker names the one it lost)."""
+        return self.servers[key].handle._actor_id.hex()
+
+    def _gpu_share(self, node: str) -> float:
+        learner_node, learner_gpus = self._learner
+        return 1.0 - learner_gpus if node == learner_node and 0 < learner_gpus < 1 else 1.0
 
     def lost(self, key: str) -> list[str]:
         """A server that stopped answering: drop it (a CPU server replaces the last
@@ -146,15 +176,18 @@ class InferencePool:
             server.handle.set_clients.remote(max(1, len(server.workers)))
 
     # -- every server at once ---------------------------------------------------------
-    def load_weights(self, blob: bytes, sha256: str, version: int) -> list[str]:
-        """Hot-swap every server to ``version``; returns the keys of servers that failed."""
+    def load_weights(self, blob: bytes, sha256: str, version: int, *, timeout_s: float = 120.0) -> list[str]:
+        """Hot-swap every server to ``version``; returns the keys of servers that failed
+        or did not answer within ``timeout_s`` (a server started later gets these
+        weights from the start)."""
         self._weights = (blob, version)
         refs = {key: s.handle.load_weights.remote(blob, sha256, version) for key, s in self.servers.items()}
         failed = []
+        deadline = time.monotonic() + timeout_s
         for key, ref in refs.items():
             try:
-                ray.get(ref)
-            except ray.exceptions.RayActorError:
+                ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
                 failed.append(key)
         return failed
 
@@ -168,7 +201,7 @@ class InferencePool:
         for key, ref in refs.items():
             try:
                 one = ray.get(ref, timeout=30)
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
                 failed.append(key)
                 continue
             merged["servers"] += 1

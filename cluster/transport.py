@@ -49,6 +49,7 @@ __all__ = [
     "StatusBoard",
     "LocalStatusBoard",
     "parse_promotion",
+    "memory_by_part",
     "ENTRY_FIELD",
 ]
 
@@ -162,24 +163,26 @@ class SampleStream(_DecodeCounter):
         self.trimmed_entries = 0
 
     # -- producers -----------------------------------------------------------------------
-    def add(self, blob: bytes) -> bytes:
+    def add(self, blob: bytes, *, wait: bool = True) -> bytes:
         """XADD one game blob (MAXLEN ~ maxlen); returns the entry id."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.xadd(self.keys.samples, {ENTRY_FIELD: blob}, maxlen=self.maxlen, approximate=True)
-        pipe.hincrby(self.keys.sample_counts, "added", 1)
-        entry_id, _ = pipe.execute()
-        return _as_bytes(entry_id)
+        return self.add_many([blob], wait=wait)[0]
 
-    def add_many(self, blobs: Iterable[bytes]) -> list[bytes]:
-        """XADD several blobs in one round trip; returns their ids in order."""
+    def add_many(self, blobs: Iterable[bytes], *, wait: bool = True) -> list[bytes]:
+        """XADD several blobs in one round trip, in order; returns their ids.
+        ``wait=False``: try once (RedisUnavailable during an outage), for a producer
+        that keeps its games until Redis is back."""
         blobs = list(blobs)
         if not blobs:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for blob in blobs:
-            pipe.xadd(self.keys.samples, {ENTRY_FIELD: blob}, maxlen=self.maxlen, approximate=True)
-        pipe.hincrby(self.keys.sample_counts, "added", len(blobs))
-        return [_as_bytes(i) for i in pipe.execute()[:-1]]
+
+        def write(client: redis.Redis) -> list:
+            pipe = client.pipeline(transaction=False)
+            for blob in blobs:
+                pipe.xadd(self.keys.samples, {ENTRY_FIELD: blob}, maxlen=self.maxlen, approximate=True)
+            pipe.hincrby(self.keys.sample_counts, "added", len(blobs))
+            return pipe.execute()
+
+        return [_as_bytes(i) for i in call_with_retry(self.client, write, wait=wait)[:-1]]
 
     # -- consumers -----------------------------------------------------------------------
     def ensure_group(self, group: str) -> None:
@@ -367,10 +370,10 @@ class LocalSampleStream(_DecodeCounter):
         text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
         return int(text.split("-")[0])
 
-    def add(self, blob: bytes) -> bytes:
+    def add(self, blob: bytes, *, wait: bool = True) -> bytes:
         return self.add_many([blob])[0]
 
-    def add_many(self, blobs: Iterable[bytes]) -> list[bytes]:
+    def add_many(self, blobs: Iterable[bytes], *, wait: bool = True) -> list[bytes]:
         ids = []
         with self._cond:
             for blob in blobs:
@@ -815,6 +818,32 @@ class StatusBoard:
                 board[_as_bytes(key).decode()[prefix:]] = {
                     k.decode(): json.loads(v) for k, v in fields.items()}
         return board
+
+
+def memory_by_part(client: RedisLike, run_id: str) -> dict[str, int]:
+    """Bytes the run holds in Redis, by part (``MEMORY USAGE``, which samples a big
+    stream), and the server's ``used_memory`` and ``maxmemory`` (0: no limit)."""
+    keys = RunKeys(run_id)
+    redis_any: Any = client  # redis-py's stubs type every reply as a sync/async union
+    versions = [int(score) for _, score in redis_any.zrange(keys.models, 0, -1, withscores=True)]
+    status = list(redis_any.scan_iter(match=_glob_escape(keys.status_prefix) + "*", count=500))
+    parts = {"samples": [keys.samples, keys.sample_counts], "models": [keys.models, keys.best]
+             + [keys.model(v) for v in versions], "ladder": [keys.ladder], "status": status}
+    pipe = redis_any.pipeline(transaction=False)
+    for names in parts.values():
+        for key in names:
+            pipe.memory_usage(key)
+    pipe.info("memory")
+    replies = pipe.execute()
+    info = replies.pop()
+    out: dict[str, int] = {}
+    at = 0
+    for part, names in parts.items():
+        out[part] = sum(int(r or 0) for r in replies[at:at + len(names)])
+        at += len(names)
+    out["used_memory"] = int(info["used_memory"])
+    out["maxmemory"] = int(info.get("maxmemory", 0))
+    return out
 
 
 def _glob_escape(text: str) -> str:

@@ -19,6 +19,7 @@ from cluster.config import parse_config
 from cluster.driver import ClusterRun
 from cluster.redis_server import EmbeddedRedis
 from cluster.run_control import read_status, request_workers
+from cluster.run_dir import RunDir
 from cluster.transport import ModelRegistry, SampleStream
 from engine.games import make_game
 
@@ -82,7 +83,7 @@ def test_samples_in_redis_carry_the_promoted_versions(finished_run):
     connection = json.loads((run_dir / "redis" / "connection.json").read_text())
     with EmbeddedRedis(data_dir=run_dir / "redis", password=connection["password"]) as server:
         client = server.client()
-        run_id = run_dir.name
+        run_id = RunDir(run_dir).run_id()
         stream = SampleStream(client, run_id, maxlen=10_000)
         records = stream.replay(game_decoder(make_game("tictactoe")))
         assert stream.bad_entries == 0 and len(records) == stream.length() > 0

@@ -7,7 +7,9 @@ the worker does the tree work of the other, so neither side waits for the other
 
 ``submit(planes) -> handle`` and ``resolve(handle) -> (policy, value)`` are how it
 reaches the server: ``server.evaluate.remote`` and ``ray.get`` inside Ray, a direct
-call in one process.
+call in one process. When ``resolve`` raises (the server is gone), ``run_for`` passes
+the error on and keeps the leaves it was waiting for; the next ``run_for`` sends them
+again through ``submit``, which by then reaches another server.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ class SelfPlayWorker:
             SelfPlay(game, games=n, seed=seed * 2 + i, model_version=model_version, **selfplay)
             for i, n in enumerate((half, games - half))
         ]
-        self._in_flight: list[Any] = [None, None]
+        #: per half: the leaf planes sent and the handle of their evaluation (None:
+        #: to be sent again, after the server that had them was lost)
+        self._in_flight: list[tuple[np.ndarray, Any] | None] = [None, None]
         self.games_played = 0
         self.positions = 0
         self.evaluations = 0
@@ -66,19 +70,31 @@ class SelfPlayWorker:
         """Play for about ``seconds``; returns counters since the worker started."""
         start = time.monotonic()
         for i, half in enumerate(self.halves):
-            if self._in_flight[i] is None:
+            in_flight = self._in_flight[i]
+            if in_flight is None:
                 self._in_flight[i] = self._gather(half)
+            elif in_flight[1] is None and len(in_flight[0]):
+                self._in_flight[i] = (in_flight[0], self.submit(in_flight[0]))  # to the new server
         while time.monotonic() - start < seconds:
             for i, half in enumerate(self.halves):
                 # Resolve this half's evaluation (the other half's is in flight), play
                 # on, and send its next leaves before turning to the other half.
-                planes_sent, handle = self._in_flight[i]
-                policy, value = self.resolve(handle) if handle is not None else _nothing(self.game)
+                in_flight = self._in_flight[i]
+                assert in_flight is not None
+                planes, handle = in_flight
+                try:
+                    policy, value = self.resolve(handle) if len(planes) else _nothing(self.game)
+                except BaseException:
+                    # The server went away with both halves' leaves: the same leaves go
+                    # to the next one, so no game loses its search.
+                    self._in_flight = [None if f is None else (f[0], None) for f in self._in_flight]
+                    self.busy_seconds += time.monotonic() - start
+                    raise
                 for record in half.apply(policy, value):
                     self.sink(record)
                     self.games_played += 1
                     self.positions += len(record.value)
-                self.evaluations += planes_sent
+                self.evaluations += len(planes)
                 self._in_flight[i] = self._gather(half)
             self.rounds += 1
         self.busy_seconds += time.monotonic() - start
@@ -94,12 +110,13 @@ class SelfPlayWorker:
             "seconds": self.busy_seconds,
         }
 
-    def _gather(self, half: SelfPlay) -> tuple[int, Any]:
+    def _gather(self, half: SelfPlay) -> tuple[np.ndarray, Any]:
         planes = half.gather()
         if len(planes) == 0:
-            return 0, None
-        # The search reuses its planes buffer on the next gather: send a copy.
-        return len(planes), self.submit(planes.copy())
+            return planes, None
+        # The search reuses its planes buffer on the next gather: send (and keep) a copy.
+        planes = planes.copy()
+        return planes, self.submit(planes)
 
 
 def _nothing(game: Game) -> tuple[np.ndarray, np.ndarray]:

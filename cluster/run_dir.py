@@ -1,0 +1,136 @@
+"""A run directory: the one place that names the files of a run, and the run's identity.
+
+    run.json                the run's id (unique, made when the run is created), format version
+    config.yaml             the config used, every default spelled out
+    log.txt                 what the driver said
+    status.json             the last status line
+    ladder.json             every promotion with its gating result and Elo
+    best/                   the best model (model.safetensors, config.yaml)
+    models/                 every promoted model, by version (000042.safetensors)
+    learner/                the learner's checkpoint, unless ``storage`` names another place
+    redis/                  the embedded Redis: its AOF, config, log, and connection.json
+
+The run id names the run's keys in Redis and labels its metrics. It used to be the
+directory's name, so ``runs/c4`` on two machines sharing one Redis were one run; now
+it is the name plus a random suffix, written once. A directory from before run.json
+keeps its name as its id (its Redis keys are under it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+
+__all__ = ["RunDir", "RunDirError", "RUN_FORMAT"]
+
+#: run.json's format version
+RUN_FORMAT = 1
+
+
+class RunDirError(ValueError):
+    """The run directory does not fit the request: a run is there without ``--resume``,
+    or none is there with it, or it is not one tengen can read."""
+
+
+def _id_part(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:100] or "run"
+
+
+class RunDir:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    # -- the files ------------------------------------------------------------------------
+    @property
+    def identity(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def log(self) -> Path:
+        return self.path / "log.txt"
+
+    @property
+    def status(self) -> Path:
+        return self.path / "status.json"
+
+    @property
+    def ladder(self) -> Path:
+        return self.path / "ladder.json"
+
+    @property
+    def best(self) -> Path:
+        return self.path / "best"
+
+    @property
+    def models(self) -> Path:
+        return self.path / "models"
+
+    @property
+    def learner(self) -> Path:
+        return self.path / "learner"
+
+    @property
+    def redis(self) -> Path:
+        return self.path / "redis"
+
+    @property
+    def connection(self) -> Path:
+        """How ``tengen status`` reaches the live run's Redis (owner-readable only)."""
+        return self.redis / "connection.json"
+
+    def model(self, version: int) -> Path:
+        return self.models / f"{int(version):06d}.safetensors"
+
+    # -- the run's identity -------------------------------------------------------------------
+    def holds_run(self) -> bool:
+        return self.config.exists()
+
+    def check(self, *, resume: bool) -> None:
+        """A new run needs a directory that holds none (two runs must never mix their
+        checkpoints and streams); ``resume`` needs one that holds one."""
+        exists = self.holds_run()
+        if exists and not resume:
+            raise RunDirError(f"{self.path} already holds a run: pass --resume to continue it, "
+                              "or choose another --run-dir")
+        if resume and not exists:
+            raise RunDirError(f"{self.path} holds no run to resume (no config.yaml)")
+
+    def run_id(self) -> str:
+        """The run's id: from run.json, or the directory's name for a run made before it."""
+        try:
+            data = json.loads(self.identity.read_text())
+        except FileNotFoundError:
+            return _id_part(self.path.resolve().name)
+        except (OSError, ValueError) as e:
+            raise RunDirError(f"{self.identity} cannot be read: {e}") from None
+        if not isinstance(data, dict) or data.get("format") != RUN_FORMAT or not isinstance(data.get("run_id"), str):
+            raise RunDirError(f"{self.identity} is not a run identity this tengen knows (format {RUN_FORMAT})")
+        return data["run_id"]
+
+    def create_identity(self) -> str:
+        """Write run.json for a new run (an older run keeps its name as its id)."""
+        if self.identity.exists():
+            return self.run_id()
+        run_id = self.run_id() if self.holds_run() else f"{_id_part(self.path.resolve().name)}-{secrets.token_hex(4)}"
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.identity.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"format": RUN_FORMAT, "run_id": run_id}) + "\n")
+        os.replace(tmp, self.identity)
+        return run_id
+
+    def write_private(self, path: Path, data: bytes) -> None:
+        """Write a file readable by the owner alone, from its first byte (never briefly
+        world-readable), atomically."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)

@@ -1,0 +1,103 @@
+"""What the driver does when a part of the run fails: replace it, after a pause that
+grows with each failure in a row, and stop the run when the same part keeps failing.
+
+A part is a name (``learner``, ``gatekeeper``, ``worker w003``, ``inference gpu:...``).
+Each failure is logged: the first of its kind with the whole error (a Ray task error
+carries the remote traceback), a repeat of the same error in one line. A part that
+fails ``failures`` times in a row, each within ``window_s`` of the one before, is in a
+crash loop (a config that cannot work, a node that cannot run it): ``CrashLoop`` ends
+the run with that error rather than restarting forever. A success resets the count.
+
+The driver keeps no per-part state of its own beyond this: ``report()`` is what
+``tengen status`` shows per part (restarts, the last error, when it last reported).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["CrashLoop", "Supervisor", "describe_error"]
+
+_BACKOFF_BASE_S = 1.0
+_BACKOFF_CAP_S = 60.0
+_ERROR_CHARS = 400
+
+
+class CrashLoop(RuntimeError):
+    """A part of the run failed too often in a row; the message names it and the error."""
+
+
+def describe_error(error: BaseException) -> str:
+    """One line for ``error``: its type and the first line of its message (a Ray task
+    error's first line names the remote exception)."""
+    cause = root_cause(error)
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[0] if text else ''}"[:_ERROR_CHARS]
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The exception under Ray's wrappers (a RayTaskError's ``cause``, recursively)."""
+    seen = 0
+    while getattr(error, "cause", None) is not None and seen < 10:
+        error = error.cause  # type: ignore[attr-defined]
+        seen += 1
+    return error
+
+
+@dataclass
+class _Part:
+    restarts: int = 0
+    failures_in_a_row: int = 0
+    last_failure: float = 0.0
+    last_error: str | None = None
+    last_report: float | None = None  # unix seconds
+    logged: set[str] = field(default_factory=set)
+
+
+class Supervisor:
+    def __init__(self, *, failures: int, window_s: float, log: Callable[[str], None]):
+        if failures < 1:
+            raise ValueError(f"failures must be at least 1, got {failures}")
+        self.failures = failures
+        self.window_s = window_s
+        self.log = log
+        self._parts: dict[str, _Part] = {}
+
+    def _part(self, name: str) -> _Part:
+        return self._parts.setdefault(name, _Part())
+
+    def failed(self, name: str, error: BaseException, *, what: str = "failed") -> float:
+        """Record a failure of ``name``; returns the seconds to wait before replacing
+        it. Raises CrashLoop when it has failed ``failures`` times in a row."""
+        part = self._part(name)
+        now = time.monotonic()
+        streak = part.failures_in_a_row + 1 if now - part.last_failure <= self.window_s else 1
+        part.failures_in_a_row, part.last_failure = streak, now
+        summary = describe_error(error)
+        part.last_error = summary
+        if summary in part.logged:
+            self.log(f"{name} {what} again: {summary}")
+        else:
+            part.logged.add(summary)
+            self.log(f"{name} {what}: {error}")
+        if streak >= self.failures:
+            raise CrashLoop(f"{name} failed {streak} times in a row within {self.window_s:g} s each; "
+                            f"stopping the run. Last error: {summary}")
+        part.restarts += 1
+        return min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (streak - 1)) if streak > 1 else 0.0
+
+    def succeeded(self, name: str) -> None:
+        part = self._part(name)
+        part.failures_in_a_row = 0
+        part.last_report = time.time()
+
+    def forget(self, name: str) -> None:
+        """A part the run no longer has (a worker scaled away)."""
+        self._parts.pop(name, None)
+
+    def report(self) -> dict[str, dict]:
+        return {name: {"restarts": p.restarts, "last_error": p.last_error, "last_report": p.last_report,
+                       "failures_in_a_row": p.failures_in_a_row}
+                for name, p in sorted(self._parts.items())}
