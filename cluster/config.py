@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.games import Game, make_game
+from learner.storage import check_storage_url
 
 __all__ = [
     "ConfigError",
@@ -216,9 +217,19 @@ class TengenConfig(_Strict):
     ray: RayConfig = RayConfig()
     redis: RedisConfig = RedisConfig()
     cluster: ClusterConfig = ClusterConfig()
-    #: where checkpoints go: a local path (default: inside the run directory)
+    #: where checkpoints go: a local path or any fsspec URL (``s3://``, ``gs://``,
+    #: ``sftp://``; learner/storage.py); default: inside the run directory
     storage: str | None = None
     seed: int = Field(default=0, ge=0)
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_opens_here(cls, storage: str | None) -> str | None:
+        # Here, before any actor starts: otherwise a missing s3fs shows only as the
+        # learner actor failing on its node, again and again.
+        if storage is not None:
+            check_storage_url(storage)
+        return storage
 
     # -- the config as keyword arguments of the library (one mapping for both drivers)
     def network_kwargs(self) -> dict:
