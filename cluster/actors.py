@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import ray
 
@@ -102,7 +101,7 @@ class LearnerActor:
         train = self.config.train
         self.learner = Learner(
             game=self.config.game.make(), network=self.config.network_kwargs(), source=self.stream,
-            registry=self.registry, decode=_decoder(self.config), storage=Path(storage), seed=seed,
+            registry=self.registry, decode=_decoder(self.config), storage=storage, seed=seed,
             batch_size=train.batch_size, optimizer=train.optimizer, learning_rate=self.config.learning_rate(),
             momentum=train.momentum,
             replay_window=train.replay_window, min_positions=train.min_positions, max_reuse=train.max_reuse,
