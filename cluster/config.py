@@ -29,6 +29,7 @@ from pydantic import (
 from engine.games import Game, GoGame, make_game
 from engine.gating import MAX_ELO
 from engine.mcts import search_bytes
+from learner.storage import check_storage_url
 
 __all__ = [
     "ConfigError",
@@ -317,7 +318,8 @@ class TengenConfig(_Strict):
     ray: RayConfig = RayConfig()
     redis: RedisConfig = RedisConfig()
     cluster: ClusterConfig = ClusterConfig()
-    #: where checkpoints go: a local path (default: inside the run directory)
+    #: where checkpoints go: a local path or any fsspec URL (``s3://``, ``gs://``,
+    #: ``sftp://``; learner/storage.py); default: inside the run directory
     storage: str | None = None
     #: 32 bits, what every seeder in the stack takes (numba's np.random.seed among them)
     seed: int = Field(default=0, ge=0, lt=2**32)
@@ -374,6 +376,15 @@ class TengenConfig(_Strict):
                                        leaves_per_round=m.leaves_per_round),
             "replay": self.train.replay_window * position,
         }
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_opens_here(cls, storage: str | None) -> str | None:
+        # Here, before any actor starts: otherwise a missing s3fs shows only as the
+        # learner actor failing on its node, again and again.
+        if storage is not None:
+            check_storage_url(storage)
+        return storage
 
     # -- the config as keyword arguments of the library (one mapping for both drivers)
     def network_kwargs(self) -> dict:

@@ -9,7 +9,7 @@ through three narrow interfaces, passed in:
   (Redis streams, or an in-process list);
 - ``registry``: ``publish(version, blob, metadata) -> sha256`` for candidates and
   ``latest_candidate()``, so that a version is never taken twice;
-- ``storage``: a directory path for checkpoints (written atomically).
+- ``storage``: where checkpoints go, a local path or any fsspec URL (learner/storage.py).
 
 Samples are acknowledged only after they are in the replay window, and a game whose
 id was read before (a worker's write retried after a lost reply) is dropped, so a
@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from engine.games.base import Game
-from engine.network import build_network, weights_to_bytes, write_atomically
+from engine.network import build_network, weights_to_bytes
 from engine.selfplay import GameRecord
 from learner.replay import ReplayWindow
+from learner.storage import open_storage
 from learner.trainer import Trainer
 
 __all__ = ["Learner", "CHECKPOINT_FILE"]
@@ -71,8 +72,7 @@ class Learner:
         self.source = source
         self.registry = registry
         self.decode = decode
-        self.storage = Path(storage)
-        self.storage.mkdir(parents=True, exist_ok=True)
+        self.storage = open_storage(storage)
         self.batch_size = batch_size
         self.min_positions = min_positions
         self.max_reuse = max_reuse
@@ -183,13 +183,13 @@ class Learner:
             "positions_added": self.window.positions_added,
             "samples_drawn": self.window.samples_drawn,
         }
-        write_atomically(self.storage / CHECKPOINT_FILE, self.trainer.checkpoint_to_bytes(extra))
+        self.storage.write_bytes(CHECKPOINT_FILE, self.trainer.checkpoint_to_bytes(extra))
 
     def _restore(self) -> None:
-        path = self.storage / CHECKPOINT_FILE
-        if not path.exists():
+        data = self.storage.read_bytes(CHECKPOINT_FILE)
+        if data is None:
             return
-        extra = self.trainer.restore_from_bytes(path.read_bytes())
+        extra = self.trainer.restore_from_bytes(data)
         self.next_version = int(extra["next_version"])
         self.rng.bit_generator.state = json.loads(extra["rng"])
         # The stream is the durable replay window: rebuild from it, oldest first. The

@@ -1,0 +1,440 @@
+"""Checkpoint storage (learner/storage.py) on real filesystems: a local directory,
+``file://``, and ``sftp://`` to a real OpenSSH server on loopback.
+
+A writer killed with SIGKILL in the middle of its writes leaves the previous
+checkpoint readable, and a Learner killed after it published a candidate resumes on
+the same ``sftp://`` URL from its checkpoint.
+
+sshd is Debian's, from the ``openssh-server`` package and the libraries it links,
+fetched without root into ``.cache/openssh`` (``apt-get download`` and
+``dpkg-deb -x``), as test_monitoring.py fetches Prometheus. It runs unprivileged
+(as uid 65534 when the tests run as root), so it needs neither the ``sshd``
+privilege-separation user nor ``/run/sshd``; Debian's ``nss_wrapper`` gives it a
+passwd file of its own with the one login user, ``tengen``, so nothing on the
+machine is changed (this machine's ``nobody`` reads as a locked account to sshd).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from importlib.util import find_spec
+from pathlib import Path
+
+import fsspec.config
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from cluster.codec import encode_game, game_decoder
+from cluster.config import ConfigError, parse_config
+from cluster.transport import ModelRegistry, SampleStream
+from engine.games import make_game
+from engine.mcts import uniform_evaluator
+from engine.network import build_network, weights_from_bytes
+from engine.selfplay import SelfPlay
+from learner.learner import CHECKPOINT_FILE, Learner
+from learner.storage import FsspecStorage, LocalStorage, open_storage
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "openssh"
+#: the server, and the preloaded library that gives it a user without an account
+DEBIAN_PACKAGES = ("openssh-server", "libnss-wrapper")
+#: dependencies not fetched: the C library must be the loader's own, and the test's
+#: sshd runs without PAM
+NOT_FETCHED = {"libc6", "libpam-modules", "libpam-runtime"}
+LOGIN = "tengen"
+#: sshd's uid when the tests run as root (nobody's, without nobody's locked entry)
+UNPRIVILEGED_UID = 65534
+MIB = 1 << 20
+
+
+# -- Debian's sshd ------------------------------------------------------------------------
+def _library_dependencies(dpkg_deb: str, deb: Path) -> set[str]:
+    """The library packages a .deb depends on (the first of each set of alternatives)."""
+    fields = subprocess.run([dpkg_deb, "-f", str(deb), "Pre-Depends", "Depends"], capture_output=True,
+                            text=True, check=True).stdout
+    names = set()
+    for line in fields.splitlines():
+        for dependency in line.split(":", 1)[-1].split(","):
+            name = dependency.split("|")[0].split("(")[0].strip().removesuffix(":any")
+            if name.startswith(("lib", "zlib")) and name not in NOT_FETCHED:
+                names.add(name)
+    return names
+
+
+def _fetch_debian_openssh() -> Path:
+    """openssh-server and the libraries it links (all of them, recursively, but the C
+    library) unpacked into the cache: no reliance on what the machine has installed."""
+    extracted = CACHE / "root"
+    if (extracted / "usr" / "sbin" / "sshd").exists():
+        return extracted
+    apt_get, dpkg_deb = shutil.which("apt-get"), shutil.which("dpkg-deb")
+    if not apt_get or not dpkg_deb:
+        pytest.skip("no apt-get and dpkg-deb to fetch Debian's openssh-server")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE) as work:
+        wanted, fetched = set(DEBIAN_PACKAGES), set()
+        while wanted - fetched:
+            batch = sorted(wanted - fetched)
+            download = subprocess.run([apt_get, "download", *batch], cwd=work, capture_output=True, text=True)
+            if download.returncode != 0 and os.geteuid() == 0:
+                # A fresh machine may have no package lists yet.
+                subprocess.run([apt_get, "update"], capture_output=True, text=True)
+                download = subprocess.run([apt_get, "download", *batch], cwd=work, capture_output=True, text=True)
+            assert download.returncode == 0, f"apt-get download {' '.join(batch)} failed:\n{download.stderr}"
+            fetched |= set(batch)
+            for deb in Path(work).glob("*.deb"):
+                wanted |= _library_dependencies(dpkg_deb, deb)
+        for deb in sorted(Path(work).glob("*.deb")):
+            subprocess.run([dpkg_deb, "-x", str(deb), str(Path(work) / "root")], check=True)
+        try:
+            os.rename(Path(work) / "root", extracted)
+        except OSError:  # another test process unpacked it first
+            pass
+    assert (extracted / "usr" / "sbin" / "sshd").exists(), f"no usr/sbin/sshd in {extracted}"
+    return extracted
+
+
+def _write_key(path: Path) -> str:
+    """A new ed25519 private key in OpenSSH's format at ``path``; returns the public line."""
+    key = Ed25519PrivateKey.generate()
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                       serialization.NoEncryption()))
+    path.chmod(0o600)
+    return key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``: sshd's per-connection monitor, the process that
+    speaks to the network, and the one serving sftp."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # gone meanwhile
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+class SftpServer:
+    """Debian's sshd on a loopback port, serving sftp to ``LOGIN`` with one key.
+
+    ``url(path)`` names a folder in its ``data`` directory; ``key_file`` is the client's
+    private key (give it to fsspec as its ``key_filename`` option)."""
+
+    def __init__(self, tree: Path, work: Path):
+        self.work = work
+        self.uid, self.gid = (UNPRIVILEGED_UID, UNPRIVILEGED_UID) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+        # A copy inside the work folder: the uid may not traverse to the repository.
+        shutil.copytree(tree, work / "openssh", symlinks=True)
+        self.sshd = work / "openssh" / "usr" / "sbin" / "sshd"  # absolute: sshd re-executes itself
+        libraries = [str(p) for pattern in ("lib/*-linux-gnu", "usr/lib/*-linux-gnu")
+                     for p in sorted((work / "openssh").glob(pattern))]
+        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ":".join(libraries),
+                    "LD_PRELOAD": str(next((work / "openssh").rglob("libnss_wrapper.so"))),
+                    "NSS_WRAPPER_PASSWD": str(work / "passwd"), "NSS_WRAPPER_GROUP": str(work / "group")}
+        (work / "passwd").write_text(f"{LOGIN}:x:{self.uid}:{self.gid}:tengen test:{work}:/bin/sh\n")
+        (work / "group").write_text(f"{LOGIN}:x:{self.gid}:\n")
+        _write_key(work / "host_key")
+        self.key_file = work / "client_key"
+        (work / "authorized_keys").write_text(_write_key(self.key_file) + "\n")
+        self.data = work / "data"
+        self.data.mkdir()
+        self.port = _free_port()
+        (work / "sshd_config").write_text(
+            f"ListenAddress 127.0.0.1:{self.port}\nHostKey {work}/host_key\nPidFile {work}/sshd.pid\n"
+            f"AuthorizedKeysFile {work}/authorized_keys\n"
+            # The files are the test's own; no PAM, no passwords, sftp inside sshd.
+            "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "PubkeyAuthentication yes\nSubsystem sftp internal-sftp\nLogLevel VERBOSE\n")
+        for folder, _, files in os.walk(work):
+            for name in [folder, *(os.path.join(folder, f) for f in files)]:
+                os.lchown(name, self.uid, self.gid)
+        self.process: subprocess.Popen | None = None
+        self.start()
+
+    def url(self, path: str) -> str:
+        return f"sftp://{LOGIN}@127.0.0.1:{self.port}{self.data}/{path}"
+
+    def start(self) -> None:
+        log = open(self.work / "sshd.log", "ab")
+        dropped = {"user": self.uid, "group": self.gid, "extra_groups": []} if os.geteuid() == 0 else {}
+        self.process = subprocess.Popen([str(self.sshd), "-D", "-e", "-f", str(self.work / "sshd_config")],
+                                        env=self.env, stdout=log, stderr=log, **dropped)
+        log.close()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"sshd exited:\n{self.log()}"
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"sshd did not listen on port {self.port}:\n{self.log()}")
+
+    def stop(self) -> None:
+        """Kill the listener and every open connection's process."""
+        if self.process is not None:
+            for pid in _descendants(self.process.pid):
+                with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                    os.kill(pid, signal.SIGKILL)
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def log(self) -> str:
+        return (self.work / "sshd.log").read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture(scope="session")
+def sftp_server() -> Iterator[SftpServer]:
+    tree = _fetch_debian_openssh()
+    work = Path(tempfile.mkdtemp(prefix="tengen-sshd-"))
+    server = SftpServer(tree, work)
+    yield server
+    server.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+def sftp_key(sftp_server, monkeypatch) -> str:
+    """The client key, given to fsspec in this process as a user gives it: through
+    fsspec's configuration (``FSSPEC_SFTP_KEY_FILENAME`` in a child's environment)."""
+    monkeypatch.setitem(fsspec.config.conf, "sftp", {"key_filename": str(sftp_server.key_file)})
+    return str(sftp_server.key_file)
+
+
+@pytest.fixture(params=["path", "file", "memory", "sftp"])
+def storage_url(request, tmp_path) -> str:
+    """A fresh checkpoint store: a local path, a file:// URL, fsspec's in-process
+    memory:// (one put per write: no rename), an sftp:// URL."""
+    if request.param == "path":
+        return str(tmp_path / "run" / "learner")
+    if request.param == "file":
+        return f"file://{tmp_path}/run/learner"
+    if request.param == "memory":
+        return f"memory://{uuid.uuid4().hex}/learner"
+    request.getfixturevalue("sftp_key")
+    return request.getfixturevalue("sftp_server").url(f"{uuid.uuid4().hex}/learner")
+
+
+def _child_env(extra: dict[str, str]) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), **extra}
+
+
+def _sftp_env(url: str) -> dict[str, str]:
+    key = fsspec.config.conf.get("sftp", {}).get("key_filename")
+    return {"FSSPEC_SFTP_KEY_FILENAME": key} if url.startswith("sftp://") and key else {}
+
+
+# -- what any store does ------------------------------------------------------------------
+def test_a_store_round_trips_and_replaces(storage_url):
+    storage = open_storage(storage_url)
+    assert storage.url == storage_url
+    assert storage.read_bytes(CHECKPOINT_FILE) is None and not storage.exists(CHECKPOINT_FILE)
+
+    storage.write_bytes(CHECKPOINT_FILE, b"step 10")
+    assert storage.read_bytes(CHECKPOINT_FILE) == b"step 10" and storage.exists(CHECKPOINT_FILE)
+    storage.write_bytes(CHECKPOINT_FILE, b"step 20")  # over the previous one
+    # Another opener (a restarted learner) sees the last one.
+    assert open_storage(storage_url).read_bytes(CHECKPOINT_FILE) == b"step 20"
+
+
+def test_local_paths_and_file_urls_are_the_same_directory(tmp_path):
+    open_storage(f"file://{tmp_path}/a").write_bytes(CHECKPOINT_FILE, b"written via file://")
+    assert isinstance(open_storage(tmp_path / "a"), LocalStorage)
+    assert (tmp_path / "a" / CHECKPOINT_FILE).read_bytes() == b"written via file://"
+    assert open_storage(str(tmp_path / "a")).read_bytes(CHECKPOINT_FILE) == b"written via file://"
+
+
+def test_a_name_is_a_plain_file_name(tmp_path):
+    storage = open_storage(tmp_path)
+    for name in ("sub/learner.ckpt", ".learner.ckpt.0.tmp", ""):
+        with pytest.raises(ValueError, match="plain file name"):
+            storage.write_bytes(name, b"x")
+
+
+def test_a_temporary_file_left_behind_is_not_a_checkpoint(storage_url):
+    storage = open_storage(storage_url)
+    # What a writer killed before its rename leaves: half a checkpoint under a
+    # temporary name beside the final one.
+    half = b"\x01" * 1000
+    if isinstance(storage, LocalStorage):
+        (storage.directory / f".{CHECKPOINT_FILE}.k1ll3d.tmp").write_bytes(half)
+    else:
+        assert isinstance(storage, FsspecStorage)
+        storage.fs.pipe_file(f"{storage.root}/.{CHECKPOINT_FILE}.k1ll3d.tmp", half)
+    assert storage.read_bytes(CHECKPOINT_FILE) is None and not storage.exists(CHECKPOINT_FILE)
+    storage.write_bytes(CHECKPOINT_FILE, b"complete")
+    assert open_storage(storage_url).read_bytes(CHECKPOINT_FILE) == b"complete"
+
+
+WRITER = """
+import sys
+from learner.storage import open_storage
+
+storage = open_storage(sys.argv[1])
+size = int(sys.argv[2])
+for i in range(10_000):
+    storage.write_bytes("learner.ckpt", bytes([i % 251]) * size)  # every byte says which write
+    print(i, flush=True)
+"""
+
+
+@pytest.mark.parametrize("storage_url", ["path", "sftp"], indirect=True)
+def test_a_killed_writer_leaves_a_whole_checkpoint(storage_url):
+    """A reader sees a whole checkpoint while another process writes new ones, and
+    after that process is killed mid-write (SIGKILL: no cleanup runs)."""
+    size = MIB
+
+    def assert_whole(data: bytes | None) -> None:
+        length = None if data is None else len(data)
+        assert length == size, f"a checkpoint of {length} bytes, not {size}"
+        assert data is not None and data.count(data[:1]) == size, "bytes of two writes in one checkpoint"
+
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, storage_url, str(size)], stdout=subprocess.PIPE,
+                              text=True, env=_child_env(_sftp_env(storage_url)), cwd=ROOT)
+    try:
+        assert writer.stdout is not None
+        assert writer.stdout.readline().strip() == "0", "the writer did not write"
+        reader = open_storage(storage_url)
+        for _ in range(10):
+            assert_whole(reader.read_bytes(CHECKPOINT_FILE))
+        assert writer.poll() is None, "the writer finished before it was killed"
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+    finally:
+        writer.kill()
+    assert_whole(open_storage(storage_url).read_bytes(CHECKPOINT_FILE))
+
+
+def test_sftp_reconnects_once_after_the_connection_drops(sftp_server, sftp_key):
+    storage = open_storage(sftp_server.url("reconnect"))
+    storage.write_bytes(CHECKPOINT_FILE, b"before")
+    connection = storage.fs
+    sftp_server.stop()  # the server goes away with every connection it served
+    sftp_server.start()
+    with pytest.raises(OSError):
+        connection.cat_file(f"{storage.root}/{CHECKPOINT_FILE}")
+    storage.write_bytes(CHECKPOINT_FILE, b"after")  # on a new connection
+    assert storage.fs is not connection
+    assert storage.read_bytes(CHECKPOINT_FILE) == b"after"
+
+
+# -- the config checks the URL at start ---------------------------------------------------
+def _storage_error(url: str) -> str:
+    with pytest.raises(ConfigError) as error:
+        parse_config({"game": {"name": "tictactoe"}, "storage": url}, "run.yaml")
+    return str(error.value)
+
+
+def test_an_unknown_scheme_stops_the_run_at_start():
+    assert _storage_error("nosuch://bucket/run") == (
+        "run.yaml: storage: nosuch://bucket/run: fsspec knows no 'nosuch://' filesystem")
+
+
+@pytest.mark.parametrize(("url", "package", "extra"), [("s3://bucket/run", "s3fs", "s3"),
+                                                       ("gs://bucket/run", "gcsfs", "gcs")])
+def test_a_missing_backend_names_what_to_install(url, package, extra):
+    if find_spec(package) is not None:
+        pytest.skip(f"{package} is installed here")
+    assert _storage_error(url) == f"run.yaml: storage: {url} needs the {package} package: pip install 'tengen[{extra}]'"
+
+
+def test_a_password_in_the_url_is_refused():
+    assert "storage: no password in the URL" in _storage_error("sftp://tengen:secret@host/run")
+
+
+def test_urls_that_open_here_pass_without_connecting():
+    # 192.0.2.1 is TEST-NET-1: nothing answers there, so a connection attempt would hang.
+    for url in ("runs/x/learner", "/abs/learner", "file:///tmp/learner", "sftp://tengen@192.0.2.1/srv/run",
+                "memory://run"):
+        assert parse_config({"game": {"name": "tictactoe"}, "storage": url}).storage == url
+
+
+# -- a learner killed and resumed on sftp -------------------------------------------------
+GAME = make_game("tictactoe")
+NETWORK = {"input_shape": GAME.planes_shape, "num_actions": GAME.num_actions, "blocks": 1, "filters": 8}
+CANDIDATE_EVERY = 10
+
+LEARNER = """
+import json, os, sys, time
+from cluster.codec import game_decoder
+from cluster.redis_server import connect
+from cluster.transport import ModelRegistry, SampleStream
+from engine.games import make_game
+from learner.learner import Learner
+
+redis_url, run_id, storage = sys.argv[1:4]
+client = connect(redis_url)  # the password from TENGEN_REDIS_PASSWORD
+game = make_game("tictactoe")
+learner = Learner(game=game, network={"input_shape": game.planes_shape, "num_actions": game.num_actions,
+                                      "blocks": 1, "filters": 8},
+                  source=SampleStream(client, run_id, maxlen=10_000), registry=ModelRegistry(client, run_id),
+                  decode=game_decoder(game), storage=storage, seed=3, batch_size=16, min_positions=32,
+                  max_reuse=2.0, candidate_every=10)
+while not (stats := learner.step(seconds=0.5))["published"]:
+    pass
+print(json.dumps(stats["published"]), flush=True)
+time.sleep(600)  # killed here, after its last candidate's checkpoint
+"""
+
+
+def test_a_killed_learner_resumes_from_its_sftp_checkpoint(redis_client, redis_server, sftp_server, sftp_key):
+    run_id = "sftp-resume"
+    stream = SampleStream(redis_client, run_id, maxlen=10_000)
+    registry = ModelRegistry(redis_client, run_id)
+    games = SelfPlay(GAME, games=16, simulations=16, seed=0).play(uniform_evaluator(9), games=30)
+    stream.add_many([encode_game(g, worker_id="w0") for g in games])
+    url = sftp_server.url("resume/learner")
+
+    child = subprocess.Popen([sys.executable, "-c", LEARNER, redis_server.url, run_id, url], stdout=subprocess.PIPE,
+                             text=True, cwd=ROOT, env=_child_env({"TENGEN_REDIS_PASSWORD": redis_server.password,
+                                                                  "FSSPEC_SFTP_KEY_FILENAME": sftp_key}))
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line, f"the learner exited with {child.wait()} before it published"
+        published = json.loads(line)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        child.kill()
+    assert registry.candidates() == published
+
+    again = Learner(game=GAME, network=NETWORK, source=stream, registry=registry, decode=game_decoder(GAME),
+                    storage=url, seed=3, batch_size=16, min_positions=32, max_reuse=2.0,
+                    candidate_every=CANDIDATE_EVERY)
+    assert again.resumed and again.next_version == published[-1] + 1
+    # Version v was published (and checkpointed) at step v * candidate_every.
+    assert again.trainer.step == published[-1] * CANDIDATE_EVERY
+    # The weights are the last candidate's.
+    last = build_network(**NETWORK)
+    weights_from_bytes(last, registry.fetch(published[-1])[0])
+    for restored, candidate in zip(again.model.get_weights(), last.get_weights(), strict=True):
+        np.testing.assert_array_equal(restored, candidate)
