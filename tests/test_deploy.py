@@ -148,6 +148,15 @@ def ray_config_problems(config: dict) -> list[str]:
         for flag in (f"--address=$RAY_HEAD_IP:{GCS_PORT}", f"--metrics-export-port={METRICS_PORT}"):
             if flag not in command.split():
                 problems.append(f"worker `ray start` lacks {flag}")
+    # Actors on every node connect to Redis: each worker node's Ray sources the mounted
+    # password file before `ray start` (the head's gets it from its .bashrc), and no
+    # `ray start` carries the password on its command line.
+    for command in worker_ray:
+        if not re.search(r"set -a;\s*\.\s+~/\.tengen/redis\.env;\s*set \+a;", command.split("ray start", 1)[0]):
+            problems.append("worker `ray start` does not get the Redis password from ~/.tengen/redis.env")
+    for command in head_ray + worker_ray:
+        if re.search(r"redis-password|\$\{?TENGEN_REDIS_PASSWORD", command.split("ray start", 1)[1]):
+            problems.append("a `ray start` command line carries the Redis password")
     everything = yaml.safe_dump(config)
     if re.search(r"dashboard-host[= ]+(?!127\.0\.0\.1)", everything):
         problems.append("the dashboard binds beyond loopback")
@@ -203,6 +212,15 @@ def test_ray_config_checks_catch_broken_configs():
         command = c["worker_start_ray_commands"][-1]
         c["worker_start_ray_commands"][-1] = command.replace("--metrics-export-port=8080", "")
     assert any("metrics-export-port" in p for p in broken(no_metrics))
+
+    def no_password_on_workers(c):
+        c["worker_start_ray_commands"][-1] = c["worker_start_ray_commands"][-1].replace(". ~/.tengen/redis.env;", "")
+    assert any("~/.tengen/redis.env" in p for p in broken(no_password_on_workers))
+
+    def password_on_the_command_line(c):
+        command = c["worker_start_ray_commands"][-1]
+        c["worker_start_ray_commands"][-1] = command + ' --redis-password="$TENGEN_REDIS_PASSWORD"'
+    assert any("command line" in p for p in broken(password_on_the_command_line))
 
     def open_client(c):
         c["provider"]["security_group"]["IpPermissions"] = [
@@ -282,6 +300,9 @@ def test_head_redis_command_starts_a_guarded_persistent_redis(tmp_path, monkeypa
     bad = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD='with"quote-0123456789')
     assert bad.returncode != 0 and "TENGEN_REDIS_PASSWORD" in bad.stderr
     assert not (data / "redis.pid").exists()
+    huge = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password, TENGEN_REDIS_MAXMEMORY="lots")
+    assert huge.returncode != 0 and "TENGEN_REDIS_MAXMEMORY" in huge.stderr
+    assert not (data / "redis.pid").exists()
     try:
         done = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password)
         assert done.returncode == 0, done.stderr
@@ -295,19 +316,41 @@ def test_head_redis_command_starts_a_guarded_persistent_redis(tmp_path, monkeypa
         client = connect(url.split("=", 1)[1], **NO_RETRY)
         assert client.config_get("appendonly") == {"appendonly": "yes"}
         assert client.config_get("bind") == {"bind": "127.0.0.1"}
+        # bounded by default: a quarter of the node's memory
+        mem_total_kb = int(re.search(r"^MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M).group(1))
+        assert client.config_get("maxmemory") == {"maxmemory": str(mem_total_kb // 4 * 1024)}
+        assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
         client.xadd("tengen:{t}:samples", {"g": b"1"})
         # the password is in a file only its owner reads, and on no command line
         assert stat.S_IMODE((data / "redis.conf").stat().st_mode) == 0o600
         pid = int((data / "redis.pid").read_text())
         assert password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
         # `ray up` again restarts it on the same AOF: the replay window survives
-        again = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password)
+        again = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password, TENGEN_REDIS_MAXMEMORY="256mb")
         assert again.returncode == 0, again.stderr
         assert int((data / "redis.pid").read_text()) != pid
         client = connect(url.split("=", 1)[1], **NO_RETRY)
         assert client.xlen("tengen:{t}:samples") == 1
+        assert client.config_get("maxmemory") == {"maxmemory": str(256 * 2**20)}
     finally:
         _stop_pidfile(data / "redis.pid")
+
+
+def test_worker_nodes_get_the_password_from_the_mounted_file(tmp_path):
+    password = "w" * 8 + "0123456789abcdef"
+    env = {"HOME": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    # the file as README.md's own line writes it on your machine (the launcher copies it)
+    write = next(line.strip() for line in _readme_scale_out().splitlines()
+                 if "printf" in line and "~/.tengen/redis.env" in line)
+    subprocess.run(["bash", "-c", write], env={**env, "TENGEN_REDIS_PASSWORD": password}, check=True, timeout=30)
+    assert stat.S_IMODE((tmp_path / ".tengen/redis.env").stat().st_mode) == 0o600
+    # what runs before `ray start` on a worker node, then what an actor there would read
+    command = next(c for c in _load_ray("aws")["worker_start_ray_commands"] if "ray start" in c)
+    prelude = command.split("ray start", 1)[0]
+    probe = "python -c 'import os; print(os.environ[\"TENGEN_REDIS_PASSWORD\"])'"
+    done = subprocess.run(["bash", "-c", prelude + probe], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == password
 
 
 # == Kubernetes ===============================================================================
