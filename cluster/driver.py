@@ -52,7 +52,7 @@ from cluster.config import TengenConfig
 from cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
 from cluster.metrics import RunMetrics
 from cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
-from cluster.redis_server import HOST, EmbeddedRedis, connect, resolve_password
+from cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
 from cluster.run_dir import RunDir, RunDirError
 from cluster.supervision import CrashLoop, Supervisor, root_cause
 from cluster.transport import ModelRegistry, RunKeys, SampleStream, StatusBoard, memory_by_part, version_id
@@ -94,11 +94,15 @@ class ClusterRun:
         self.server_stats: dict = {}
         self.totals = dict.fromkeys(TOTALS, 0)
         self._last_counts: dict[str, tuple[str, dict]] = {}  # worker -> (incarnation, its counters)
+        #: games each worker incarnation said it finished (their ids are ``<incarnation>:0`` on)
+        self.reported_games: dict[str, int] = {}
         self._last_totals: tuple[dict, float] = (dict(self.totals), time.monotonic())
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
                                      window_s=config.cluster.crash_loop_s, log=self.log)
         #: why the run stopped early (a crash loop, Redis away too long), else None
         self.error: str | None = None
+        #: set by the thread that keeps the embedded Redis when it gave up
+        self._redis_failure: CrashLoop | None = None
         #: the learner actor's handle while the run lives (tests kill it to check recovery)
         self.learner: Any = None
         self.gatekeeper: Any = None
@@ -161,9 +165,14 @@ class ClusterRun:
         registry.promote(0, elo=0.0, result={"initial": True})
         return 0
 
-    def _refuse_a_taken_run_id(self, client: ResilientRedis) -> None:
+    def _refuse_a_taken_run_id(self, redis_url: str, password: str | None) -> None:
+        """A new run must not write into another run's keys (before Ray starts: it is
+        a usage error, not a fault)."""
         keys = RunKeys(self.run_id)
-        if client.exists(keys.best, keys.models, keys.samples):
+        client = connect(redis_url, password=password, policy=OutagePolicy(outage_s=self.config.redis.outage_s))
+        taken = client.exists(keys.best, keys.models, keys.samples)
+        client.close()
+        if taken:
             raise RunDirError(f"the Redis at {self.redis_url or 'the run directory'} already holds a run with id "
                               f"{self.run_id!r}: resume it with --resume, or start in another --run-dir")
 
@@ -187,16 +196,29 @@ class ClusterRun:
         self.run_id = files.create_identity()
         files.config.write_text(self.config.to_yaml())
         self._log_file = open(files.log, "a", encoding="utf-8")  # noqa: SIM115
-        restore = _stop_on_sigterm()
+        restore: Callable[[], None] = lambda: None  # noqa: E731
+        keeper_stop = threading.Event()
+        keeper: threading.Thread | None = None
         try:
             redis_url, password = self._start_redis()
             try:
+                if not self.resume:
+                    self._refuse_a_taken_run_id(redis_url, password)
+                if self.redis is not None:
+                    keeper = threading.Thread(target=self._keep_redis, args=(keeper_stop,), name="redis-keeper",
+                                              daemon=True)
+                    keeper.start()
                 self._start_ray()
+                # After ray.init, whose core worker installs a SIGTERM handler that exits at once.
+                restore = _stop_on_sigterm()
                 try:
                     return self._loop(redis_url, password)
                 finally:
                     ray.shutdown()
             finally:
+                keeper_stop.set()
+                if keeper is not None:
+                    keeper.join()
                 if self.redis:
                     self.redis.stop()  # last: the final checkpoint and save needed it
         finally:
@@ -207,8 +229,6 @@ class ClusterRun:
         cfg = self.config
         client = self.client = connect(redis_url, password=password,
                                        policy=OutagePolicy(outage_s=cfg.redis.outage_s), log=self.log)
-        if not self.resume:
-            self._refuse_a_taken_run_id(client)
         registry = ModelRegistry(client, self.run_id)
         stream = SampleStream(client, self.run_id, maxlen=stream_maxlen(cfg))
         status = StatusBoard(client, self.run_id)
@@ -244,7 +264,8 @@ class ClusterRun:
         metrics.set("tengen_best_version", self.best_version)
         try:
             while not self._should_stop(start):
-                self._watch_redis()
+                if self._redis_failure is not None:
+                    raise self._redis_failure
                 self._start_due()
                 for ref in self._wait():
                     self._dispatch(ref, registry, metrics)
@@ -285,12 +306,16 @@ class ClusterRun:
                 ray.get(self.learner.checkpoint.remote(), timeout=120)
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
                 self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
+        assert self.client is not None
+        # Once each: a stop must not wait out an outage (Kubernetes kills after its grace period).
         try:
-            self._save_best(registry)
+            with self.client.impatient():
+                self._save_best(registry)
         except RedisUnavailable:
             self.log("the best model stays as saved at its promotion (Redis is away)")
         try:
-            self._report(start, stream, status, memory)
+            with self.client.impatient():
+                self._report(start, stream, status, memory)
         except RedisUnavailable:
             pass
         summary = {"best": version_id(self.best_version), "promotions": self.promotions,
@@ -365,7 +390,7 @@ class ClusterRun:
         key = self.pool.server_of(wid)
         if lost is not None and key is not None:
             if self.pool.handle_id(key) == lost:
-                self._server_lost(key, RuntimeError(f"worker {wid} lost its evaluations ({lost[:8]})"))
+                self._server_lost(key, RuntimeError(f"it stopped answering {wid} (actor {lost[:8]})"))
             if key in self.pool.servers:
                 worker.set_server.remote(self.pool.handle(key))
         self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
@@ -378,6 +403,7 @@ class ClusterRun:
         for key in TOTALS:
             self.totals[key] += max(0, stats.get(key, 0) - before.get(key, 0))
         self._last_counts[wid] = (stats.get("incarnation", ""), stats)
+        self.reported_games[stats.get("incarnation", wid)] = stats.get("games", 0)
 
     def _failed(self, name: str, error: BaseException, restart: Callable[[], None], *, lost: Any = None) -> None:
         """``name`` failed: stop the run if Redis is gone for good, else replace it
@@ -557,29 +583,40 @@ class ClusterRun:
         write_atomically(files.ladder, json.dumps(registry.ladder(), indent=2).encode())
 
     # -- Redis --------------------------------------------------------------------------
-    def _watch_redis(self) -> None:
-        """Bring the embedded server back if it died (its clients wait meanwhile)."""
-        if self.redis is None or self.redis.running:
-            return
-        error = RuntimeError(f"redis-server exited; log tail:\n{self.redis.log_tail(5)}")
-        self.supervisor.failed("redis", error, what="died")
-        self.redis.restart()
-        self.log(f"the run's Redis is back on port {self.redis.port} with its AOF")
-        self.supervisor.succeeded("redis")
+    def _keep_redis(self, stop: threading.Event) -> None:
+        """A thread of its own: the embedded server back on its port and AOF whenever it
+        dies, even while the driver's loop waits on Redis (the run's clients wait for
+        it meanwhile). A server that keeps dying is a crash loop the loop stops on."""
+        assert self.redis is not None
+        while not stop.wait(0.5):
+            if self.redis.running:
+                continue
+            died = RuntimeError(f"redis-server exited; log tail:\n{self.redis.log_tail(5)}")
+            try:
+                self.supervisor.failed("redis", died, what="died")
+            except CrashLoop as e:
+                self._redis_failure = e
+                return
+            try:
+                self.redis.restart()
+            except EmbeddedRedisError as e:
+                self.log(f"the run's Redis did not start again: {e}")
+                continue
+            self.log(f"the run's Redis is back on port {self.redis.port} with its AOF")
+            self.supervisor.succeeded("redis")
 
     def _try_redis(self, op: Callable[[], Any]) -> Any:
-        """``op()``, or None while Redis is away (the driver has better things to do
-        than wait); past ``redis.outage_s`` the RedisUnavailable stops the run."""
+        """``op()`` with its commands tried once, or None while Redis is away (the
+        driver has workers to keep busy meanwhile); past ``redis.outage_s`` the
+        RedisUnavailable stops the run."""
         assert self.client is not None
-        if self.client.outage_seconds:
-            # Every call waits out an outage; this one probes once instead.
-            try:
-                self.client.call(lambda c: c.ping(), wait=False)
-            except RedisUnavailable as e:
-                if e.expired:
-                    raise
-                return None
-        return op()
+        try:
+            with self.client.impatient():
+                return op()
+        except RedisUnavailable as e:
+            if e.expired:
+                raise
+            return None
 
     # -- the run's state ------------------------------------------------------------------
     def _should_stop(self, start: float) -> bool:
@@ -628,6 +665,7 @@ class ClusterRun:
             "duplicate_games": self.learner_stats.get("duplicate_games", 0),
             "redis_outage_s": round(self.client.outage_seconds, 1) if self.client else 0.0,
             "redis_memory": memory, "components": self.supervisor.report(), "error": self.error,
+            "reported_games": dict(list(self.reported_games.items())[-200:]),
         }
         write_atomically(self.files.status, json.dumps(line, indent=2).encode())
         self._try_redis(lambda: status.set_status("driver", line, wait=False))

@@ -26,6 +26,7 @@ self-play worker keeps its games in a buffer and plays on.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -176,6 +177,7 @@ class ResilientRedis:
         self._outage = _Outage(label or _label(client), log)
         # jitter only spreads reconnects out; it needs no seed
         self._rng = rng or random.Random()
+        self._local = threading.local()
 
     @property
     def outage_seconds(self) -> float:
@@ -186,8 +188,20 @@ class ResilientRedis:
     def last_error(self) -> BaseException | None:
         return self._outage.last_error
 
+    @contextlib.contextmanager
+    def impatient(self) -> Iterator[None]:
+        """Within it, this thread's commands are tried once (``wait=False``): for a loop
+        that has other work to do while Redis is away."""
+        before = getattr(self._local, "impatient", False)
+        self._local.impatient = True
+        try:
+            yield
+        finally:
+            self._local.impatient = before
+
     def call(self, op: Callable[[redis.Redis], T], *, wait: bool = True) -> T:
         """``op(raw client)``, retried through an outage (``wait=False``: tried once)."""
+        wait = wait and not getattr(self._local, "impatient", False)
         attempt = 0
         while True:
             try:

@@ -415,6 +415,9 @@ def resolve_password(password: str | None = None) -> str | None:
     path = os.environ.get(PASSWORD_FILE_ENV)
     if path:
         try:
+            # stat, not lstat: a mounted Kubernetes Secret is a symlink into ..data/
+            if os.stat(path).st_mode & 0o007:
+                raise ValueError(f"${PASSWORD_FILE_ENV} names {path}, which everyone may read: chmod o-rwx it")
             return Path(path).read_text(encoding="utf-8").rstrip("\r\n") or None
         except OSError as e:
             raise ValueError(f"${PASSWORD_FILE_ENV} names {path}, which cannot be read: {e.strerror}") from None

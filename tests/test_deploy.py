@@ -1068,6 +1068,34 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
             denied()
 
 
+def test_a_whole_run_as_the_tengen_acl_user(acl_redis, tmp_path, monkeypatch):
+    """Every actor method and the driver, against the manifest's ACL: what the grant
+    leaves out fails here, not on the first learner step on Kubernetes."""
+    from cluster.config import parse_config
+    from cluster.driver import ClusterRun
+
+    port, passwords, _ = acl_redis
+    monkeypatch.setenv("TENGEN_REDIS_USERNAME", "tengen")  # the local Ray's actors inherit the environment
+    monkeypatch.setenv("TENGEN_REDIS_PASSWORD", passwords["TENGEN_REDIS_PASSWORD"])
+    config = parse_config({
+        "game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8},
+        "mcts": {"simulations": 16, "leaves_per_round": 4},
+        "train": {"batch_size": 32, "min_positions": 64, "candidate_every": 25, "replay_window": 5000},
+        "gating": {"rule": "threshold", "threshold": 0.1, "games": 8, "games_in_flight": 8},
+        "redis": {"keep_candidates": 1},
+        "cluster": {"workers": 1, "games_per_worker": 8, "worker_chunk_seconds": 1.0},
+        "stop": {"promotions": 2, "minutes": 4},
+    })
+    lines: list[str] = []
+    run_dir = tmp_path / "acl-run"
+    summary = ClusterRun(config, run_dir, redis_url=f"redis://127.0.0.1:{port}/0", log=lines.append).run()
+    log = "\n".join(lines)
+    assert summary["error"] is None and summary["promotions"] >= 2, log
+    assert "NOPERM" not in log and "failed" not in log, log
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["redis_memory"]["samples"] > 0 and status["redis_memory"]["maxmemory"] > 0
+
+
 #: Ray's GCS on a Redis, as KubeRay starts it on the head (RAY_REDIS_ADDRESS, a storage
 #: namespace, the user and password), then the cleanup KubeRay runs when the cluster goes.
 #: The password comes from the environment, like the head container's REDIS_PASSWORD.

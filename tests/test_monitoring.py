@@ -171,7 +171,7 @@ def _known_metrics() -> set[str]:
 def _concrete(expr: str, run_id: str) -> str:
     for variable, value in GRAFANA_VARIABLES.items():
         expr = expr.replace(variable, value)
-    # Run ids are [A-Za-z0-9_.-] (cluster.driver.run_id_for): as a regex, each matches itself.
+    # Run ids are [A-Za-z0-9_.-] (cluster.run_dir): as a regex, each matches itself.
     expr = expr.replace("${run}", run_id).replace("$run", run_id)
     assert "$" not in expr, f"a Grafana variable the test does not know: {expr}"
     return expr

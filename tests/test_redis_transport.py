@@ -236,6 +236,9 @@ def test_connect_reads_the_password_from_a_mounted_file(redis_server, monkeypatc
     monkeypatch.delenv("TENGEN_REDIS_PASSWORD", raising=False)
     monkeypatch.setenv("TENGEN_REDIS_PASSWORD_FILE", str(secret))
     assert connect(redis_server.url).ping()
+    secret.chmod(0o644)
+    with pytest.raises(ValueError, match="everyone may read"):
+        connect(redis_server.url)
     monkeypatch.setenv("TENGEN_REDIS_PASSWORD_FILE", str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="TENGEN_REDIS_PASSWORD_FILE names .*missing"):
         connect(redis_server.url)

@@ -1,0 +1,343 @@
+"""Faults injected for real into a real run: the tests (tests/test_chaos.py) and the
+benchmark (bench/chaos.py) both drive a run through this module.
+
+A run is ``tengen train`` in a child process, started as a user starts it. Its parts
+are found by the titles Ray gives its worker processes (``ray::SelfPlayActor``,
+``ray::InferenceServer``, ``ray::LearnerActor``, ``ray::GatekeeperActor``), among
+the descendants of that run's driver only, so that other runs on the machine are
+never touched; they are killed with SIGKILL. What survived is read from the run
+directory (status.json, log.txt, ladder.json) and from the run's Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from cluster.codec import decode_game_meta
+from cluster.redis_server import EmbeddedRedis, connect
+from cluster.run_dir import RunDir
+from cluster.transport import ENTRY_FIELD, RunKeys
+from engine.games import make_game
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: tic-tac-toe, tiny: a run that promotes within a minute on two cores, whose gating
+#: matches take a few seconds (so one can be cut off), with a stream long enough to
+#: keep every game of a test (each game's id is checked against what workers reported)
+CHAOS_CONFIG = {
+    "game": {"name": "tictactoe"},
+    "network": {"blocks": 1, "filters": 8},
+    "mcts": {"simulations": 16, "leaves_per_round": 4},
+    "selfplay": {"temperature_moves": 9},
+    "train": {"batch_size": 32, "min_positions": 64, "candidate_every": 40, "replay_window": 400_000,
+              "max_reuse": 4},
+    "gating": {"rule": "threshold", "threshold": 0.3, "games": 48, "games_in_flight": 16, "simulations": 16},
+    "redis": {"outage_s": 60},
+    "cluster": {"workers": 2, "games_per_worker": 16, "worker_chunk_seconds": 1.0, "batch_timeout_ms": 2.0},
+}
+
+
+def descendants(root: int) -> dict[int, str]:
+    """pid -> command line of every live process under ``root`` (from /proc)."""
+    parents: dict[int, int] = {}
+    titles: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            continue
+        parents[pid] = int(fields[1])
+        titles[pid] = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+    out = {}
+    for pid, title in titles.items():
+        up, hops = parents.get(pid), 0
+        while up and up != root and hops < 20:
+            up, hops = parents.get(up), hops + 1
+        if up == root:
+            out[pid] = title
+    return out
+
+
+def actor_pids(driver: int, title: str) -> list[int]:
+    """The run's processes whose Ray title starts with ``title`` (``ray::LearnerActor``)."""
+    return sorted(pid for pid, t in descendants(driver).items() if t.startswith(title))
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(condition: Callable[[], object], *, timeout_s: float, what: str, every_s: float = 0.25) -> float:
+    """Seconds until ``condition()`` is true; AssertionError naming ``what`` past the timeout."""
+    start = time.monotonic()
+    while True:
+        if condition():
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout_s:
+            raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
+        time.sleep(every_s)
+
+
+@dataclass
+class Run:
+    """``tengen train`` in a child process, with its run directory."""
+
+    run_dir: Path
+    config: dict = field(default_factory=lambda: dict(CHAOS_CONFIG))
+    redis_url: str | None = None
+    env: dict = field(default_factory=dict)
+    process: subprocess.Popen | None = None
+
+    def start(self, *, resume: bool = False, minutes: float = 30) -> Run:
+        self.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        config_path = self.run_dir.parent / f"{self.run_dir.name}.yaml"
+        config_path.write_text(yaml.safe_dump(self.config))
+        command = [sys.executable, "-m", "cluster.cli", "train", "--run-dir", str(self.run_dir),
+                   "--minutes", str(minutes)]
+        command += ["--resume"] if resume else [str(config_path)]
+        if self.redis_url:
+            command += ["--redis", self.redis_url]
+        log = open(self.run_dir.parent / f"{self.run_dir.name}.out", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                        env={**os.environ, **self.env})
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def status(self) -> dict:
+        try:
+            return json.loads(RunDir(self.run_dir).status.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def log(self) -> str:
+        try:
+            return RunDir(self.run_dir).log.read_text()
+        except OSError:
+            return ""
+
+    def games(self) -> int:
+        return int(self.status().get("games", 0))
+
+    def wait_until_playing(self, *, timeout_s: float = 300, games: int = 1, steps: int = 0) -> None:
+        wait_for(lambda: self.games() >= games and self.status().get("learner_step", 0) >= steps,
+                 timeout_s=timeout_s, what=f"{games} games and {steps} learner steps\n{self.log()[-3000:]}")
+
+    def games_flow(self, *, after: int, timeout_s: float) -> float:
+        """Seconds until the run's game total passes ``after``."""
+        return wait_for(lambda: self.games() > after, timeout_s=timeout_s,
+                        what=f"games past {after}\n{self.log()[-3000:]}")
+
+    def kill(self, title: str) -> int:
+        """SIGKILL one of the run's processes titled ``title``; returns its pid."""
+        pids = actor_pids(self.pid, title)
+        assert pids, f"no {title} process under the driver {self.pid}"
+        os.kill(pids[0], signal.SIGKILL)
+        return pids[0]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 180) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout_s)
+
+    def ladder_versions(self) -> list[int]:
+        try:
+            return [e["version"] for e in json.loads(RunDir(self.run_dir).ladder.read_text())]
+        except (OSError, ValueError):
+            return []
+
+
+def finished_games_lost(run: Run, password: str | None, url: str | None = None) -> list[str]:
+    """Game ids that a worker reported finished but that are not in the stream (every
+    finished game must reach it; only games still being played may be lost)."""
+    files = RunDir(run.run_dir)
+    if url is None:
+        connection = json.loads(files.connection.read_text())
+        url, password = connection["url"], connection.get("password", password)
+    client = connect(url, password=password)
+    keys = RunKeys(files.run_id())
+    game = make_game(CHAOS_CONFIG["game"]["name"])
+    stored: set[str] = set()
+    start = "-"
+    while True:
+        page = client.xrange(keys.samples, start, "+", count=500)
+        for _, fields in page:
+            _, meta = decode_game_meta(fields[ENTRY_FIELD], planes_shape=game.planes_shape,
+                                       num_actions=game.num_actions, game_name=game.name)
+            if meta.game_id:
+                stored.add(meta.game_id)
+        if len(page) < 500:
+            break
+        start = "(" + page[-1][0].decode()
+    client.close()
+    reported = run.status().get("reported_games", {})
+    return [f"{inc}:{n}" for inc, count in reported.items() for n in range(count) if f"{inc}:{n}" not in stored]
+
+
+# -- the faults: each injects one, waits for the run to recover, and returns the seconds
+#    that took (AssertionError, naming what did not come back, past ``timeout_s``) ----------
+
+WORKER_LOST = re.compile(r"worker w\d+ (lost|failed)")
+
+
+def kill_a_worker(run: Run, *, timeout_s: float) -> float:
+    """SIGKILL a self-play worker: the run is back to its worker count, games flowing."""
+    workers, log_before = run.status()["workers"], len(run.log())
+    run.kill("ray::SelfPlayActor")
+    killed = time.monotonic()
+    before = run.games()
+    wait_for(lambda: WORKER_LOST.search(run.log()[log_before:]), timeout_s=timeout_s, what="the loss logged")
+    run.games_flow(after=before + 10, timeout_s=timeout_s)
+    wait_for(lambda: run.status().get("workers") == workers and
+             len(actor_pids(run.pid, "ray::SelfPlayActor")) == workers, timeout_s=timeout_s,
+             what=f"{workers} workers again")
+    return time.monotonic() - killed
+
+
+def kill_the_inference_server(run: Run, *, timeout_s: float) -> float:
+    """SIGKILL the inference server: a new one with the same workers, games flowing."""
+    workers, log_before = run.status()["workers"], len(run.log())
+    run.kill("ray::InferenceServer")
+    killed = time.monotonic()
+    wait_for(lambda: f"restarted with {workers} workers" in run.log()[log_before:], timeout_s=timeout_s,
+             what="the server restarted with its workers\n" + run.log()[-2000:])
+    run.games_flow(after=run.games() + 10, timeout_s=timeout_s)
+    assert not WORKER_LOST.search(run.log()[log_before:]), "a worker was lost with its server"
+    assert run.status()["workers"] == workers
+    return time.monotonic() - killed
+
+
+def kill_the_learner(run: Run, *, timeout_s: float) -> float:
+    """SIGKILL the learner: a new one steps past where the old one was, no version repeated."""
+    step = run.status()["learner_step"]
+    run.kill("ray::LearnerActor")
+    killed = time.monotonic()
+    wait_for(lambda: "learner lost" in run.log(), timeout_s=timeout_s, what="the loss logged")
+    wait_for(lambda: run.status().get("learner_step", 0) > step, timeout_s=timeout_s,
+             what=f"learner steps past {step}\n{run.log()[-2000:]}")
+    assert unique(run.ladder_versions())
+    return time.monotonic() - killed
+
+
+def kill_the_gatekeeper_mid_match(run: Run, *, timeout_s: float) -> float:
+    """SIGKILL the gatekeeper while it plays a match: the match is played again, and
+    decided once."""
+    wait_for(lambda: actor_pids(run.pid, "ray::GatekeeperActor.gate"), timeout_s=timeout_s, every_s=0.05,
+             what="a gating match in progress")
+    decisions = run.log().count("\ngating ")
+    run.kill("ray::GatekeeperActor.gate")
+    killed = time.monotonic()
+    wait_for(lambda: "gatekeeper lost" in run.log(), timeout_s=timeout_s, what="the loss logged")
+    wait_for(lambda: run.log().count("\ngating ") > decisions, timeout_s=timeout_s,
+             what="a match decided after the loss\n" + run.log()[-2000:])
+    assert unique(run.ladder_versions())  # one decision per match: no version promoted twice
+    return time.monotonic() - killed
+
+
+def kill_redis_and_restart_it(run: Run, server: EmbeddedRedis, *, down_s: float, timeout_s: float) -> float:
+    """SIGKILL the run's external Redis, start it again on its AOF ``down_s`` later: the
+    driver and every actor live through it, and no game the learner had acknowledged
+    (a second before the kill: appendfsync everysec) is lost. Returns the seconds from
+    the restart until games flow again."""
+    client = server.client()
+    keys = RunKeys(RunDir(run.run_dir).run_id())
+    acknowledged = client.xinfo_groups(keys.samples)[0]["last-delivered-id"]
+    kept = {entry_id for entry_id, _ in client.xrange(keys.samples, "-", acknowledged)}
+    client.close()
+    time.sleep(1.5)
+    log_before = len(run.log())
+    server._kill()
+    time.sleep(down_s)  # the workers play on, holding their games
+    server.restart()  # from this thread: the kernel stops a server whose starting thread exits
+    restarted = time.monotonic()
+    run.games_flow(after=run.games() + 10, timeout_s=timeout_s)
+    seconds = time.monotonic() - restarted
+    assert run.process is not None and run.process.poll() is None, run.log()[-3000:]
+    after = run.log()[log_before:]
+    assert "answering again" in after and "stopping" not in after, after
+    client = server.client()
+    assert {i for i, _ in client.xrange(keys.samples, "-", acknowledged)} == kept
+    client.close()
+    return seconds
+
+
+def kill_the_embedded_redis(run: Run, *, timeout_s: float) -> float:
+    """SIGKILL the main job's own Redis: its driver starts it again on its AOF."""
+    old = redis_pid(run)
+    os.kill(old, signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(lambda: "the run's Redis is back" in run.log(), timeout_s=timeout_s, what="Redis restarted")
+    run.games_flow(after=run.games() + 10, timeout_s=timeout_s)
+    assert redis_pid(run) != old and alive(redis_pid(run))
+    return time.monotonic() - killed
+
+
+def sigterm_then_resume(run: Run, *, timeout_s: float) -> float:
+    """SIGTERM the driver: a clean stop (final checkpoint, best model, then Redis);
+    ``tengen train --resume`` continues from its checkpoint and stream. Returns the
+    seconds from the resume until the learner steps past where it stopped."""
+    steps = run.status()["learner_step"]
+    assert run.stop(signal.SIGTERM) == 0, run.log()[-3000:]
+    log = run.log()
+    assert "SIGTERM: stopping cleanly" in log and "final learner checkpoint failed" not in log, log[-2000:]
+    assert '"error": null' in log.rsplit("done: ", 1)[1]
+    assert not (RunDir(run.run_dir).redis / "redis.pid").exists()  # Redis stopped, last
+    resumed = time.monotonic()
+    run.start(resume=True)
+    wait_for(lambda: run.status().get("learner_step", 0) > steps and "resumed" in run.log(),
+             timeout_s=timeout_s, what=f"the resumed learner past step {steps}\n{run.log()[-2000:]}")
+    return time.monotonic() - resumed
+
+
+def sigkill_then_resume(run: Run, *, timeout_s: float) -> tuple[float, set[int]]:
+    """SIGKILL the driver: its Redis goes with it (nothing holds the AOF), and
+    ``--resume`` continues with no version repeated. Returns the seconds from the
+    resume until games flow, and the killed driver's processes (Ray's own leave once
+    they miss their raylet: check them later)."""
+    redis = redis_pid(run)
+    children = set(descendants(run.pid))
+    assert redis in children
+    ladder = run.ladder_versions()
+    run.stop(signal.SIGKILL)
+    wait_for(lambda: not alive(redis), timeout_s=30, what="the driver's Redis gone with it")
+    resumed = time.monotonic()
+    run.start(resume=True)  # at once: the old Redis no longer holds the AOF
+    run.wait_until_playing(games=run.games() + 10, timeout_s=timeout_s)
+    seconds = time.monotonic() - resumed
+    assert "stopped the Redis" not in run.log()  # none was left to stop
+    wait_for(lambda: len(run.ladder_versions()) >= len(ladder), timeout_s=timeout_s, what="the ladder back")
+    assert unique(run.ladder_versions()) and run.ladder_versions()[:len(ladder)] == ladder
+    return seconds, children - {redis}
+
+
+def unique(versions: list[int]) -> bool:
+    return versions == sorted(set(versions))
+
+
+def redis_pid(run: Run) -> int:
+    return int((RunDir(run.run_dir).redis / "redis.pid").read_text())

@@ -1,0 +1,75 @@
+"""A run directory's identity and files: unique run ids, older directories kept as
+they were, private files private from their first byte, and a new run refused on a
+Redis that already holds its id."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from cluster.config import parse_config
+from cluster.driver import ClusterRun
+from cluster.run_dir import RunDir, RunDirError
+from cluster.transport import ModelRegistry
+
+
+def test_two_runs_with_the_same_name_get_different_ids(tmp_path):
+    # `runs/c4` on two machines sharing one Redis used to be one run.
+    a, b = RunDir(tmp_path / "one" / "c4"), RunDir(tmp_path / "two" / "c4")
+    id_a, id_b = a.create_identity(), b.create_identity()
+    assert id_a != id_b and id_a.startswith("c4-") and id_b.startswith("c4-")
+    assert a.create_identity() == a.run_id() == id_a  # written once
+    assert json.loads(a.identity.read_text()) == {"format": 1, "run_id": id_a}
+
+
+def test_a_run_from_before_run_json_keeps_its_name_as_its_id(tmp_path):
+    old = RunDir(tmp_path / "ttt e2e")
+    old.path.mkdir()
+    old.config.write_text("game: {name: tictactoe}\n")
+    assert old.run_id() == "ttt_e2e"
+    assert old.create_identity() == "ttt_e2e"  # its Redis keys are under that name
+
+
+def test_an_unknown_identity_is_refused(tmp_path):
+    run = RunDir(tmp_path)
+    run.identity.write_text(json.dumps({"format": 99, "run_id": "x"}))
+    with pytest.raises(RunDirError, match="format 1"):
+        run.run_id()
+
+
+def test_new_runs_need_an_empty_directory_and_resume_a_full_one(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.check(resume=False)
+    with pytest.raises(RunDirError, match="holds no run to resume"):
+        run.check(resume=True)
+    run.path.mkdir()
+    run.config.write_text("game: {name: tictactoe}\n")
+    run.check(resume=True)
+    with pytest.raises(RunDirError, match="already holds a run: pass --resume"):
+        run.check(resume=False)
+
+
+def test_private_files_are_never_readable_by_others(tmp_path):
+    run = RunDir(tmp_path)
+    old_umask = os.umask(0)  # even with a permissive umask
+    try:
+        run.write_private(run.connection, b'{"password": "p"}')
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(run.connection.stat().st_mode) == 0o600
+    assert [p.name for p in run.redis.iterdir()] == ["connection.json"]  # no temp file left
+
+
+def test_a_new_run_is_refused_on_a_redis_that_holds_its_id(tmp_path, redis_server, redis_client, monkeypatch):
+    run_dir = RunDir(tmp_path / "c4")
+    run_id = run_dir.create_identity()  # as if copied from another machine's run
+    ModelRegistry(redis_client, run_id).publish(0, b"someone else's weights", {})
+    monkeypatch.setenv("TENGEN_REDIS_PASSWORD", redis_server.password)
+    run = ClusterRun(parse_config({"game": {"name": "tictactoe"}}), run_dir.path, redis_url=redis_server.url,
+                     log=lambda line: None)
+    with pytest.raises(RunDirError, match=f"already holds a run with id '{run_id}'"):
+        run.run()
+    assert ModelRegistry(redis_client, run_id).fetch(0)[0] == b"someone else's weights"
