@@ -315,9 +315,10 @@ class ClusterRun:
             self.log("the best model stays as saved at its promotion (Redis is away)")
         try:
             with self.client.impatient():
+                memory = memory_by_part(self.client, self.run_id)
                 self._report(start, stream, status, memory)
         except RedisUnavailable:
-            pass
+            self._report(start, stream, status, memory, redis=False)  # status.json at least
         summary = {"best": version_id(self.best_version), "promotions": self.promotions,
                    "steps": self.learner_stats.get("step", 0), "games": self.totals["games"],
                    "minutes": (time.monotonic() - start) / 60, "error": self.error}
@@ -637,7 +638,8 @@ class ClusterRun:
             self.totals[key] = int(last.get("totals", {}).get(key, last.get(key, 0)) or 0)
         self._last_totals = (dict(self.totals), time.monotonic())
 
-    def _report(self, start: float, stream: SampleStream, status: StatusBoard, memory: dict) -> None:
+    def _report(self, start: float, stream: SampleStream, status: StatusBoard, memory: dict, *,
+                redis: bool = True) -> None:
         """Rates over the last interval (start-up and slow phases do not dilute them)
         and totals since the start, kept by the run (a lost worker's games stay)."""
         now = time.monotonic()
@@ -660,7 +662,7 @@ class ClusterRun:
             "best": version_id(self.best_version), "promotions": self.promotions,
             "last_gating": gating, "workers": len(self.workers), "target_workers": self.target_workers,
             "inference_servers": len(self.pool.servers) if self.pool else 0,
-            "stream_length": self._try_redis(stream.length),
+            "stream_length": self._try_redis(stream.length) if redis else None,
             "bad_entries": self.learner_stats.get("bad_entries", 0),
             "duplicate_games": self.learner_stats.get("duplicate_games", 0),
             "redis_outage_s": round(self.client.outage_seconds, 1) if self.client else 0.0,
@@ -668,7 +670,8 @@ class ClusterRun:
             "reported_games": dict(list(self.reported_games.items())[-200:]),
         }
         write_atomically(self.files.status, json.dumps(line, indent=2).encode())
-        self._try_redis(lambda: status.set_status("driver", line, wait=False))
+        if redis:
+            self._try_redis(lambda: status.set_status("driver", line, wait=False))
         gate = (f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-")
         self.log(f"{elapsed:6.0f}s games {line['games']} ({line['games_per_s']}/s) moves/s {line['moves_per_s']} "
                  f"pos/s {line['positions_per_s']} "

@@ -43,7 +43,7 @@ CHAOS_CONFIG = {
     "train": {"batch_size": 32, "min_positions": 64, "candidate_every": 40, "replay_window": 400_000,
               "max_reuse": 4},
     "gating": {"rule": "threshold", "threshold": 0.3, "games": 48, "games_in_flight": 16, "simulations": 16},
-    "redis": {"outage_s": 60},
+    "redis": {"outage_s": 30},
     "cluster": {"workers": 2, "games_per_worker": 16, "worker_chunk_seconds": 1.0, "batch_timeout_ms": 2.0},
 }
 

@@ -16,6 +16,7 @@ import chaos_harness as chaos
 import pytest
 
 from cluster.redis_server import EmbeddedRedis
+from cluster.run_dir import RunDir
 
 RECOVERY_S = 180
 
@@ -65,6 +66,17 @@ def test_no_finished_game_was_lost_and_the_run_says_what_it_went_through(externa
     components = status["components"]
     assert components["learner"]["restarts"] >= 1 and components["gatekeeper"]["restarts"] >= 1
     assert components["inference cpu"]["restarts"] >= 1 and components["learner"]["last_error"]
+
+
+def test_redis_gone_for_good_stops_the_run_with_the_reason_after_a_checkpoint(external):
+    run, server = external
+    checkpoint = RunDir(run.run_dir).learner / "learner.ckpt"
+    written = checkpoint.stat().st_mtime
+    server._kill()
+    assert run.process.wait(timeout=RECOVERY_S) == 1  # `tengen train` says it stopped early
+    log = run.log()
+    assert "stopping: redis 127.0.0.1" in log and "was unreachable for 30 s (redis.outage_s is 30)" in log, log[-2000:]
+    assert checkpoint.stat().st_mtime > written and "final learner checkpoint failed" not in log
 
 
 @pytest.fixture(scope="module")
