@@ -58,6 +58,8 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-resign", action="store_true", help="never resign")
     p.add_argument("--lag", type=float, default=0.5,
                    help="seconds of each timed move kept back for the controller and the network (default: 0.5)")
+    p.add_argument("--verbose", action="store_true",
+                   help="let TensorFlow's start-up messages through to stderr (hidden by default)")
     p.set_defaults(handler=_run_gtp)
 
 
@@ -74,13 +76,43 @@ def _run_gtp(args: argparse.Namespace) -> int:
     player, rules = None, {}
     try:
         if args.checkpoint:
-            from cluster.config import ConfigError
-            from engine.network import WeightsError
+            def load():
+                from cluster.config import ConfigError
+                from engine.network import WeightsError  # imports TensorFlow
 
-            try:
-                config, game, player = _model_chooser(args.checkpoint, args.config, args.sims)
-            except (ConfigError, WeightsError) as e:
-                return _fail("gtp", e)
+                try:
+                    return _model_chooser(args.checkpoint, args.config, args.sims, warm_up=True), None
+                except (ConfigError, WeightsError) as e:
+                    return None, e
+
+            if args.verbose:
+                loaded, error = load()
+            else:
+                # TensorFlow's C++ start-up writes to fd 2 whatever TF_CPP_MIN_LOG_LEVEL
+                # says (absl, before its InitializeLog); a GUI shows that as engine
+                # errors. Hold fd 2 in a file while the model loads and first runs, and
+                # replay it only if loading fails.
+                import tempfile
+
+                sys.stderr.flush()
+                saved = os.dup(2)
+                with tempfile.TemporaryFile() as held:
+                    os.dup2(held.fileno(), 2)
+                    try:
+                        loaded, error = load()
+                    except BaseException:
+                        sys.stderr.flush()
+                        os.dup2(saved, 2)
+                        held.seek(0)
+                        sys.stderr.write(held.read().decode("utf-8", "replace"))
+                        raise
+                    finally:
+                        sys.stderr.flush()
+                        os.dup2(saved, 2)
+                        os.close(saved)
+            if loaded is None:
+                return _fail("gtp", error)
+            config, game, player = loaded
             if config.game.name != "go":
                 raise ValueError(f"the checkpoint plays {config.game.name}, not go")
             if args.game and GO_GAMES[args.game] != game.size:
@@ -99,10 +131,11 @@ def _run_gtp(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_chooser(checkpoint: str, config_path: str | None, simulations: int):
+def _model_chooser(checkpoint: str, config_path: str | None, simulations: int, *, warm_up: bool = False):
     """(config, game, player): ``player(game, state, history) -> action`` plays the
     checkpoint's model with ``simulations`` of MCTS (an ``engine.analysis.SearchPlayer``,
-    which GTP also uses for timed search and analysis)."""
+    which GTP also uses for timed search and analysis). ``warm_up``: trace the
+    network's call for the batch sizes a search uses now, not in the first timed move."""
     from cluster.config import load_config
     from cluster.single_process import load_model
     from engine.analysis import SearchPlayer
@@ -112,7 +145,13 @@ def _model_chooser(checkpoint: str, config_path: str | None, simulations: int):
     config, own_game, model = load_model(checkpoint, config)
     mcts = config.mcts
     go = config.game.name == "go"
-    player = SearchPlayer(CompiledModel(model), simulations=simulations, c_puct=mcts.c_puct,
+    evaluate = CompiledModel(model)
+    if warm_up:
+        import numpy as np
+
+        for batch in sorted({1, mcts.leaves_per_round}):
+            evaluate(np.zeros((batch, *own_game.planes_shape), np.float32))
+    player = SearchPlayer(evaluate, simulations=simulations, c_puct=mcts.c_puct,
                           fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
                           size=own_game.board_shape[0] if go else None,
                           history_length=own_game.history_length if go else None,

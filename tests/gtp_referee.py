@@ -127,12 +127,13 @@ def _dead(engine: Engine) -> set[str]:
 
 def play_game(black: Engine, white: Engine, *, size: int = 9, komi: float = 7.5, max_moves: int = 300,
               main_time: float | None = None, cleanup: str = "on disagreement",
-              watchers: tuple[Engine, ...] = ()) -> GameResult:
+              watchers: tuple[Engine, ...] = (), require_end: bool = True) -> GameResult:
     """A whole game. After two passes each engine lists its dead stones; when they
     disagree (or with ``cleanup="always"``), a KGS-style cleanup phase follows
     (``kgs-genmove_cleanup`` until two passes), and the dead stones are asked again.
     ``main_time``: an absolute clock per player kept by the referee (``time_left``
-    before each ``genmove``). ``watchers`` get every move played, and are asked too."""
+    before each ``genmove``). ``watchers`` get every move played, and are asked too.
+    ``require_end=False``: a game may stop at ``max_moves`` (and is then not scored)."""
     engines = (black, white)
     everyone = (black, white, *watchers)
     for e in everyone:
@@ -151,7 +152,8 @@ def play_game(black: Engine, white: Engine, *, size: int = 9, komi: float = 7.5,
             mover, other = engines[turn], engines[1 - turn]
             color = "bw"[turn]
             if main_time is not None:
-                mover.send(f"time_left {color} {max(0.0, main_time - used[mover.name]):.3f} 0")
+                # GTP's time is whole seconds (GNU Go refuses anything else): round down.
+                mover.send(f"time_left {color} {max(0, int(main_time - used[mover.name]))} 0")
             start = time.perf_counter()
             vertex = mover.send(f"{command} {color}").upper()
             used[mover.name] += time.perf_counter() - start
@@ -165,6 +167,8 @@ def play_game(black: Engine, white: Engine, *, size: int = 9, komi: float = 7.5,
 
     moves, resigned = phase("genmove", max_moves)
     cleanup: list[str] = []
+    if not require_end and len(moves) >= max_moves:
+        return GameResult(moves=moves, cleanup_moves=[], dead={}, scores={}, seconds_used=used)
     if resigned is None:
         assert len(moves) < max_moves, f"no two passes in {max_moves} moves: {' '.join(moves)}"
         if cleanup == "always" or _dead(black) != _dead(white):
