@@ -98,6 +98,8 @@ def test_golden_transcript(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_golden_files_exist() -> None:
     names = {p.name for p in GOLDEN_FILES}
     assert {"gtp_protocol.txt", "gtp_play.txt", "gtp_ko.txt", "gtp_score.txt", "gtp_setup.txt"} <= names
+    clients = {"sabaki", "lizzie", "gogui", "kgs", "gtp2ogs"}
+    assert {f"gtp_client_{c}.txt" for c in clients} <= names
 
 
 # -- protocol details ----------------------------------------------------------------
@@ -392,6 +394,20 @@ def test_genmove_resigns_when_the_value_stays_below_the_threshold() -> None:
     # In cleanup the game is decided already: no resigning.
     cleanup = GtpEngine(size=9, player=player, resign_threshold=0.1, resign_moves=1)
     assert cleanup.handle("kgs-genmove_cleanup b") != "= resign\n\n"
+
+
+@pytest.mark.parametrize(("komi", "winrate"), [(7.5, 1.0), (30.5, 0.0)])
+def test_komi_is_honoured_in_the_search_terminal_values(komi: float, winrate: float) -> None:
+    # One black stone owns all 25 points of 5x5. White passed: black's pass ends the
+    # game, won with komi 7.5, lost with komi 30.5. (Rollout search: UCT tries every
+    # move once, so the pass is surely visited; its value is the exact terminal one.)
+    player = SearchPlayer(None, simulations=64)
+    engine = GtpEngine(size=5, komi=7.5, player=player)
+    for command in (f"komi {komi}", "play b C3", "play w pass"):
+        assert engine.handle(command) == "=\n\n"
+    analysis = player.search(engine.game, engine.record.probe(0), engine.record.history())
+    [passing] = [m for m in analysis.moves if m.action == engine.game.pass_action]
+    assert passing.winrate == winrate
 
 
 def test_genmove_is_deterministic_for_a_seed() -> None:
