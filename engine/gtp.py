@@ -897,6 +897,8 @@ class GtpEngine:
                 if request.interval > 0 and analysis.moves:
                     write(self._info_line(analysis, request, owner) + "\n")
 
+            if not live and request.interval <= 0:
+                return  # nothing would be printed: no search
             final = player.search(self.game, probe, history, max_visits=self.analysis_visits, stop=stop,
                                   on_snapshot=report if live else None,
                                   interval=request.interval if live and request.interval > 0 else None)
