@@ -29,56 +29,134 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "gtp",
         help="play Go over the Go Text Protocol on stdin/stdout",
-        description="A GTP version 2 engine on stdin/stdout (for GoGui, Sabaki, gogui-twogtp, ...).",
+        description="A GTP version 2 engine on stdin/stdout (for GoGui, Sabaki, Lizzie, gogui-twogtp, kgsGtp, "
+        "gtp2ogs, ...). Without --checkpoint it plays random moves that fill no own eye and analyses with "
+        "rollout MCTS.",
     )
-    p.add_argument("--game", choices=sorted(GO_GAMES), default="go19", help="board (default: go19)")
-    p.add_argument("--komi", type=float, default=7.5, help="komi (default: 7.5)")
+    p.add_argument("--game", choices=sorted(GO_GAMES), default=None,
+                   help="board without a model (default: go19; with --checkpoint: the model's)")
+    p.add_argument("--komi", type=float, default=None,
+                   help="komi (default: 7.5, or the model's; the controller's komi command overrides it)")
     p.add_argument("--superko", action="store_true", help="positional superko instead of simple ko")
     p.add_argument("--seed", type=int, default=None, help="seed for the engine's move choice")
     p.add_argument("--checkpoint", default=None,
-                   help="a trained model (a run's best/ directory): play with it and MCTS; the board size, "
-                   "komi and ko rule then come from its config")
-    p.add_argument("--sims", type=int, default=400, help="simulations per move with --checkpoint (0: raw policy)")
+                   help="a trained model (a run's best/ directory or a .safetensors file): play with it and MCTS; "
+                   "the board size and ko rule then come from its config")
+    p.add_argument("--config", default=None,
+                   help="the run config of --checkpoint (default: the config.yaml saved beside it)")
+    p.add_argument("--sims", type=int, default=400,
+                   help="visits per move: with --checkpoint the most a move searches (0: raw policy), without it "
+                   "the rollout search of the genmove_analyze commands (default: 400)")
+    p.add_argument("--analysis-visits", type=int, default=10_000,
+                   help="the most visits an lz-analyze/kata-analyze search makes (default: 10000)")
+    p.add_argument("--scoring", choices=["area", "tromp-taylor"], default="area",
+                   help="final_score: area with the dead stones off (default), or Tromp-Taylor on the board as it is")
+    p.add_argument("--resign-threshold", type=float, default=0.05,
+                   help="resign when the search's winrate stays below this (default: 0.05)")
+    p.add_argument("--resign-moves", type=int, default=3,
+                   help="... for this many of its moves in a row (default: 3)")
+    p.add_argument("--no-resign", action="store_true", help="never resign")
+    p.add_argument("--lag", type=float, default=0.5,
+                   help="seconds of each timed move kept back for the controller and the network (default: 0.5)")
+    p.add_argument("--verbose", action="store_true",
+                   help="let TensorFlow's start-up messages through to stderr (hidden by default)")
     p.set_defaults(handler=_run_gtp)
 
 
 def _run_gtp(args: argparse.Namespace) -> int:
     from engine.gtp import GtpEngine
 
-    size, komi, superko, chooser = GO_GAMES[args.game], args.komi, args.superko, None
+    if args.sims < 0 or args.analysis_visits < 1:
+        return _fail("gtp", "--sims must be >= 0 and --analysis-visits >= 1")
+    if args.resign_moves < 1 or not 0 <= args.resign_threshold <= 1 or args.lag < 0:
+        return _fail("gtp", "--resign-moves must be >= 1, --resign-threshold in 0..1 and --lag >= 0")
+    if args.config and not args.checkpoint:
+        return _fail("gtp", "--config goes with --checkpoint")
+    size, komi, superko = GO_GAMES[args.game or "go19"], args.komi, args.superko
+    player, rules = None, {}
     try:
         if args.checkpoint:
-            config, game, chooser = _model_chooser(args.checkpoint, None, args.sims)
+            def load():
+                from cluster.config import ConfigError
+                from engine.network import WeightsError  # imports TensorFlow
+
+                try:
+                    return _model_chooser(args.checkpoint, args.config, args.sims, warm_up=True), None
+                except (ConfigError, WeightsError) as e:
+                    return None, e
+
+            if args.verbose:
+                loaded, error = load()
+            else:
+                # TensorFlow's C++ start-up writes to fd 2 whatever TF_CPP_MIN_LOG_LEVEL
+                # says (absl, before its InitializeLog); a GUI shows that as engine
+                # errors. Hold fd 2 in a file while the model loads and first runs, and
+                # replay it only if loading fails.
+                import tempfile
+
+                sys.stderr.flush()
+                saved = os.dup(2)
+                with tempfile.TemporaryFile() as held:
+                    os.dup2(held.fileno(), 2)
+                    try:
+                        loaded, error = load()
+                    except BaseException:
+                        sys.stderr.flush()
+                        os.dup2(saved, 2)
+                        held.seek(0)
+                        sys.stderr.write(held.read().decode("utf-8", "replace"))
+                        raise
+                    finally:
+                        sys.stderr.flush()
+                        os.dup2(saved, 2)
+                        os.close(saved)
+            if loaded is None:
+                return _fail("gtp", error)
+            config, game, player = loaded
             if config.game.name != "go":
                 raise ValueError(f"the checkpoint plays {config.game.name}, not go")
-            size, komi, superko = game.size, game.komi, game.superko
-        engine = GtpEngine(size=size, komi=komi, superko=superko, seed=args.seed, move_chooser=chooser)
+            if args.game and GO_GAMES[args.game] != game.size:
+                raise ValueError(f"the model plays {game.name}, not {args.game}")
+            size, superko = game.size, game.superko or args.superko
+            komi = game.komi if komi is None else komi
+            rules = {"history_length": game.history_length, "max_moves": game.max_moves}
+        engine = GtpEngine(size=size, komi=7.5 if komi is None else komi, superko=superko, seed=args.seed,
+                           player=player, scoring=args.scoring,
+                           resign_threshold=None if args.no_resign else args.resign_threshold,
+                           resign_moves=args.resign_moves, lag=args.lag, simulations=max(args.sims, 1),
+                           analysis_visits=args.analysis_visits, **rules)
     except (ValueError, OSError) as e:
         return _fail("gtp", e)
     engine.run(sys.stdin, sys.stdout)
     return 0
 
 
-def _model_chooser(checkpoint: str, config_path: str | None, simulations: int):
-    """(config, game, chooser) where chooser(game, state, history) -> action plays
-    the checkpoint's model with ``simulations`` of MCTS."""
+def _model_chooser(checkpoint: str, config_path: str | None, simulations: int, *, warm_up: bool = False):
+    """(config, game, player): ``player(game, state, history) -> action`` plays the
+    checkpoint's model with ``simulations`` of MCTS (an ``engine.analysis.SearchPlayer``,
+    which GTP also uses for timed search and analysis). ``warm_up``: trace the
+    network's call for the batch sizes a search uses now, not in the first timed move."""
     from cluster.config import load_config
     from cluster.single_process import load_model
-    from engine.mcts import best_move
+    from engine.analysis import SearchPlayer
     from engine.network import CompiledModel
 
     config = load_config(config_path) if config_path else None
     config, own_game, model = load_model(checkpoint, config)
-    evaluate = CompiledModel(model)
     mcts = config.mcts
+    go = config.game.name == "go"
+    evaluate = CompiledModel(model)
+    if warm_up:
+        import numpy as np
 
-    def choose(game, state, history) -> int:
-        if game.board_shape != own_game.board_shape or state.shape != own_game.initial_state().shape:
-            raise ValueError(f"the model plays {own_game.name} with its config's rules only")
-        return best_move(own_game, evaluate, state, history, simulations=simulations, c_puct=mcts.c_puct,
-                         fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round)
-
-    return config, own_game, choose
+        for batch in sorted({1, mcts.leaves_per_round}):
+            evaluate(np.zeros((batch, *own_game.planes_shape), np.float32))
+    player = SearchPlayer(evaluate, simulations=simulations, c_puct=mcts.c_puct,
+                          fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
+                          size=own_game.board_shape[0] if go else None,
+                          history_length=own_game.history_length if go else None,
+                          komi=getattr(own_game, "komi", None) if go else None)
+    return config, own_game, player
 
 
 def _add_train(subparsers: argparse._SubParsersAction) -> None:

@@ -11,6 +11,7 @@ review the diff before committing it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import deque
@@ -22,8 +23,10 @@ import numpy as np
 import pytest
 
 from cluster.cli import build_parser, main
+from engine.analysis import SearchPlayer
 from engine.games.go import GoGame
 from engine.gtp import GtpEngine, preprocess
+from engine.mcts import uniform_evaluator
 
 GOLDEN = Path(__file__).parent / "golden"
 REPO = Path(__file__).resolve().parent.parent
@@ -76,11 +79,13 @@ def write_transcript(path: Path, items: list[str | Exchange]) -> None:
 
 
 def golden_engine() -> GtpEngine:
-    return GtpEngine(seed=0)
+    # Small searches keep the analysis transcripts short; everything is seeded.
+    return GtpEngine(seed=0, simulations=16, analysis_visits=16)
 
 
 @pytest.mark.parametrize("path", GOLDEN_FILES, ids=[p.stem for p in GOLDEN_FILES])
-def test_golden_transcript(path: Path) -> None:
+def test_golden_transcript(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # transcripts name files relative to the repository root
     _, exchanges = load_transcript(path)
     assert exchanges, f"{path.name} holds no commands"
     engine = golden_engine()
@@ -92,7 +97,9 @@ def test_golden_transcript(path: Path) -> None:
 
 def test_golden_files_exist() -> None:
     names = {p.name for p in GOLDEN_FILES}
-    assert {"gtp_protocol.txt", "gtp_play.txt", "gtp_ko.txt", "gtp_score.txt"} <= names
+    assert {"gtp_protocol.txt", "gtp_play.txt", "gtp_ko.txt", "gtp_score.txt", "gtp_setup.txt"} <= names
+    clients = {"sabaki", "lizzie", "gogui", "kgs", "gtp2ogs"}
+    assert {f"gtp_client_{c}.txt" for c in clients} <= names
 
 
 # -- protocol details ----------------------------------------------------------------
@@ -213,43 +220,194 @@ def board_from_showboard(reply: str, size: int) -> np.ndarray:
     return np.array([[".XO".index(ch) for ch in row[3 : 3 + 2 * size : 2]] for row in rows], dtype=np.int8)
 
 
+def engine_with_board(diagram: str, **kwargs) -> GtpEngine:
+    """An engine whose board holds the diagram's stones ('X' black, 'O' white),
+    placed with ``play`` moves out of turn, black to play."""
+    rows = [row.split() for row in diagram.strip().splitlines()]
+    size = len(rows)
+    engine = GtpEngine(size=size, komi=kwargs.pop("komi", 0.5), seed=kwargs.pop("seed", 0), **kwargs)
+    game = engine.game
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            if cell in "XO":
+                vertex = game.action_to_text(r * size + c)
+                assert engine.handle(f"play {'b' if cell == 'X' else 'w'} {vertex}") == "=\n\n", vertex
+    engine.handle("play w pass")  # black to play next
+    return engine
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_genmove_plays_a_whole_game_legally_without_filling_own_eyes(seed: int) -> None:
     engine = GtpEngine(size=9, komi=7.5, seed=seed)
     game = engine.game
     colors = "bw"
     for n in range(1000):
-        before = engine.board.state.copy()
+        before = engine.state.copy()
         color = n % 2
         reply = engine.handle(f"{n} genmove {colors[color]}")
         assert reply.startswith(f"={n} ") and reply.endswith("\n\n"), reply
         vertex = reply[len(f"={n} ") : -2]
         action = game.text_to_action(vertex)
-        legal = game.legal_mask(before)
-        assert legal[action], vertex
-        candidates = [a for a in np.flatnonzero(legal[:-1]) if not game.is_own_eye(before, int(a), color)]
-        if vertex == "pass":
-            assert candidates == [], "passed while a move that fills no own eye was left"
-        else:
+        assert game.legal_mask(before)[action], vertex
+        if vertex != "pass":
             assert not game.is_own_eye(before, action, color), f"{vertex} fills {colors[color]}'s own eye"
-        if game.is_terminal(engine.board.state):
+        if game.is_terminal(engine.state):
             break
     else:
         pytest.fail("the game did not end")
-    assert game.end_reason(engine.board.state) == "two passes"
-    assert engine.handle("genmove b") == "= pass\n\n"
-    assert engine.handle("genmove w") == "= pass\n\n"
-    # final_score agrees with an independent count of the shown board, and the
-    # alive list is every stone on the board.
+    assert game.end_reason(engine.state) == "two passes"
+    assert n < 300, "random play should end well before the move cap"
+    # Every stone has one status; final_score is Tromp-Taylor, counted independently
+    # on the shown board, once the stones called dead are taken off.
+    statuses = {s: engine.handle(f"final_status_list {s}")[2:-2].split() for s in ("alive", "dead", "seki")}
+    listed = [v for vs in statuses.values() for v in vs]
+    assert sorted(listed) == sorted(stone_vertices(game, engine.state))
     shown = board_from_showboard(engine.handle("showboard"), 9)
-    assert np.array_equal(shown, game.board(engine.board.state))
+    assert np.array_equal(shown, game.board(engine.state))
+    for v in statuses["dead"]:
+        shown.flat[game.text_to_action(v)] = 0
     score = tromp_taylor_area(shown) - 7.5
     expected = "0" if score == 0 else f"{'B' if score > 0 else 'W'}+{abs(score):g}"
     assert engine.handle("final_score") == f"= {expected}\n\n"
-    alive = engine.handle("final_status_list alive")[2:-2].split()
-    assert set(alive) == stone_vertices(game, engine.board.state)
-    assert len(alive) == len(set(alive))
+
+
+def test_random_genmove_passes_when_only_settled_points_are_left() -> None:
+    # Black owns the left, white the right; every point is settled, so both pass.
+    engine = engine_with_board(
+        """
+        . X . X O . O . .
+        X X X X O O O O O
+        . X . X O . O . O
+        X X X X O O O O O
+        . X . X O . O . O
+        X X X X O O O O O
+        . X . X O . O . O
+        X X X X O O O O O
+        . X . X O . O . O
+        """
+    )
+    assert engine.handle("genmove b") == "= pass\n\n"
+    assert engine.handle("genmove w") == "= pass\n\n"
+    assert engine.game.end_reason(engine.state) == "two passes"
+
+
+#: a seki at the top (one eye each and the shared liberty C9) between living groups
+SEKI = """
+    . O . X . X O . O
+    O O O X X X O O .
+    X X X O O O O . O
+    X . X X O O . O O
+    X X X X O . O O .
+    X . X X O O O . O
+    X X X X O . O O O
+    X . X X O O . O .
+    X X X X O O O O O
+    """
+
+#: black's wall on column E, white's on F, and two dead white stones in black's area
+DEAD_STONES = """
+    . . . . X O . . .
+    . . . . X O . . .
+    . . . . X O . . .
+    . . . . X O . . .
+    . O O . X O . . .
+    . . . . X O . . .
+    . . . . X O . . .
+    . . . . X O . . .
+    . . . . X O . . .
+    """
+
+
+def test_final_status_list_finds_seki_and_final_score_agrees() -> None:
+    engine = engine_with_board(SEKI)
+    assert engine.handle("final_status_list seki") == "= B9 A8 B8 C8\nD9 F9 D8 E8 F8\n\n"  # as GNU Go says
     assert engine.handle("final_status_list dead") == "=\n\n"
+    # Nothing dead: Tromp-Taylor on the board as it is (C9 is shared, so nobody's).
+    expected = tromp_taylor_area(engine.game.board(engine.state)) - 0.5
+    assert engine.handle("final_score") == f"= {'B' if expected > 0 else 'W'}+{abs(expected):g}\n\n"
+
+
+def test_dead_stones_come_off_in_final_score_unless_scoring_is_tromp_taylor() -> None:
+    engine = engine_with_board(DEAD_STONES)
+    assert engine.handle("final_status_list dead") == "= B5 C5\n\n"
+    alive = engine.handle("final_status_list alive")[2:-2].split("\n")
+    assert alive == ["E9 E8 E7 E6 E5 E4 E3 E2 E1", "F9 F8 F7 F6 F5 F4 F3 F2 F1"]
+    # Area by hand: black columns A-E (45), white F-J (36); komi 0.5.
+    assert engine.handle("final_score") == "= B+8.5\n\n"
+    tromp_taylor = engine_with_board(DEAD_STONES, scoring="tromp-taylor")
+    assert tromp_taylor.handle("final_status_list dead") == "=\n\n"
+    # The board as it is: the region A-D reaches white's B5 and C5, so it is nobody's:
+    # black 9 stones, white 9 + 2 stones + 27 points of G-J.
+    assert tromp_taylor.handle("final_score") == "= W+29.5\n\n"
+
+
+def test_kgs_genmove_cleanup_captures_dead_stones_before_it_passes() -> None:
+    engine = engine_with_board(DEAD_STONES, seed=3)
+    for n in range(60):
+        reply = engine.handle("kgs-genmove_cleanup b")
+        dead_left = engine.game.group(engine.state, engine.game.text_to_action("B5")) is not None
+        if not dead_left:
+            break
+        assert reply != "= pass\n\n", f"passed at move {n} with dead stones on the board"
+        assert engine.handle("play w pass") == "=\n\n"
+    else:
+        pytest.fail("the dead stones are still on the board")
+    assert engine.handle("final_status_list dead") == "=\n\n"
+
+
+def test_play_goes_on_after_two_passes_and_past_the_move_cap() -> None:
+    engine = GtpEngine(size=5, max_moves=4)
+    for move in ("b C3", "w pass", "b pass"):
+        assert engine.handle(f"play {move}") == "=\n\n"
+    assert engine.game.end_reason(engine.state) == "two passes"
+    assert engine.handle("play w B2") == "=\n\n"  # accepted: the game goes on
+    assert engine.game.end_reason(engine.state) == "move cap"
+    assert engine.handle("play b C2") == "=\n\n"  # and past the cap too
+    assert engine.handle("play w C2") == "? illegal move\n\n"  # still the rules of the board
+    assert stone_vertices(engine.game, engine.state) == {"C3", "B2", "C2"}
+    for _ in range(5):
+        assert engine.handle("undo") == "=\n\n"
+    assert engine.handle("undo") == "? cannot undo\n\n"
+
+
+def black_loses_evaluator(num_actions: int):
+    """Uniform priors; the value says white wins from every position (the last
+    input plane is 1 when black is to move)."""
+
+    def evaluate(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(planes)
+        black_to_move = planes[:, 0, 0, -1] == 1
+        return np.full((n, num_actions), 1.0 / num_actions, np.float32), np.where(black_to_move, -1.0, 1.0)
+
+    return evaluate
+
+
+def test_genmove_resigns_when_the_value_stays_below_the_threshold() -> None:
+    player = SearchPlayer(black_loses_evaluator(82), simulations=4)
+    engine = GtpEngine(size=9, player=player, resign_threshold=0.1, resign_moves=2)
+    assert engine.handle("genmove b") != "= resign\n\n"  # once is not enough
+    assert engine.handle("genmove w") != "= resign\n\n"  # white is winning
+    assert engine.handle("genmove b") == "= resign\n\n"
+    assert engine.record.moves_played == 2  # resigning plays nothing
+    never = GtpEngine(size=9, player=player, resign_threshold=None)
+    assert all(never.handle(f"genmove {c}") != "= resign\n\n" for c in "bwbwbw")
+    # In cleanup the game is decided already: no resigning.
+    cleanup = GtpEngine(size=9, player=player, resign_threshold=0.1, resign_moves=1)
+    assert cleanup.handle("kgs-genmove_cleanup b") != "= resign\n\n"
+
+
+@pytest.mark.parametrize(("komi", "winrate"), [(7.5, 1.0), (30.5, 0.0)])
+def test_komi_is_honoured_in_the_search_terminal_values(komi: float, winrate: float) -> None:
+    # One black stone owns all 25 points of 5x5. White passed: black's pass ends the
+    # game, won with komi 7.5, lost with komi 30.5. (Rollout search: UCT tries every
+    # move once, so the pass is surely visited; its value is the exact terminal one.)
+    player = SearchPlayer(None, simulations=64)
+    engine = GtpEngine(size=5, komi=7.5, player=player)
+    for command in (f"komi {komi}", "play b C3", "play w pass"):
+        assert engine.handle(command) == "=\n\n"
+    analysis = player.search(engine.game, engine.record.probe(0), engine.record.history())
+    [passing] = [m for m in analysis.moves if m.action == engine.game.pass_action]
+    assert passing.winrate == winrate
 
 
 def test_genmove_is_deterministic_for_a_seed() -> None:
@@ -264,25 +422,24 @@ def test_genmove_is_deterministic_for_a_seed() -> None:
 def test_genmove_out_of_turn_plays_the_colour_asked() -> None:
     engine = GtpEngine(size=9, seed=0)
     vertex = engine.handle("genmove white")[2:-2]
-    group = engine.board.group(vertex)
+    group = engine.game.group(engine.state, engine.game.text_to_action(vertex))
     assert group is not None and group.color == 1
-    assert engine.game.to_play(engine.board.state) == 0
+    assert engine.game.to_play(engine.state) == 0
 
 
-def test_move_chooser_hook() -> None:
-    seen = []
+def test_a_player_searches_for_genmove_and_sees_the_colour_asked() -> None:
+    class Recording(SearchPlayer):
+        def search(self, game, state, history=(), **kwargs):
+            self.seen.append((game.to_play(state), len(history)))
+            return super().search(game, state, history, **kwargs)
 
-    def chooser(game: GoGame, state: np.ndarray, history: list[np.ndarray]) -> int:
-        seen.append((game.to_play(state), len(history)))
-        return game.text_to_action("C3")
-
-    engine = GtpEngine(size=9, move_chooser=chooser)
+    player = Recording(uniform_evaluator(82), simulations=8)
+    player.seen = []
+    engine = GtpEngine(size=9, player=player, resign_threshold=None)
     assert engine.handle("play b E5") == "=\n\n"
-    assert engine.handle("genmove b") == "= C3\n\n"  # out of turn: the chooser sees black to move
-    assert seen == [(0, 1)]
-    reply = engine.handle("genmove w")  # C3 is occupied now
-    assert reply.startswith("? move chooser returned an illegal move"), reply
-    assert engine.handle("name") == "= tengen\n\n"
+    vertex = engine.handle("genmove b")[2:-2]  # out of turn: the search sees black to move
+    assert player.seen == [(0, 1)]
+    assert engine.game.group(engine.state, engine.game.text_to_action(vertex)).color == 0
 
 
 def test_rendb_dump_parses_as_json() -> None:
@@ -294,18 +451,18 @@ def test_rendb_dump_parses_as_json() -> None:
     doc = json.loads(reply[2:])
     assert doc["header"] == {"boardWidth": 9, "boardHeight": 9}
     stones = {v for ren in doc["rens"].values() for v in ren["locate"].split()}
-    assert stones == stone_vertices(engine.game, engine.board.state)
+    assert stones == stone_vertices(engine.game, engine.state)
     rebuilt = engine.game.state_from_rens(reply[2:])
-    assert np.array_equal(engine.game.board(rebuilt), engine.game.board(engine.board.state))
+    assert np.array_equal(engine.game.board(rebuilt), engine.game.board(engine.state))
 
 
 def test_superko_engine_plays() -> None:
     engine = GtpEngine(size=5, superko=True, seed=1)
     for n in range(300):
         engine.handle(f"genmove {'bw'[n % 2]}")
-        if engine.game.is_terminal(engine.board.state):
+        if engine.game.is_terminal(engine.state):
             break
-    assert engine.game.is_terminal(engine.board.state)
+    assert engine.game.is_terminal(engine.state)
 
 
 # -- the console script --------------------------------------------------------------
@@ -354,6 +511,7 @@ def test_console_script_ends_cleanly_at_end_of_input() -> None:
 
 
 def _regen() -> None:
+    os.chdir(REPO)
     for path in GOLDEN_FILES:
         items, _ = load_transcript(path)
         engine = golden_engine()

@@ -1,0 +1,240 @@
+"""MCTS for a Go engine that people and GUIs talk to: searches stopped by a visit
+limit, a wall clock or another thread, with per-move statistics on the way.
+
+``SearchPlayer`` wraps ``engine.mcts.Search`` (unchanged) for one position at a
+time. Its ``search`` runs rounds of gather/evaluate/apply until the root has
+``max_visits`` visits, the ``seconds`` are spent or ``stop`` is set, and hands
+``Analysis`` snapshots to a callback every ``interval`` seconds: per root move its
+visits N, winrate (Q seen by the player to move, mapped to [0, 1]), prior P, a
+lower confidence bound and the principal variation (most visited children).
+
+The evaluator is a network's ``evaluate(planes) -> (policy, value)``, or None for
+pure MCTS: uniform priors and values from one light random playout per leaf
+(``engine.mcts.RolloutEvaluator``), which is what analysis without a model shows.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.games.base import Game
+from engine.mcts import ROOT, UNEXPANDED, Evaluator, RolloutEvaluator, Search
+
+__all__ = ["MoveStats", "Analysis", "SearchPlayer", "principal_variation"]
+
+#: z of the lower confidence bound (about 97.5% one-sided)
+LCB_Z = 1.96
+#: the longest principal variation reported
+PV_LENGTH = 20
+
+
+@dataclass(frozen=True)
+class MoveStats:
+    """One root move: N, winrate in [0, 1] for the player to move, P, LCB, PV."""
+
+    action: int
+    visits: int
+    winrate: float
+    prior: float
+    lcb: float
+    pv: tuple[int, ...]  # starts with ``action``
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A snapshot of one search: root visits, root value in [-1, 1] for the player to
+    move, and the root moves best first (most visits, then highest prior)."""
+
+    visits: int
+    value: float
+    moves: tuple[MoveStats, ...]
+    seconds: float
+
+    @property
+    def best(self) -> int | None:
+        return self.moves[0].action if self.moves else None
+
+
+def principal_variation(search: Search, action: int, *, g: int = 0, length: int = PV_LENGTH) -> tuple[int, ...]:
+    """``action`` followed by the most visited child at each node below it."""
+    tree = search.tree
+    pv = [int(action)]
+    node = int(tree.children[g, ROOT, action])
+    while node != UNEXPANDED and len(pv) < length:
+        visits = tree.edge_n[g, node]
+        if visits.max() <= 0:
+            break
+        a = int(np.argmax(visits))
+        pv.append(a)
+        node = int(tree.children[g, node, a])
+    return tuple(pv)
+
+
+class SearchPlayer:
+    """PUCT search for one position at a time, with a network or with rollouts.
+
+    ``evaluate``: the network (``Evaluator``), or None for rollout MCTS. Keyword-only:
+    ``simulations`` (the default visit limit; 0 with a network: its raw policy),
+    ``c_puct``, ``fpu_reduction``, ``leaves_per_round``, ``seed`` (rollouts), and
+    what the network was trained for (``size``, ``history_length``, ``komi``; None
+    when anything goes, as for rollouts).
+
+    A ``SearchPlayer`` is also a move chooser: ``player(game, state, history)``
+    returns the most visited move after ``simulations`` visits.
+    """
+
+    def __init__(
+        self,
+        evaluate: Evaluator | None,
+        *,
+        simulations: int = 400,
+        c_puct: float = 1.25,
+        fpu_reduction: float = 0.25,
+        leaves_per_round: int = 8,
+        seed: int = 0,
+        size: int | None = None,
+        history_length: int | None = None,
+        komi: float | None = None,
+    ):
+        if simulations < 0 or (evaluate is None and simulations < 1):
+            raise ValueError("simulations must be >= 0 (>= 1 for rollout search)")
+        self.evaluate = evaluate
+        self.simulations = simulations
+        self.c_puct = c_puct
+        self.fpu_reduction = fpu_reduction
+        self.leaves_per_round = leaves_per_round
+        self.seed = seed
+        self.size = size
+        self.history_length = history_length
+        self.komi = komi
+        self._searches: dict[tuple[int, int, int], Search] = {}
+        self._rollouts: dict[int, RolloutEvaluator] = {}
+
+    @property
+    def uses_model(self) -> bool:
+        return self.evaluate is not None
+
+    def why_not(self, game: Game) -> str | None:
+        """Why this player cannot play ``game``'s board, or None when it can."""
+        if self.size is not None and game.board_shape != (self.size, self.size):
+            return f"the model was trained on {self.size}x{self.size} and plays no other size"
+        if self.history_length is not None and game.history_length != self.history_length:
+            return f"the model reads {self.history_length} positions of history, the game keeps {game.history_length}"
+        return None
+
+    def __call__(self, game: Game, state: np.ndarray, history: Sequence[np.ndarray] = ()) -> int:
+        if game.is_terminal(state):
+            raise ValueError("the game is over")
+        why = self.why_not(game)
+        if why:
+            raise ValueError(why)
+        best = self.search(game, state, history).best
+        if best is None:
+            raise ValueError("no legal move")
+        return best
+
+    def search(
+        self,
+        game: Game,
+        state: np.ndarray,
+        history: Sequence[np.ndarray] = (),
+        *,
+        max_visits: int | None = None,
+        seconds: float | None = None,
+        stop: threading.Event | None = None,
+        on_snapshot: Callable[[Analysis], None] | None = None,
+        interval: float | None = None,
+    ) -> Analysis:
+        """Search ``state`` (not terminal) until the root has ``max_visits`` visits
+        (default ``simulations``), ``seconds`` have passed or ``stop`` is set; every
+        ``interval`` seconds ``on_snapshot`` gets the statistics so far. Returns the
+        final ``Analysis``. With a network and 0 visits (or no time at all), the
+        answer is its raw policy over the legal moves."""
+        start = time.perf_counter()
+        visits = self.simulations if max_visits is None else int(max_visits)
+        if self.evaluate is not None and (visits == 0 or (seconds is not None and seconds <= 0)):
+            return self._raw_policy(game, state, history, start)
+        visits = max(visits, 1)
+        search = self._search_for(game, visits)
+        search.reset(0, state, history)
+        rollout = self._rollout_for(game) if self.evaluate is None else None
+        deadline = None if seconds is None else start + seconds
+        next_report = None if interval is None or on_snapshot is None else start + interval
+        while True:
+            planes = search.gather(visits)
+            if len(planes) == 0 and not search.terminal_backups:
+                break  # the root has its visits
+            if rollout is not None:
+                search.apply(*rollout.evaluate_states(search.leaf_states()))
+            elif len(planes):
+                assert self.evaluate is not None
+                policy, value = self.evaluate(planes)
+                search.apply(policy, value)
+            else:
+                search.apply(np.zeros((0, game.num_actions), np.float32), np.zeros(0, np.float32))
+            now = time.perf_counter()
+            if (stop is not None and stop.is_set()) or (deadline is not None and now >= deadline):
+                break
+            if next_report is not None and now >= next_report:
+                assert on_snapshot is not None and interval is not None
+                on_snapshot(self._snapshot(game, search, now - start))
+                next_report = now + interval
+        return self._snapshot(game, search, time.perf_counter() - start)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _search_for(self, game: Game, visits: int) -> Search:
+        # A tree's size follows its visit limit; keep one per limit and game (sizes of
+        # a GTP session rarely change).
+        key = (id(game), visits, int(bool(self.evaluate is None)))
+        search = self._searches.get(key)
+        if search is None or search.game is not game:
+            self._searches = {k: s for k, s in self._searches.items() if s.game is game}
+            search = Search(game, games=1, simulations=visits, c_puct=self.c_puct,
+                            fpu_reduction=self.fpu_reduction, leaves_per_round=self.leaves_per_round,
+                            keep_leaf_states=self.evaluate is None,
+                            # Rollout values are noisy and the priors uniform: plain UCT.
+                            formula="puct" if self.evaluate is not None else "uct")
+            self._searches[key] = search
+        return search
+
+    def _rollout_for(self, game: Game) -> RolloutEvaluator:
+        rollout = self._rollouts.get(id(game))
+        if rollout is None or rollout.game is not game:
+            rollout = RolloutEvaluator(game, rollouts=1, seed=self.seed)
+            self._rollouts = {id(game): rollout}
+        return rollout
+
+    def _raw_policy(self, game: Game, state: np.ndarray, history: Sequence[np.ndarray], start: float) -> Analysis:
+        assert self.evaluate is not None
+        policy, value = self.evaluate(game.encode(state, history)[None].astype(np.uint8))
+        legal = game.legal_mask(state)
+        prior = np.where(legal, policy[0], 0.0)
+        total = float(prior.sum())
+        if total > 0:
+            prior = prior / total
+        order = sorted(np.flatnonzero(legal), key=lambda a: -prior[a])
+        v = float(value[0])
+        moves = tuple(MoveStats(int(a), 0, (v + 1) / 2, float(prior[a]), 0.0, (int(a),)) for a in order)
+        return Analysis(visits=0, value=v, moves=moves, seconds=time.perf_counter() - start)
+
+    def _snapshot(self, game: Game, search: Search, seconds: float) -> Analysis:
+        n = search.root_visits(0)
+        q = search.root_q(0)
+        prior = search.root_prior(0)
+        visited = [int(a) for a in np.flatnonzero(n > 0)]
+        visited.sort(key=lambda a: (-n[a], -prior[a], a))
+        moves = []
+        for a in visited:
+            winrate = float(np.clip((q[a] + 1) / 2, 0.0, 1.0))
+            # Values are in [-1, 1], so a winrate's standard deviation is at most 1/2:
+            # a bound that needs no per-edge variance.
+            lcb = max(0.0, winrate - LCB_Z * 0.5 / math.sqrt(float(n[a])))
+            moves.append(MoveStats(a, int(n[a]), winrate, float(prior[a]), lcb, principal_variation(search, a)))
+        return Analysis(visits=int(search.tree.node_n[0, ROOT]), value=search.root_value(0), moves=tuple(moves),
+                        seconds=seconds)

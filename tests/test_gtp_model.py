@@ -1,0 +1,92 @@
+"""``tengen gtp --checkpoint FILE.safetensors --config FILE`` with a real (tiny,
+untrained) Keras model: what it refuses, what it warns about, a quiet stderr, and
+a 9x9 game on a short absolute clock against GNU Go that it must not lose on time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import yaml
+from gtp_referee import ROOT, Engine, GtpFailure, fetch_gnugo, play_game, tengen_command
+
+MAIN_TIME = 20.0  # seconds of absolute time for tengen's whole game
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> tuple[str, str]:
+    """(weights, config) of a fresh 9x9 net, written by a child process so that this
+    one never imports TensorFlow. The weights file has no config beside it."""
+    tmp = tmp_path_factory.mktemp("model")
+    config = tmp / "go9-tiny.yaml"
+    config.write_text(yaml.safe_dump({
+        "game": {"name": "go", "size": 9, "komi": 7.5},
+        "network": {"blocks": 1, "filters": 8},
+        "mcts": {"simulations": 16, "leaves_per_round": 8},
+    }))
+    weights = tmp / "weights" / "model.safetensors"
+    weights.parent.mkdir()
+    script = textwrap.dedent(f"""
+        from cluster.config import load_config
+        from cluster.single_process import build_model
+        from engine.network import save_weights_file
+        save_weights_file(build_model(load_config({str(config)!r})), {str(weights)!r}, metadata={{"version": "000000"}})
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return str(weights), str(config)
+
+
+def test_checkpoint_with_config_plays_refuses_other_sizes_and_warns_about_komi(model) -> None:
+    weights, config = model
+    engine = Engine(tengen_command("--checkpoint", weights, "--config", config, "--sims", "32", "--no-resign"),
+                    "tengen")
+    try:
+        assert engine.send("boardsize 9") == ""
+        with pytest.raises(GtpFailure, match="unacceptable size: the model was trained on 9x9 and plays no other"):
+            engine.send("boardsize 13")
+        engine.send("play b E5")
+        vertex = engine.send("genmove w")
+        assert vertex not in ("E5", "resign")
+        assert engine.send("komi 7.5") == ""  # the model's komi: nothing to say
+        assert engine.stderr() == ""  # and no TensorFlow noise either
+        engine.send("komi 5.5")
+        engine.send("komi 5.5")
+        assert engine.stderr().count("komi 5.5 differs from the komi the model was trained with (7.5)") == 1
+        lines = engine.send("kata-genmove_analyze b 1").split("\n")  # the model's search, streamed
+        assert lines[-1].startswith("play ") and lines[0].startswith("info move ")
+        assert engine.stderr().count("differs") == 1  # and nothing else
+    finally:
+        engine.close()
+
+
+def test_checkpoint_errors_name_the_options_that_exist(tmp_path) -> None:
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"")
+    done = subprocess.run(tengen_command("--checkpoint", str(weights)), input="", capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 2 and "pass --config" in done.stderr
+    done = subprocess.run(tengen_command("--config", "configs/go9.yaml"), input="", capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 2 and "--config goes with --checkpoint" in done.stderr
+
+
+def test_a_short_absolute_clock_against_gnugo_is_never_overrun(model) -> None:
+    weights, config = model
+    # Far more visits than the clock allows: the clock is what stops each search.
+    us = Engine(tengen_command("--checkpoint", weights, "--config", config, "--sims", "20000", "--no-resign",
+                               "--lag", "0.3"), "tengen")
+    them = Engine([str(fetch_gnugo()), "--mode", "gtp", "--chinese-rules", "--level", "1"], "gnugo")
+    try:
+        us.send("name")  # loaded
+        result = play_game(us, them, main_time=MAIN_TIME, max_moves=120, require_end=False)
+    finally:
+        us.close()
+        them.close()
+    used = result.seconds_used["tengen"]
+    assert used < MAIN_TIME, f"tengen overran its {MAIN_TIME:g} s: {used:.2f} s"
+    assert used > 0.3 * MAIN_TIME, f"tengen used only {used:.2f} s of {MAIN_TIME:g}: it should search while it may"
+    print(f"tengen used {used:.2f} s of {MAIN_TIME:g} in {len(result.moves)} moves")
+    assert len(result.moves) >= 40
