@@ -9,8 +9,6 @@ itself fails.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,39 +16,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
+import debian
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".cache" / "gnugo"
 
 
 def fetch_gnugo() -> Path:
     """The ``gnugo`` binary: Debian's package unpacked into the cache (the tests never
     use one this machine may already have)."""
-    extracted = CACHE / "root"
-    binary = extracted / "usr" / "games" / "gnugo"
-    if binary.exists():
-        return binary
-    apt_get, dpkg_deb = shutil.which("apt-get"), shutil.which("dpkg-deb")
-    if not apt_get or not dpkg_deb:
-        pytest.skip("cannot install GNU Go: no apt-get and dpkg-deb to fetch Debian's gnugo package")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE) as work:
-        download = subprocess.run([apt_get, "download", "gnugo"], cwd=work, capture_output=True, text=True)
-        if download.returncode != 0 and os.geteuid() == 0:
-            # A fresh machine may have no package lists yet.
-            subprocess.run([apt_get, "update"], capture_output=True, text=True)
-            download = subprocess.run([apt_get, "download", "gnugo"], cwd=work, capture_output=True, text=True)
-        if download.returncode != 0:
-            pytest.skip(f"cannot install GNU Go: apt-get download gnugo failed:\n{download.stderr}")
-        [deb] = Path(work).glob("gnugo_*.deb")
-        subprocess.run([dpkg_deb, "-x", str(deb), str(Path(work) / "root")], check=True)
-        try:
-            os.rename(Path(work) / "root", extracted)
-        except OSError:  # another test process unpacked it first
-            pass
-    assert binary.exists(), f"Debian's gnugo package has no usr/games/gnugo in {extracted}"
-    return binary
+    return debian.unpacked("gnugo", ["gnugo"], needs="usr/games/gnugo") / "usr" / "games" / "gnugo"
 
 
 def tengen_command(*args: str) -> list[str]:

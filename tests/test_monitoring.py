@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import urllib.error
@@ -29,6 +27,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import debian
 import pytest
 import ray
 import yaml
@@ -43,7 +42,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MONITORING = ROOT / "deploy" / "monitoring"
 PROMETHEUS_CONFIGS = MONITORING / "prometheus"
 DASHBOARDS = MONITORING / "grafana" / "dashboards"
-CACHE = ROOT / ".cache" / "prometheus"
 
 #: file -> uid; links and bookmarks use the uid, so it never changes
 DASHBOARD_UIDS = {
@@ -76,32 +74,9 @@ def _tools_in(folder: Path) -> tuple[Path, Path] | None:
 
 
 def _fetch_debian_prometheus() -> tuple[Path, Path]:
-    """Debian's prometheus package unpacked into the cache (no root needed: apt-get
-    download only reads the package lists)."""
-    extracted = CACHE / "root"
-    tools = _tools_in(extracted / "usr" / "bin")
-    if tools:
-        return tools
-    apt_get, dpkg_deb = shutil.which("apt-get"), shutil.which("dpkg-deb")
-    if not apt_get or not dpkg_deb:
-        pytest.skip("no prometheus/promtool on PATH, and no apt-get and dpkg-deb to fetch Debian's prometheus")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE) as work:
-        download = subprocess.run([apt_get, "download", "prometheus"], cwd=work, capture_output=True, text=True)
-        if download.returncode != 0 and os.geteuid() == 0:
-            # A fresh machine may have no package lists yet.
-            subprocess.run([apt_get, "update"], capture_output=True, text=True)
-            download = subprocess.run([apt_get, "download", "prometheus"], cwd=work, capture_output=True,
-                                      text=True)
-        assert download.returncode == 0, f"apt-get download prometheus failed:\n{download.stderr}"
-        [deb] = Path(work).glob("prometheus_*.deb")
-        subprocess.run([dpkg_deb, "-x", str(deb), str(Path(work) / "root")], check=True)
-        try:
-            os.rename(Path(work) / "root", extracted)
-        except OSError:  # another test process unpacked it first
-            pass
-    tools = _tools_in(extracted / "usr" / "bin")
-    assert tools, f"Debian's prometheus package has no usr/bin/prometheus and promtool in {extracted}"
+    """Debian's prometheus package unpacked into the cache."""
+    tools = _tools_in(debian.unpacked("prometheus", ["prometheus"], needs="usr/bin/promtool") / "usr" / "bin")
+    assert tools, "Debian's prometheus package has no usr/bin/prometheus"
     return tools
 
 

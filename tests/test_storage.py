@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
 
+import debian
 import fsspec.config
 import numpy as np
 import pytest
@@ -48,7 +49,6 @@ from learner.learner import CHECKPOINT_FILE, Learner
 from learner.storage import FsspecStorage, LocalStorage, open_storage
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".cache" / "openssh"
 #: the server, and the preloaded library that gives it a user without an account
 DEBIAN_PACKAGES = ("openssh-server", "libnss-wrapper")
 #: dependencies not fetched: the C library must be the loader's own, and the test's
@@ -61,50 +61,11 @@ MIB = 1 << 20
 
 
 # -- Debian's sshd ------------------------------------------------------------------------
-def _library_dependencies(dpkg_deb: str, deb: Path) -> set[str]:
-    """The library packages a .deb depends on (the first of each set of alternatives)."""
-    fields = subprocess.run([dpkg_deb, "-f", str(deb), "Pre-Depends", "Depends"], capture_output=True,
-                            text=True, check=True).stdout
-    names = set()
-    for line in fields.splitlines():
-        for dependency in line.split(":", 1)[-1].split(","):
-            name = dependency.split("|")[0].split("(")[0].strip().removesuffix(":any")
-            if name.startswith(("lib", "zlib")) and name not in NOT_FETCHED:
-                names.add(name)
-    return names
-
-
 def _fetch_debian_openssh() -> Path:
     """openssh-server and the libraries it links (all of them, recursively, but the C
     library) unpacked into the cache: no reliance on what the machine has installed."""
-    extracted = CACHE / "root"
-    if (extracted / "usr" / "sbin" / "sshd").exists():
-        return extracted
-    apt_get, dpkg_deb = shutil.which("apt-get"), shutil.which("dpkg-deb")
-    if not apt_get or not dpkg_deb:
-        pytest.skip("no apt-get and dpkg-deb to fetch Debian's openssh-server")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE) as work:
-        wanted, fetched = set(DEBIAN_PACKAGES), set()
-        while wanted - fetched:
-            batch = sorted(wanted - fetched)
-            download = subprocess.run([apt_get, "download", *batch], cwd=work, capture_output=True, text=True)
-            if download.returncode != 0 and os.geteuid() == 0:
-                # A fresh machine may have no package lists yet.
-                subprocess.run([apt_get, "update"], capture_output=True, text=True)
-                download = subprocess.run([apt_get, "download", *batch], cwd=work, capture_output=True, text=True)
-            assert download.returncode == 0, f"apt-get download {' '.join(batch)} failed:\n{download.stderr}"
-            fetched |= set(batch)
-            for deb in Path(work).glob("*.deb"):
-                wanted |= _library_dependencies(dpkg_deb, deb)
-        for deb in sorted(Path(work).glob("*.deb")):
-            subprocess.run([dpkg_deb, "-x", str(deb), str(Path(work) / "root")], check=True)
-        try:
-            os.rename(Path(work) / "root", extracted)
-        except OSError:  # another test process unpacked it first
-            pass
-    assert (extracted / "usr" / "sbin" / "sshd").exists(), f"no usr/sbin/sshd in {extracted}"
-    return extracted
+    return debian.unpacked("openssh", DEBIAN_PACKAGES, needs="usr/sbin/sshd", with_libraries=True,
+                           not_fetched=NOT_FETCHED)
 
 
 def _write_key(path: Path) -> str:
