@@ -53,46 +53,6 @@ ALIVE, DEAD, SEKI = "alive", "dead", "seki"
 
 
 @njit(cache=True)
-def _owners_into(params, st, region, stack, out):
-    """``out[P]`` = +1 / -1 / 0 per padded point: whose point it is by Tromp-Taylor
-    (a stone's colour, or the one colour an empty region reaches)."""
-    points, stride = params[K.P_POINTS], params[K.P_STRIDE]
-    region[:] = -1
-    for p in range(points):
-        c = st[K.HEADER + p]
-        if c == K.BLACK:
-            out[p] = 1
-        elif c == K.WHITE:
-            out[p] = -1
-        elif c == K.EDGE:
-            out[p] = 0
-        elif region[p] == -1:
-            reaches = 0  # bit 1: black, bit 2: white
-            top = 0
-            members = 0
-            stack[top] = p
-            top += 1
-            region[p] = p
-            # The stack's used prefix keeps the region's members: walk it once more
-            # to write their owner.
-            while members < top:
-                s = stack[members]
-                members += 1
-                for q in (s - stride, s - 1, s + 1, s + stride):
-                    qc = st[K.HEADER + q]
-                    if qc == K.EMPTY:
-                        if region[q] == -1:
-                            region[q] = p
-                            stack[top] = q
-                            top += 1
-                    elif qc != K.EDGE:
-                        reaches |= qc
-            owner = 1 if reaches == K.BLACK else (-1 if reaches == K.WHITE else 0)
-            for i in range(top):
-                out[stack[i]] = owner
-
-
-@njit(cache=True)
 def _is_self_atari(params, st, p, color, mark):
     """Whether ``color`` on empty padded point p captures nothing and leaves its
     group with one liberty (``mark``: scratch, all zero between calls)."""
@@ -199,7 +159,7 @@ def _playout_ownership_kernel(params, st, playouts, seed, out):
         scratch[K.END] = K.ONGOING
         scratch[K.PASSES] = 0
         _playout(params, scratch, mark, captured, empties)
-        _owners_into(params, scratch, region, stack, owner)
+        K.area_owners_into(params, scratch, region, stack, owner)
         a = 0
         for y in range(size):
             p = (y + 1) * stride + 1

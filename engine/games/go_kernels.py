@@ -381,30 +381,32 @@ def play_action(params, st, action, captured_out):
 
 
 @njit(cache=True)
-def area_score(params, st):
-    """Tromp-Taylor area: black points minus white points (stones + empty regions
-    that reach only one colour), komi not included."""
+def area_owners_into(params, st, region, stack, out):
+    """``out[P]`` = +1 / -1 / 0 per padded point: whose it is by Tromp-Taylor (a stone's
+    colour, or the one colour an empty region reaches); ``region`` and ``stack`` are
+    int32[P] scratch."""
     points, stride = params[P_POINTS], params[P_STRIDE]
-    region = np.full(points, -1, dtype=np.int32)
-    stack = np.empty(points, dtype=np.int32)
-    score = 0
+    region[:] = -1
     for p in range(points):
         c = st[HEADER + p]
         if c == BLACK:
-            score += 1
+            out[p] = 1
         elif c == WHITE:
-            score -= 1
-        elif c == EMPTY and region[p] == -1:
+            out[p] = -1
+        elif c == EDGE:
+            out[p] = 0
+        elif region[p] == -1:
             reaches = 0  # bit 1: black, bit 2: white
-            count = 0
             top = 0
+            members = 0
             stack[top] = p
             top += 1
             region[p] = p
-            while top > 0:
-                top -= 1
-                s = stack[top]
-                count += 1
+            # The stack's used prefix keeps the region's members: walk it once more
+            # to write their owner.
+            while members < top:
+                s = stack[members]
+                members += 1
                 for q in (s - stride, s - 1, s + 1, s + stride):
                     qc = st[HEADER + q]
                     if qc == EMPTY:
@@ -414,11 +416,19 @@ def area_score(params, st):
                             top += 1
                     elif qc != EDGE:
                         reaches |= qc
-            if reaches == BLACK:
-                score += count
-            elif reaches == WHITE:
-                score -= count
-    return score
+            owner = 1 if reaches == BLACK else (-1 if reaches == WHITE else 0)
+            for i in range(top):
+                out[stack[i]] = owner
+
+
+@njit(cache=True)
+def area_score(params, st):
+    """Tromp-Taylor area: black points minus white points (stones + empty regions
+    that reach only one colour), komi not included."""
+    points = params[P_POINTS]
+    owners = np.empty(points, dtype=np.int32)
+    area_owners_into(params, st, np.empty(points, dtype=np.int32), np.empty(points, dtype=np.int32), owners)
+    return int(owners.sum())
 
 
 @njit(cache=True)
