@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import chaos_harness as chaos  # noqa: E402
 
-from cluster.redis_server import EmbeddedRedis  # noqa: E402
+from tengen.cluster.redis_server import EmbeddedRedis  # noqa: E402
 
 WINDOW_S = 120
 
@@ -79,8 +79,8 @@ def _external_faults(base: Path, results: list) -> None:
 def _node_fault(base: Path, results: list) -> None:
     from ray.cluster_utils import Cluster
 
-    from cluster.config import parse_config
-    from cluster.driver import ClusterRun
+    from tengen.cluster.config import parse_config
+    from tengen.cluster.driver import ClusterRun
 
     server = EmbeddedRedis(data_dir=base / "redis-nodes").start()
     # 6 CPUs: 3 workers, the learner and the server still fit when a 1-CPU node goes.

@@ -40,8 +40,8 @@ os.environ.update(TF_ENV)
 import numpy as np  # noqa: E402
 import ray  # noqa: E402
 
-from engine.network import CompiledModel, build_network  # noqa: E402
-from workers.inference_server import InferenceServer  # noqa: E402
+from tengen.engine.network import CompiledModel, build_network  # noqa: E402
+from tengen.workers.inference_server import InferenceServer  # noqa: E402
 
 CPU_NET = {"input_shape": (6, 7, 3), "num_actions": 7, "blocks": 5, "filters": 64, "l2": 1e-4, "value_hidden": 64}
 GPU_NET = {"input_shape": (9, 9, 17), "num_actions": 82, "blocks": 10, "filters": 128, "l2": 1e-4, "value_hidden": 128}
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"RATIO inference_server_vs_raw {ratio:.3f} vs raw_compiled_call target 0.85", flush=True)
             return 0
 
-        from engine.network import gpu_available
+        from tengen.engine.network import gpu_available
 
         if not gpu_available():
             print("warning: --gpu but TensorFlow sees no GPU; measuring on CPU", file=sys.stderr, flush=True)

@@ -24,12 +24,12 @@ import time
 
 import numpy as np
 
-from cluster.config import load_config
-from cluster.single_process import SingleProcessRun
-from engine.arena import MctsPlayer, RolloutMctsPlayer, play_match
-from engine.mcts import Search
-from engine.network import CompiledModel
-from engine.solvers import connect4_labelled_positions
+from tengen.cluster.config import load_config
+from tengen.cluster.single_process import SingleProcessRun
+from tengen.engine.arena import MctsPlayer, RolloutMctsPlayer, play_match
+from tengen.engine.mcts import Search
+from tengen.engine.network import CompiledModel
+from tengen.engine.solvers import connect4_labelled_positions
 
 
 def optimal_share(run: SingleProcessRun, labelled, simulations: int) -> float:

@@ -20,8 +20,8 @@ import numpy as np
 import pyspiel
 from open_spiel.python.algorithms import mcts as spiel_mcts
 
-from engine.games import make_game
-from engine.mcts import Search, uniform_evaluator
+from tengen.engine.games import make_game
+from tengen.engine.mcts import Search, uniform_evaluator
 
 TARGETS = {"connect4": 50.0, "go9": 30.0}
 

@@ -23,12 +23,12 @@ import time
 
 import numpy as np
 
-from cluster.codec import encode_game, game_decoder
-from cluster.redis_server import EmbeddedRedis
-from cluster.transport import SampleStream
-from engine.games import make_game
-from engine.selfplay import GameRecord
-from learner.replay import ReplayWindow
+from tengen.cluster.codec import encode_game, game_decoder
+from tengen.cluster.redis_server import EmbeddedRedis
+from tengen.cluster.transport import SampleStream
+from tengen.engine.games import make_game
+from tengen.engine.selfplay import GameRecord
+from tengen.learner.replay import ReplayWindow
 
 #: game -> (positions per game, simulations per move, loopback target in positions/s)
 CASES = {

@@ -20,8 +20,8 @@ import timeit
 
 import pyspiel
 
-from engine.games.go import GoGame
-from engine.games.mnk import connect4
+from tengen.engine.games.go import GoGame
+from tengen.engine.games.mnk import connect4
 
 TARGETS = {"go9": 5.0, "go19": 5.0, "connect4": 10.0}
 

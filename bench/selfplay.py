@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cluster.config import load_config
-from cluster.driver import ClusterRun
-from engine.network import CompiledModel, build_network
+from tengen.cluster.config import load_config
+from tengen.cluster.driver import ClusterRun
+from tengen.engine.network import CompiledModel, build_network
 
 
 def raw_evaluations_per_s(config, seconds: float = 10.0) -> float:

@@ -16,13 +16,13 @@ import time
 
 import ray
 
-from cluster.codec import encode_game, game_decoder
-from cluster.config import TengenConfig, parse_config
-from cluster.metrics import RunMetrics
-from cluster.outbox import GameOutbox
-from cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
-from cluster.redis_server import connect
-from cluster.transport import ModelRegistry, SampleStream, StatusBoard
+from tengen.cluster.codec import encode_game, game_decoder
+from tengen.cluster.config import TengenConfig, parse_config
+from tengen.cluster.metrics import RunMetrics
+from tengen.cluster.outbox import GameOutbox
+from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
+from tengen.cluster.redis_server import connect
+from tengen.cluster.transport import ModelRegistry, SampleStream, StatusBoard
 
 __all__ = ["SelfPlayActor", "LearnerActor", "GatekeeperActor", "ServerLost", "stream_maxlen", "redis_for"]
 
@@ -66,7 +66,7 @@ class SelfPlayActor:
 
     def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, server, worker_id: str,
                  seed: int, model_version: int):
-        from workers.selfplay_worker import SelfPlayWorker
+        from tengen.workers.selfplay_worker import SelfPlayWorker
 
         self.config = parse_config(config)
         self.worker_id = worker_id
@@ -141,8 +141,8 @@ class LearnerActor:
     """The Learner reading the run's stream and publishing to its registry."""
 
     def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, storage: str, seed: int):
-        from engine.network import share_gpu_memory
-        from learner.learner import Learner
+        from tengen.engine.network import share_gpu_memory
+        from tengen.learner.learner import Learner
 
         share_gpu_memory()
         self.config = parse_config(config)
@@ -194,7 +194,7 @@ class GatekeeperActor:
     """The Gatekeeper, with the run's registry and rule."""
 
     def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, seed: int):
-        from workers.gatekeeper import Gatekeeper
+        from tengen.workers.gatekeeper import Gatekeeper
 
         self.config = parse_config(config)
         self.registry = ModelRegistry(redis_for(self.config, redis_url, password, component="gatekeeper"), run_id)

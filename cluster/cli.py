@@ -64,7 +64,7 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_gtp(args: argparse.Namespace) -> int:
-    from engine.gtp import GtpEngine
+    from tengen.engine.gtp import GtpEngine
 
     if args.sims < 0 or args.analysis_visits < 1:
         return _fail("gtp", "--sims must be >= 0 and --analysis-visits >= 1")
@@ -77,8 +77,8 @@ def _run_gtp(args: argparse.Namespace) -> int:
     try:
         if args.checkpoint:
             def load():
-                from cluster.config import ConfigError
-                from engine.network import WeightsError  # imports TensorFlow
+                from tengen.cluster.config import ConfigError
+                from tengen.engine.network import WeightsError  # imports TensorFlow
 
                 try:
                     return _model_chooser(args.checkpoint, args.config, args.sims, warm_up=True), None
@@ -136,10 +136,10 @@ def _model_chooser(checkpoint: str, config_path: str | None, simulations: int, *
     checkpoint's model with ``simulations`` of MCTS (an ``engine.analysis.SearchPlayer``,
     which GTP also uses for timed search and analysis). ``warm_up``: trace the
     network's call for the batch sizes a search uses now, not in the first timed move."""
-    from cluster.config import load_config
-    from cluster.single_process import load_model
-    from engine.analysis import SearchPlayer
-    from engine.network import CompiledModel
+    from tengen.cluster.config import load_config
+    from tengen.cluster.single_process import load_model
+    from tengen.engine.analysis import SearchPlayer
+    from tengen.engine.network import CompiledModel
 
     config = load_config(config_path) if config_path else None
     config, own_game, model = load_model(checkpoint, config)
@@ -169,7 +169,8 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
         "process, without Ray or Redis. --resume continues the run in --run-dir with the config saved there.",
     )
     p.add_argument("config", nargs="?", default=None,
-                   help="run config, e.g. configs/connect4.yaml (with --resume: default the run's own)")
+                   help="run config: a packaged one by name (tictactoe, connect4, go9, ...; see `tengen config list`) "
+                   "or a YAML file (with --resume: default the run's own)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir: its stream, registry and ladder, the learner's checkpoint")
     p.add_argument("--resume-if-exists", action="store_true",
@@ -190,8 +191,8 @@ def _run_train(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from cluster.config import ConfigError, load_config, parse_config
-    from cluster.run_control import RunDirError, check_run_dir
+    from tengen.cluster.config import ConfigError, load_config, parse_config
+    from tengen.cluster.run_control import RunDirError, check_run_dir
 
     if args.resume_if_exists:
         if not args.run_dir:
@@ -202,7 +203,7 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.resume and not args.run_dir:
         return _fail("train", "--resume needs the --run-dir of the run to continue")
     if not args.config and not args.resume:
-        return _fail("train", "give a config file, e.g. configs/connect4.yaml (or --resume --run-dir DIR)")
+        return _fail("train", "give a config, e.g. connect4 or my-run.yaml (or --resume --run-dir DIR)")
     try:
         if args.run_dir:
             check_run_dir(Path(args.run_dir), resume=args.resume)
@@ -230,7 +231,7 @@ def _run_train(args: argparse.Namespace) -> int:
         return _fail("train", "put the Redis password in TENGEN_REDIS_PASSWORD, not in --redis")
     run_dir = args.run_dir or f"runs/{config.game.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.single_process:
-        from cluster.single_process import SingleProcessRun
+        from tengen.cluster.single_process import SingleProcessRun
 
         try:
             run = SingleProcessRun(config, run_dir, minutes=args.minutes, resume=args.resume)
@@ -242,7 +243,7 @@ def _run_train(args: argparse.Namespace) -> int:
             run.log("interrupted: the best model so far is in " + str(run.run_dir / "best"))
             return 130
         return 0
-    from cluster.driver import ClusterRun, StopRun
+    from tengen.cluster.driver import ClusterRun, StopRun
 
     try:
         summary = ClusterRun(config, run_dir, address=args.address, redis_url=args.redis, minutes=args.minutes,
@@ -270,7 +271,7 @@ def _run_status(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from cluster.run_control import read_status
+    from tengen.cluster.run_control import read_status
 
     try:
         status = read_status(Path(args.run_dir))
@@ -290,7 +291,7 @@ def _add_scale(subparsers: argparse._SubParsersAction) -> None:
 def _run_scale(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from cluster.run_control import request_workers
+    from tengen.cluster.run_control import request_workers
 
     try:
         request_workers(Path(args.run_dir), args.workers)
@@ -315,8 +316,8 @@ def _add_bestmove(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_bestmove(args: argparse.Namespace) -> int:
-    from cluster.config import ConfigError
-    from engine.network import WeightsError
+    from tengen.cluster.config import ConfigError
+    from tengen.engine.network import WeightsError
 
     if args.sims < 0:
         return _fail("bestmove", "--sims must be >= 0")
@@ -342,7 +343,7 @@ def _add_selfplay_demo(subparsers: argparse._SubParsersAction) -> None:
         description="Plays random games with the compiled rules and prints a tally, "
         "the speed and the last game's board.",
     )
-    p.add_argument("--config", default="configs/connect4.yaml", help="run config (default: connect4)")
+    p.add_argument("--config", default="connect4", help="run config, a name or a file (default: connect4)")
     p.add_argument("--games", type=int, default=1000, help="games to play (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first game")
     p.set_defaults(handler=_run_selfplay_demo)
@@ -351,7 +352,7 @@ def _add_selfplay_demo(subparsers: argparse._SubParsersAction) -> None:
 def _run_selfplay_demo(args: argparse.Namespace) -> int:
     import time
 
-    from cluster.config import ConfigError, load_config
+    from tengen.cluster.config import ConfigError, load_config
 
     try:
         game = load_config(args.config).game.make()
@@ -374,6 +375,36 @@ def _run_selfplay_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_config(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "config",
+        help="list the packaged run configs, or show one with every default spelled out",
+        description="`tengen config list` names the configs that ship with tengen; `tengen config show NAME` "
+        "prints one (or any config file) with every default spelled out, a start for your own: "
+        "tengen config show go9 > my-go9.yaml",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser("list", help="the packaged configs")
+    show = actions.add_parser("show", help="a config with every default spelled out")
+    show.add_argument("name", help="a packaged config's name, or a YAML file")
+    p.set_defaults(handler=_run_config)
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    from tengen.cluster.config import ConfigError, load_config, packaged_configs
+
+    if args.action == "list":
+        for name, path in packaged_configs().items():
+            first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines() if line.strip()), "")
+            print(f"{name:12s} {first}")
+        return 0
+    try:
+        print(load_config(args.name).to_yaml(), end="")
+    except ConfigError as e:
+        return _fail("config", e)
+    return 0
+
+
 #: the subcommands, in the order ``--help`` lists them
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_train,
@@ -382,7 +413,14 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_bestmove,
     _add_gtp,
     _add_selfplay_demo,
+    _add_config,
 ]
+
+
+def _version() -> str:
+    from tengen import __version__
+
+    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -390,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tengen",
         description="tengen: AlphaZero-style self-play training (Ray, Redis, Keras).",
     )
+    parser.add_argument("--version", action="version", version=f"tengen {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(subparsers)

@@ -44,8 +44,8 @@ import msgpack
 import numpy as np
 import zstandard
 
-from engine.games.base import Game
-from engine.selfplay import GameRecord
+from tengen.engine.games.base import Game
+from tengen.engine.selfplay import GameRecord
 
 __all__ = [
     "FORMAT_TAG",

@@ -26,10 +26,10 @@ from pydantic import (
     model_validator,
 )
 
-from engine.games import Game, GoGame, make_game
-from engine.gating import MAX_ELO
-from engine.mcts import search_bytes
-from learner.storage import check_storage_url
+from tengen.engine.games import Game, GoGame, make_game
+from tengen.engine.gating import MAX_ELO
+from tengen.engine.mcts import search_bytes
+from tengen.learner.storage import check_storage_url
 
 __all__ = [
     "ConfigError",
@@ -44,7 +44,9 @@ __all__ = [
     "RedisConfig",
     "ClusterConfig",
     "TengenConfig",
+    "config_path",
     "load_config",
+    "packaged_configs",
     "parse_config",
 ]
 
@@ -479,8 +481,31 @@ def parse_config(data: object, source: str = "config") -> TengenConfig:
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
 
 
+def packaged_configs() -> dict[str, Path]:
+    """The run configs that ship with tengen, by name (``connect4``, ``go9``, ...)."""
+    from importlib.resources import files
+
+    folder = Path(str(files("tengen") / "configs"))
+    return {path.stem: path for path in sorted(folder.glob("*.yaml"))}
+
+
+def config_path(name_or_path: str | Path) -> Path:
+    """A config file: ``name_or_path`` itself when it is a file (or looks like a path),
+    else the packaged config of that name, so that ``tengen train connect4`` works
+    from any directory. ConfigError names the packaged ones when neither fits."""
+    path = Path(name_or_path)
+    if path.exists() or path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+        return path
+    packaged = packaged_configs()
+    if str(name_or_path) in packaged:
+        return packaged[str(name_or_path)]
+    raise ConfigError(f"{name_or_path}: no such file, and no packaged config of that name "
+                      f"(packaged: {', '.join(packaged)})")
+
+
 def load_config(path: str | Path) -> TengenConfig:
-    path = Path(path)
+    """The config in a file, or the packaged config of that name (``connect4``)."""
+    path = config_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:

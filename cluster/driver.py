@@ -47,16 +47,22 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
-from cluster.config import TengenConfig
-from cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
-from cluster.metrics import RunMetrics
-from cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
-from cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
-from cluster.run_dir import RunDir, RunDirError
-from cluster.supervision import CrashLoop, Supervisor, root_cause
-from cluster.transport import ModelRegistry, RunKeys, SampleStream, StatusBoard, memory_by_part, version_id
-from engine.network import build_network, save_weights_file, weights_from_bytes, weights_to_bytes, write_atomically
+from tengen.cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
+from tengen.cluster.config import TengenConfig
+from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
+from tengen.cluster.metrics import RunMetrics
+from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
+from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
+from tengen.cluster.run_dir import RunDir, RunDirError
+from tengen.cluster.supervision import CrashLoop, Supervisor, root_cause
+from tengen.cluster.transport import ModelRegistry, RunKeys, SampleStream, StatusBoard, memory_by_part, version_id
+from tengen.engine.network import (
+    build_network,
+    save_weights_file,
+    weights_from_bytes,
+    weights_to_bytes,
+    write_atomically,
+)
 
 __all__ = ["ClusterRun", "StopRun"]
 
@@ -550,7 +556,7 @@ class ClusterRun:
         self.log(f"scaled to {self.target_workers} self-play workers")
 
     def _promote(self, version: int, registry: ModelRegistry, metrics: RunMetrics) -> None:
-        from engine.network import blob_sha256
+        from tengen.engine.network import blob_sha256
 
         assert self.pool is not None
         blob, _ = registry.fetch(version)

@@ -23,7 +23,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from workers.inference_server import InferenceServer
+from tengen.workers.inference_server import InferenceServer
 
 __all__ = ["InferencePool", "learner_gpu_share", "CPU_SERVER"]
 

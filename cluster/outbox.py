@@ -15,7 +15,7 @@ import collections
 import time
 from collections.abc import Callable
 
-from cluster.redis_client import RedisUnavailable
+from tengen.cluster.redis_client import RedisUnavailable
 
 __all__ = ["GameOutbox"]
 

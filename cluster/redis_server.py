@@ -50,7 +50,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from cluster.redis_client import DEFAULT_POLICY, OutagePolicy, ResilientRedis, client_options
+from tengen.cluster.redis_client import DEFAULT_POLICY, OutagePolicy, ResilientRedis, client_options
 
 __all__ = ["EmbeddedRedis", "EmbeddedRedisError", "connect", "redis_executable", "resolve_password",
            "PASSWORD_ENV", "PASSWORD_FILE_ENV", "USERNAME_ENV"]

@@ -19,10 +19,10 @@ from pathlib import Path
 import redis
 import yaml
 
-from cluster.redis_client import OutagePolicy, RedisLike, RedisUnavailable
-from cluster.redis_server import connect
-from cluster.run_dir import RunDir, RunDirError
-from cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part
+from tengen.cluster.redis_client import OutagePolicy, RedisLike, RedisUnavailable
+from tengen.cluster.redis_server import connect
+from tengen.cluster.run_dir import RunDir, RunDirError
+from tengen.cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part
 
 __all__ = ["RunDirError", "check_run_dir", "read_status", "request_workers"]
 

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from cluster.config import TengenConfig, load_config
-from engine.arena import MctsPlayer, play_match
-from engine.gating import Decision, GatingRule
-from engine.network import CompiledModel, build_network, load_weights_file, save_weights_file, write_atomically
-from engine.selfplay import SelfPlay
-from learner.replay import ReplayWindow
-from learner.trainer import Trainer
+from tengen.cluster.config import TengenConfig, load_config
+from tengen.engine.arena import MctsPlayer, play_match
+from tengen.engine.gating import Decision, GatingRule
+from tengen.engine.network import CompiledModel, build_network, load_weights_file, save_weights_file, write_atomically
+from tengen.engine.selfplay import SelfPlay
+from tengen.learner.replay import ReplayWindow
+from tengen.learner.trainer import Trainer
 
 __all__ = ["SingleProcessRun", "build_model", "load_model", "model_version_id"]
 

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import redis
 
-from cluster.redis_client import RedisLike, call_with_retry
-from engine.selfplay import GameRecord
+from tengen.cluster.redis_client import RedisLike, call_with_retry
+from tengen.engine.selfplay import GameRecord
 
 __all__ = [
     "RunKeys",

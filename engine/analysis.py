@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.games.base import Game
-from engine.mcts import ROOT, UNEXPANDED, Evaluator, RolloutEvaluator, Search
+from tengen.engine.games.base import Game
+from tengen.engine.mcts import ROOT, UNEXPANDED, Evaluator, RolloutEvaluator, Search
 
 __all__ = ["MoveStats", "Analysis", "SearchPlayer", "principal_variation"]
 

@@ -17,9 +17,9 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.games.base import Game
-from engine.gating import Decision, EloEstimate, GatingRule, estimate_elo
-from engine.mcts import Evaluator, RolloutEvaluator, Search, choose_move
+from tengen.engine.games.base import Game
+from tengen.engine.gating import Decision, EloEstimate, GatingRule, estimate_elo
+from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, choose_move
 
 __all__ = ["Player", "MctsPlayer", "RolloutMctsPlayer", "RandomPlayer", "MatchResult", "play_match"]
 

@@ -58,13 +58,13 @@ from typing import Protocol, TextIO
 
 import numpy as np
 
-from engine.analysis import Analysis, SearchPlayer
-from engine.games import go_kernels as K
-from engine.games.base import IllegalMove
-from engine.games.go import GoGame
-from engine.gtp_time import Clock, parse_kgs_time_settings, parse_time_settings
-from engine.ownership import SETTLED, Ownership, PlayoutOwnership, area_without_dead, stone_status
-from engine.sgf import GoRecord, Move, Setup, SgfError, load_sgf, write_sgf
+from tengen.engine.analysis import Analysis, SearchPlayer
+from tengen.engine.games import go_kernels as K
+from tengen.engine.games.base import IllegalMove
+from tengen.engine.games.go import GoGame
+from tengen.engine.gtp_time import Clock, parse_kgs_time_settings, parse_time_settings
+from tengen.engine.ownership import SETTLED, Ownership, PlayoutOwnership, area_without_dead, stone_status
+from tengen.engine.sgf import GoRecord, Move, Setup, SgfError, load_sgf, write_sgf
 
 __all__ = ["GtpEngine", "Player", "ENGINE_NAME", "PROTOCOL_VERSION", "SCORING", "run", "handicap_points"]
 

@@ -38,8 +38,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import DTypeLike
 
-from engine.games import kernels as R
-from engine.games.base import Game
+from tengen.engine.games import kernels as R
+from tengen.engine.games.base import Game
 
 __all__ = [
     "Search",

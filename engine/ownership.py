@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from engine.games import go_kernels as K
-from engine.games.go import GoGame, Group
+from tengen.engine.games import go_kernels as K
+from tengen.engine.games.go import GoGame, Group
 
 __all__ = [
     "Ownership",

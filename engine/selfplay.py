@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.games.base import Game
-from engine.mcts import Evaluator, Search, choose_move, visit_policy
+from tengen.engine.games.base import Game
+from tengen.engine.mcts import Evaluator, Search, choose_move, visit_policy
 
 __all__ = ["GameRecord", "SelfPlay"]
 

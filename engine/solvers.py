@@ -45,7 +45,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from engine.games.mnk import HEADER, NO_WINNER, TO_PLAY, WINNER, connect4, play_in_place
+from tengen.engine.games.mnk import HEADER, NO_WINNER, TO_PLAY, WINNER, connect4, play_in_place
 
 __all__ = [
     "SolveBudgetExceeded",

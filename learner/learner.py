@@ -30,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from engine.games.base import Game
-from engine.network import build_network, weights_to_bytes
-from engine.selfplay import GameRecord
-from learner.replay import ReplayWindow
-from learner.storage import open_storage
-from learner.trainer import Trainer
+from tengen.engine.games.base import Game
+from tengen.engine.network import build_network, weights_to_bytes
+from tengen.engine.selfplay import GameRecord
+from tengen.learner.replay import ReplayWindow
+from tengen.learner.storage import open_storage
+from tengen.learner.trainer import Trainer
 
 __all__ = ["Learner", "CHECKPOINT_FILE"]
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.games.base import Game
+from tengen.engine.games.base import Game
 
 __all__ = ["ReplayWindow"]
 

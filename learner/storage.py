@@ -136,7 +136,7 @@ class LocalStorage:
     def write_bytes(self, name: str, data: bytes) -> None:
         # Imported here: engine.network brings TensorFlow, and the config schema
         # imports this module only to check URLs.
-        from engine.network import write_atomically
+        from tengen.engine.network import write_atomically
 
         write_atomically(self.directory / _checked(name), data)
 

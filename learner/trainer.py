@@ -20,7 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from engine.network import assign_checked, model_variables, pack_tensors, unpack_tensors
+from tengen.engine.network import assign_checked, model_variables, pack_tensors, unpack_tensors
 
 __all__ = [
     "CHECKPOINT_FORMAT",

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import yaml
 
-from cluster.codec import decode_game_meta
-from cluster.redis_server import EmbeddedRedis, connect
-from cluster.run_dir import RunDir
-from cluster.transport import ENTRY_FIELD, RunKeys
-from engine.games import make_game
+from tengen.cluster.codec import decode_game_meta
+from tengen.cluster.redis_server import EmbeddedRedis, connect
+from tengen.cluster.run_dir import RunDir
+from tengen.cluster.transport import ENTRY_FIELD, RunKeys
+from tengen.engine.games import make_game
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,7 +113,7 @@ class Run:
         self.run_dir.parent.mkdir(parents=True, exist_ok=True)
         config_path = self.run_dir.parent / f"{self.run_dir.name}.yaml"
         config_path.write_text(yaml.safe_dump(self.config))
-        command = [sys.executable, "-m", "cluster.cli", "train", "--run-dir", str(self.run_dir),
+        command = [sys.executable, "-m", "tengen.cluster.cli", "train", "--run-dir", str(self.run_dir),
                    "--minutes", str(minutes)]
         command += ["--resume"] if resume else [str(config_path)]
         if self.redis_url:

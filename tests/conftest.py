@@ -12,7 +12,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
-    from cluster.redis_server import EmbeddedRedis
+    from tengen.cluster.redis_server import EmbeddedRedis
 
     server = EmbeddedRedis(data_dir=tmp_path_factory.mktemp("redis"))
     server.start()

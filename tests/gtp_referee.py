@@ -28,7 +28,7 @@ def fetch_gnugo() -> Path:
 
 
 def tengen_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cluster.cli", "gtp", *args]
+    return [sys.executable, "-m", "tengen.cluster.cli", "gtp", *args]
 
 
 class GtpFailure(Exception):

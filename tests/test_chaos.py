@@ -15,8 +15,8 @@ import signal
 import chaos_harness as chaos
 import pytest
 
-from cluster.redis_server import EmbeddedRedis
-from cluster.run_dir import RunDir
+from tengen.cluster.redis_server import EmbeddedRedis
+from tengen.cluster.run_dir import RunDir
 
 RECOVERY_S = 180
 

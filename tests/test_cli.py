@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def tengen(*args, stdin="", timeout=300):
-    return subprocess.run([sys.executable, "-m", "cluster.cli", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", *args], input=stdin, capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT)
 
 

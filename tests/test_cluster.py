@@ -14,14 +14,14 @@ import pytest
 import ray
 import yaml
 
-from cluster.codec import game_decoder
-from cluster.config import parse_config
-from cluster.driver import ClusterRun
-from cluster.redis_server import EmbeddedRedis
-from cluster.run_control import read_status, request_workers
-from cluster.run_dir import RunDir
-from cluster.transport import ModelRegistry, SampleStream
-from engine.games import make_game
+from tengen.cluster.codec import game_decoder
+from tengen.cluster.config import parse_config
+from tengen.cluster.driver import ClusterRun
+from tengen.cluster.redis_server import EmbeddedRedis
+from tengen.cluster.run_control import read_status, request_workers
+from tengen.cluster.run_dir import RunDir
+from tengen.cluster.transport import ModelRegistry, SampleStream
+from tengen.engine.games import make_game
 
 TINY_TICTACTOE = {
     "game": {"name": "tictactoe"},

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from cluster.config import MEMORY_BUDGET_VARIABLE, ConfigError, TengenConfig, load_config, parse_config
-from engine.games import GoGame, make_game
-from engine.mcts import Search, search_bytes
-from learner.replay import ReplayWindow
+from tengen.cluster.config import MEMORY_BUDGET_VARIABLE, ConfigError, TengenConfig, load_config, parse_config
+from tengen.engine.games import GoGame, make_game
+from tengen.engine.mcts import Search, search_bytes
+from tengen.learner.replay import ReplayWindow
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 GiB = 2**30
@@ -351,7 +351,7 @@ def test_unreadable_and_malformed_files(tmp_path):
 
 
 def test_selfplay_demo_runs_from_a_config(capsys):
-    from cluster.cli import main
+    from tengen.cluster.cli import main
 
     assert main(["selfplay-demo", "--config", str(CONFIGS[0]), "--games", "20"]) == 0
     out = capsys.readouterr().out

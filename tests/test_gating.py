@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.gating import (
+from tengen.engine.gating import (
     MAX_ELO,
     Decision,
     GatingRule,

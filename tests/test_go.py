@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.games.base import IllegalMove
-from engine.games.go import GoBoard, GoGame, RenDatabaseError
+from tengen.engine.games.base import IllegalMove
+from tengen.engine.games.go import GoBoard, GoGame, RenDatabaseError
 
 
 def position(game: GoGame, art: str, to_play: str = "black"):

@@ -15,7 +15,7 @@ import numpy as np
 import pyspiel
 import pytest
 
-from engine.games.go import GoGame
+from tengen.engine.games.go import GoGame
 
 
 def compare_random_games(size: int, games: int, seed: int) -> tuple[int, int]:

@@ -29,9 +29,9 @@ def model(tmp_path_factory) -> tuple[str, str]:
     weights = tmp / "weights" / "model.safetensors"
     weights.parent.mkdir()
     script = textwrap.dedent(f"""
-        from cluster.config import load_config
-        from cluster.single_process import build_model
-        from engine.network import save_weights_file
+        from tengen.cluster.config import load_config
+        from tengen.cluster.single_process import build_model
+        from tengen.engine.network import save_weights_file
         save_weights_file(build_model(load_config({str(config)!r})), {str(weights)!r}, metadata={{"version": "000000"}})
     """)
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -16,7 +16,7 @@ import pytest
 from gtp_clients import sabaki_parse_analysis
 from gtp_referee import ROOT, tengen_command
 
-from engine.gtp import GtpEngine
+from tengen.engine.gtp import GtpEngine
 
 NODE_CACHE = ROOT / ".cache" / "node"
 PACKAGE = "@sabaki/gtp@3"  # tested with 3.0.0

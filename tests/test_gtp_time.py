@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.gtp import GtpEngine
-from engine.gtp_time import Clock, TimeSettings, parse_kgs_time_settings, parse_time_settings
+from tengen.engine.gtp import GtpEngine
+from tengen.engine.gtp_time import Clock, TimeSettings, parse_kgs_time_settings, parse_time_settings
 
 BLACK, WHITE = 0, 1
 

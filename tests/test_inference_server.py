@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from engine.network import CompiledModel, blob_sha256, build_network, weights_to_bytes
-from workers.inference_server import InferenceServer
+from tengen.engine.network import CompiledModel, blob_sha256, build_network, weights_to_bytes
+from tengen.workers.inference_server import InferenceServer
 
 # connect4-shaped planes, a one-block net: small enough to trace in well under a second
 NET = {"input_shape": (6, 7, 3), "num_actions": 7, "blocks": 1, "filters": 8, "l2": 1e-4, "value_hidden": 16}

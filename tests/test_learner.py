@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from engine.games import make_game
-from engine.network import WeightsError, build_network, weights_to_bytes
-from learner.replay import ReplayWindow
-from learner.trainer import StepSchedule, Trainer
+from tengen.engine.games import make_game
+from tengen.engine.network import WeightsError, build_network, weights_to_bytes
+from tengen.learner.replay import ReplayWindow
+from tengen.learner.trainer import StepSchedule, Trainer
 
 # -- replay window -------------------------------------------------------------------------
 

@@ -6,12 +6,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cluster.codec import encode_game, game_decoder
-from cluster.transport import ModelRegistry, SampleStream
-from engine.games import make_game
-from engine.mcts import uniform_evaluator
-from engine.selfplay import SelfPlay
-from learner.learner import CHECKPOINT_FILE, Learner
+from tengen.cluster.codec import encode_game, game_decoder
+from tengen.cluster.transport import ModelRegistry, SampleStream
+from tengen.engine.games import make_game
+from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.selfplay import SelfPlay
+from tengen.learner.learner import CHECKPOINT_FILE, Learner
 
 GAME = make_game("tictactoe")
 NETWORK = {"input_shape": GAME.planes_shape, "num_actions": GAME.num_actions, "blocks": 1, "filters": 8}

@@ -8,12 +8,12 @@ position, and no loss to a perfect player from either side.
 import numpy as np
 import pytest
 
-from cluster.config import load_config
-from cluster.single_process import SingleProcessRun, load_model
-from engine.arena import MctsPlayer, play_match
-from engine.mcts import Search
-from engine.network import CompiledModel
-from engine.solvers import tictactoe_optimal_actions
+from tengen.cluster.config import load_config
+from tengen.cluster.single_process import SingleProcessRun, load_model
+from tengen.engine.arena import MctsPlayer, play_match
+from tengen.engine.mcts import Search
+from tengen.engine.network import CompiledModel
+from tengen.engine.solvers import tictactoe_optimal_actions
 
 SIMULATIONS = 800
 

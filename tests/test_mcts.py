@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.games import make_game
-from engine.mcts import RolloutEvaluator, Search, choose_move, uniform_evaluator, visit_policy
+from tengen.engine.games import make_game
+from tengen.engine.mcts import RolloutEvaluator, Search, choose_move, uniform_evaluator, visit_policy
 
 TTT = make_game("tictactoe")
 C4 = make_game("connect4")

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.games.base import IllegalMove
-from engine.games.mnk import (
+from tengen.engine.games.base import IllegalMove
+from tengen.engine.games.mnk import (
     DRAW,
     HEADER,
     LAST,

@@ -33,10 +33,10 @@ import ray
 import yaml
 from test_cluster import TINY_TICTACTOE
 
-from cluster.config import ConfigError, parse_config
-from cluster.driver import ClusterRun
-from cluster.metrics import METRICS
-from workers.inference_server import METRIC_NAMES
+from tengen.cluster.config import ConfigError, parse_config
+from tengen.cluster.driver import ClusterRun
+from tengen.cluster.metrics import METRICS
+from tengen.workers.inference_server import METRIC_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 MONITORING = ROOT / "deploy" / "monitoring"

@@ -9,9 +9,9 @@ import time
 import pytest
 from ray.cluster_utils import Cluster
 
-from cluster.config import parse_config
-from cluster.driver import ClusterRun
-from cluster.run_control import read_status
+from tengen.cluster.config import parse_config
+from tengen.cluster.driver import ClusterRun
+from tengen.cluster.run_control import read_status
 
 CONFIG = {
     "game": {"name": "tictactoe"},

@@ -5,8 +5,8 @@ import pickle
 import numpy as np
 import pytest
 
-from engine.games import make_game
-from engine.network import (
+from tengen.engine.games import make_game
+from tengen.engine.network import (
     DEFAULT_BUCKETS,
     WEIGHTS_FORMAT,
     CompiledModel,

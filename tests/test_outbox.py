@@ -9,15 +9,15 @@ import time
 import numpy as np
 import pytest
 
-from cluster.codec import encode_game, game_decoder
-from cluster.outbox import GameOutbox
-from cluster.redis_client import OutagePolicy, RedisUnavailable
-from cluster.redis_server import EmbeddedRedis, connect
-from cluster.transport import SampleStream
-from engine.games import make_game
-from engine.mcts import uniform_evaluator
-from engine.selfplay import SelfPlay
-from workers.selfplay_worker import SelfPlayWorker
+from tengen.cluster.codec import encode_game, game_decoder
+from tengen.cluster.outbox import GameOutbox
+from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable
+from tengen.cluster.redis_server import EmbeddedRedis, connect
+from tengen.cluster.transport import SampleStream
+from tengen.engine.games import make_game
+from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.selfplay import SelfPlay
+from tengen.workers.selfplay_worker import SelfPlayWorker
 
 GAME = make_game("tictactoe")
 DECODE = game_decoder(GAME)

@@ -10,8 +10,8 @@ import time
 import pytest
 import redis
 
-from cluster.redis_client import OutagePolicy, RedisUnavailable
-from cluster.redis_server import EmbeddedRedis, connect, redis_executable
+from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable
+from tengen.cluster.redis_server import EmbeddedRedis, connect, redis_executable
 
 QUICK = OutagePolicy(outage_s=30.0, backoff_base_s=0.01, backoff_cap_s=0.2, socket_timeout_s=2.0,
                      connect_timeout_s=1.0)

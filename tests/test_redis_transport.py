@@ -21,9 +21,9 @@ import zstandard
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from cluster import codec
-from cluster.codec import SampleFormatError, decode_game, decode_game_meta, encode_game, game_decoder
-from cluster.redis_server import (
+from tengen.cluster import codec
+from tengen.cluster.codec import SampleFormatError, decode_game, decode_game_meta, encode_game, game_decoder
+from tengen.cluster.redis_server import (
     AOF_FILE,
     CONFIG_FILE,
     PID_FILE,
@@ -32,7 +32,7 @@ from cluster.redis_server import (
     connect,
     redis_executable,
 )
-from cluster.transport import (
+from tengen.cluster.transport import (
     LocalModelRegistry,
     LocalSampleStream,
     LocalStatusBoard,
@@ -43,9 +43,9 @@ from cluster.transport import (
     StatusBoard,
     parse_promotion,
 )
-from engine.games import make_game
-from engine.mcts import uniform_evaluator
-from engine.selfplay import GameRecord, SelfPlay
+from tengen.engine.games import make_game
+from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.selfplay import GameRecord, SelfPlay
 
 GAMES = {"tictactoe": make_game("tictactoe"), "connect4": make_game("connect4"), "go9": make_game("go", size=9)}
 C4 = GAMES["connect4"]
@@ -610,8 +610,8 @@ def test_move_group_to_end_skips_what_a_replay_covers(make_stream, records):
 
 
 def test_the_registry_hash_is_the_network_modules():
-    from cluster.transport import blob_sha256
-    from engine.network import blob_sha256 as network_sha256
+    from tengen.cluster.transport import blob_sha256
+    from tengen.engine.network import blob_sha256 as network_sha256
 
     assert blob_sha256(b"weights") == network_sha256(b"weights")
 

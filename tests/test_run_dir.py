@@ -10,10 +10,10 @@ import stat
 
 import pytest
 
-from cluster.config import parse_config
-from cluster.driver import ClusterRun
-from cluster.run_dir import RunDir, RunDirError
-from cluster.transport import ModelRegistry
+from tengen.cluster.config import parse_config
+from tengen.cluster.driver import ClusterRun
+from tengen.cluster.run_dir import RunDir, RunDirError
+from tengen.cluster.transport import ModelRegistry
 
 
 def test_two_runs_with_the_same_name_get_different_ids(tmp_path):

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from engine.games import make_game
-from engine.mcts import uniform_evaluator
-from engine.selfplay import SelfPlay
+from tengen.engine.games import make_game
+from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.selfplay import SelfPlay
 
 C4 = make_game("connect4")
 TTT = make_game("tictactoe")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.games.go import GoGame
-from engine.gtp import GtpEngine
-from engine.sgf import GoRecord, Move, Setup, SgfError, load_sgf, read_sgf, write_sgf
+from tengen.engine.games.go import GoGame
+from tengen.engine.gtp import GtpEngine
+from tengen.engine.sgf import GoRecord, Move, Setup, SgfError, load_sgf, read_sgf, write_sgf
 
 GOLDEN_SGF = Path(__file__).parent / "golden" / "sgf"
 

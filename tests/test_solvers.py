@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from engine.games.mnk import (
+from tengen.engine.games.mnk import (
     HEADER,
     NO_WINNER,
     TO_PLAY,
@@ -18,7 +18,7 @@ from engine.games.mnk import (
     play_sequence,
     tictactoe,
 )
-from engine.solvers import (
+from tengen.engine.solvers import (
     SolveBudgetExceeded,
     connect4_labelled_positions,
     connect4_optimal_actions,

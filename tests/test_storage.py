@@ -38,15 +38,15 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from cluster.codec import encode_game, game_decoder
-from cluster.config import ConfigError, parse_config
-from cluster.transport import ModelRegistry, SampleStream
-from engine.games import make_game
-from engine.mcts import uniform_evaluator
-from engine.network import build_network, weights_from_bytes
-from engine.selfplay import SelfPlay
-from learner.learner import CHECKPOINT_FILE, Learner
-from learner.storage import FsspecStorage, LocalStorage, open_storage
+from tengen.cluster.codec import encode_game, game_decoder
+from tengen.cluster.config import ConfigError, parse_config
+from tengen.cluster.transport import ModelRegistry, SampleStream
+from tengen.engine.games import make_game
+from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.network import build_network, weights_from_bytes
+from tengen.engine.selfplay import SelfPlay
+from tengen.learner.learner import CHECKPOINT_FILE, Learner
+from tengen.learner.storage import FsspecStorage, LocalStorage, open_storage
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the server, and the preloaded library that gives it a user without an account
@@ -257,7 +257,7 @@ def test_a_temporary_file_left_behind_is_not_a_checkpoint(storage_url):
 
 WRITER = """
 import sys
-from learner.storage import open_storage
+from tengen.learner.storage import open_storage
 
 storage = open_storage(sys.argv[1])
 size = int(sys.argv[2])
@@ -345,11 +345,11 @@ CANDIDATE_EVERY = 10
 
 LEARNER = """
 import json, os, sys, time
-from cluster.codec import game_decoder
-from cluster.redis_server import connect
-from cluster.transport import ModelRegistry, SampleStream
-from engine.games import make_game
-from learner.learner import Learner
+from tengen.cluster.codec import game_decoder
+from tengen.cluster.redis_server import connect
+from tengen.cluster.transport import ModelRegistry, SampleStream
+from tengen.engine.games import make_game
+from tengen.learner.learner import Learner
 
 redis_url, run_id, storage = sys.argv[1:4]
 client = connect(redis_url)  # the password from TENGEN_REDIS_PASSWORD

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.arena import MctsPlayer, play_match
-from engine.games.base import Game
-from engine.gating import Decision, GatingRule
-from engine.network import CompiledModel, build_network
+from tengen.engine.arena import MctsPlayer, play_match
+from tengen.engine.games.base import Game
+from tengen.engine.gating import Decision, GatingRule
+from tengen.engine.network import CompiledModel, build_network
 
 __all__ = ["Gatekeeper"]
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.network import CompiledModel, blob_sha256, build_network, gpu_available, share_gpu_memory
+from tengen.engine.network import CompiledModel, blob_sha256, build_network, gpu_available, share_gpu_memory
 
 __all__ = ["InferenceServer", "METRIC_NAMES"]
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.games.base import Game
-from engine.selfplay import GameRecord, SelfPlay
+from tengen.engine.games.base import Game
+from tengen.engine.selfplay import GameRecord, SelfPlay
 
 __all__ = ["SelfPlayWorker"]
 

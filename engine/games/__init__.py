@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-from engine.games.base import Game, IllegalMove
-from engine.games.go import GoGame
-from engine.games.mnk import MNKGame, connect4, gomoku, tictactoe
+from tengen.engine.games.base import Game, IllegalMove
+from tengen.engine.games.go import GoGame
+from tengen.engine.games.mnk import MNKGame, connect4, gomoku, tictactoe
 
 __all__ = ["Game", "IllegalMove", "GoGame", "MNKGame", "make_game", "GAME_NAMES"]
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.games.symmetry import SymmetrySet
+from tengen.engine.games.symmetry import SymmetrySet
 
 __all__ = ["Game", "IllegalMove", "PLAYER_NAMES", "KERNEL_MNK", "KERNEL_GO"]
 

@@ -15,9 +15,9 @@ from os import PathLike
 
 import numpy as np
 
-from engine.games import go_kernels as K
-from engine.games.base import KERNEL_GO, Game, IllegalMove
-from engine.games.symmetry import dihedral
+from tengen.engine.games import go_kernels as K
+from tengen.engine.games.base import KERNEL_GO, Game, IllegalMove
+from tengen.engine.games.symmetry import dihedral
 
 __all__ = [
     "GoGame",

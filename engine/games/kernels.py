@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from numba import njit
 
-from engine.games import go_kernels as go
-from engine.games import mnk
-from engine.games.base import KERNEL_GO, KERNEL_MNK
+from tengen.engine.games import go_kernels as go
+from tengen.engine.games import mnk
+from tengen.engine.games.base import KERNEL_GO, KERNEL_MNK
 
 __all__ = [
     "MNK",

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 import numpy as np
 from numba import njit
 
-from engine.games.base import KERNEL_MNK, Game
-from engine.games.symmetry import SymmetrySet, dihedral, mirror_only
+from tengen.engine.games.base import KERNEL_MNK, Game
+from tengen.engine.games.symmetry import SymmetrySet, dihedral, mirror_only
 
 __all__ = [
     "MNKGame",
