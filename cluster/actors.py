@@ -150,14 +150,10 @@ class LearnerActor:
         self.stream = SampleStream(client, run_id, maxlen=stream_maxlen(self.config))
         self.registry = ModelRegistry(client, run_id)
         self.metrics = RunMetrics(run_id)
-        train = self.config.train
         self.learner = Learner(
             game=self.config.game.make(), network=self.config.network_kwargs(), source=self.stream,
             registry=self.registry, decode=_decoder(self.config), storage=storage, seed=seed,
-            batch_size=train.batch_size, optimizer=train.optimizer, learning_rate=self.config.learning_rate(),
-            momentum=train.momentum,
-            replay_window=train.replay_window, min_positions=train.min_positions, max_reuse=train.max_reuse,
-            candidate_every=train.candidate_every,
+            **self.config.learner_kwargs(),
         )
         self._steps = self.learner.trainer.step
         self._read = self.learner.positions_read
@@ -168,7 +164,7 @@ class LearnerActor:
         return ray.get_runtime_context().get_node_id()
 
     def step(self, seconds: float, best_version: int) -> dict:
-        stats = self.learner.step(seconds=seconds, best_version=best_version)
+        stats = self.learner.step(seconds=seconds, best_version=best_version, until_step=self.config.stop.steps)
         now = time.monotonic()
         m = self.metrics
         m.inc("tengen_learner_steps_total", stats["step"] - self._steps)
@@ -186,8 +182,10 @@ class LearnerActor:
         stats["bad_entries"] = self.stream.bad_entries
         return stats
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> dict:
+        """Checkpoint now; returns the learner's stats as of the checkpoint."""
         self.learner.checkpoint()
+        return self.learner.stats()
 
 
 class GatekeeperActor:
@@ -199,14 +197,8 @@ class GatekeeperActor:
         self.config = parse_config(config)
         self.registry = ModelRegistry(redis_for(self.config, redis_url, password, component="gatekeeper"), run_id)
         self.metrics = RunMetrics(run_id)
-        g, mcts = self.config.gating, self.config.mcts
-        self.gatekeeper = Gatekeeper(
-            game=self.config.game.make(), network=self.config.network_kwargs(), registry=self.registry,
-            rule=self.config.gating_rule_kwargs(),
-            simulations=g.simulations or mcts.simulations, games_in_flight=g.games_in_flight,
-            temperature_moves=g.temperature_moves, c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction,
-            leaves_per_round=mcts.leaves_per_round, seed=seed,
-        )
+        self.gatekeeper = Gatekeeper(game=self.config.game.make(), network=self.config.network_kwargs(),
+                                     registry=self.registry, seed=seed, **self.config.gatekeeper_kwargs())
 
     def gate(self, candidate: int, best: int) -> dict:
         result = self.gatekeeper.gate(candidate, best)

@@ -235,13 +235,9 @@ def _run_train(args: argparse.Namespace) -> int:
 
         try:
             run = SingleProcessRun(config, run_dir, minutes=args.minutes, resume=args.resume)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, RunDirError) as e:
             return _fail("train", e)
-        try:
-            run.run()
-        except KeyboardInterrupt:
-            run.log("interrupted: the best model so far is in " + str(run.run_dir / "best"))
-            return 130
+        run.run()  # Ctrl-C and SIGTERM stop it cleanly, with a checkpoint
         return 0
     from tengen.cluster.driver import ClusterRun, StopRun
 

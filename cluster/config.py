@@ -406,6 +406,22 @@ class TengenConfig(_Strict):
             "no_resign_fraction": sp.no_resign_fraction,
         }
 
+    def learner_kwargs(self) -> dict:
+        """``Learner``'s training options (both wirings build it from these)."""
+        train = self.train
+        return {"batch_size": train.batch_size, "optimizer": train.optimizer, "learning_rate": self.learning_rate(),
+                "momentum": train.momentum, "replay_window": train.replay_window,
+                "min_positions": train.min_positions, "max_reuse": train.max_reuse,
+                "candidate_every": train.candidate_every}
+
+    def gatekeeper_kwargs(self) -> dict:
+        """``Gatekeeper``'s match options (both wirings build it from these)."""
+        g, mcts = self.gating, self.mcts
+        return {"rule": self.gating_rule_kwargs(), "simulations": g.simulations or mcts.simulations,
+                "games_in_flight": g.games_in_flight, "temperature_moves": g.temperature_moves,
+                "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
+                "leaves_per_round": mcts.leaves_per_round}
+
     def learning_rate(self) -> float | list[list[float]]:
         rate = self.train.learning_rate
         return [list(x) for x in rate] if isinstance(rate, list) else rate

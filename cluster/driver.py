@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -50,30 +49,18 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tengen.cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
 from tengen.cluster.config import TengenConfig
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
+from tengen.cluster.loop import StopRun, TrainingLoop, stop_on_sigterm
 from tengen.cluster.metrics import RunMetrics
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
 from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.supervision import CrashLoop, Supervisor, root_cause
 from tengen.cluster.transport import ModelRegistry, RunKeys, SampleStream, StatusBoard, memory_by_part, version_id
-from tengen.engine.network import (
-    build_network,
-    save_weights_file,
-    weights_from_bytes,
-    weights_to_bytes,
-    write_atomically,
-)
 
 __all__ = ["ClusterRun", "StopRun"]
 
-#: the run's totals (kept by the run: a lost worker's games stay counted)
-TOTALS = ("games", "positions", "evaluations", "moves")
 _REPORT_S = 5.0
 _MEMORY_REPORT_S = 30.0
-
-
-class StopRun(Exception):
-    """A signal (SIGTERM) asks the run to stop cleanly, as Ctrl-C does."""
 
 
 class ClusterRun:
@@ -86,27 +73,19 @@ class ClusterRun:
         self.run_id = ""  # from run.json, once run() has made or read it
         self.address = address or config.ray.address
         self.redis_url = redis_url or config.redis.url
-        self.minutes = minutes if minutes is not None else config.stop.minutes
+        self.minutes = minutes
         self.requested_workers = workers or config.cluster.workers
         self.resume = resume
         self._print = log
         self.game = config.game.make()
         self.redis: EmbeddedRedis | None = None
         self.client: ResilientRedis | None = None
-        self.best_version = 0
-        self.promotions = 0
-        self.last_gating: dict | None = None
-        self.learner_stats: dict = {}
+        #: the training loop's state and decisions (cluster/loop.py), once run() made it
+        self.loop: TrainingLoop | None = None
         self.server_stats: dict = {}
-        self.totals = dict.fromkeys(TOTALS, 0)
-        self._last_counts: dict[str, tuple[str, dict]] = {}  # worker -> (incarnation, its counters)
-        #: games each worker incarnation said it finished (their ids are ``<incarnation>:0`` on)
-        self.reported_games: dict[str, int] = {}
-        self._last_totals: tuple[dict, float] = (dict(self.totals), time.monotonic())
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
                                      window_s=config.cluster.crash_loop_s, log=self.log)
-        #: why the run stopped early (a crash loop, Redis away too long), else None
-        self.error: str | None = None
+        self._stop_requested = False
         #: set by the thread that keeps the embedded Redis when it gave up
         self._redis_failure: CrashLoop | None = None
         #: the learner actor's handle while the run lives (tests kill it to check recovery)
@@ -124,7 +103,6 @@ class ClusterRun:
         self._due: dict[str, tuple[float, Callable[[], None]]] = {}
         self._learner_ref: Any = None
         self._gate_ref: Any = None
-        self._pending_candidates: list[int] = []
         self._candidate = -1  # the one in the match in flight
 
     # -- start-up ---------------------------------------------------------------------
@@ -161,15 +139,6 @@ class ClusterRun:
             # address="local": without it Ray joins any `ray start` cluster on this machine.
             ray.init(address="local", num_cpus=cpus, runtime_env=env, include_dashboard=False,
                      log_to_driver=False, _metrics_export_port=self.config.ray.metrics_export_port)
-
-    def _publish_initial(self, registry: ModelRegistry) -> int:
-        best = registry.best_version()
-        if best is not None:
-            return best  # a resumed run keeps its ladder
-        model = build_network(**self.config.network_kwargs())
-        registry.publish(0, weights_to_bytes(model, metadata={"version": 0}), {"step": 0, "game": self.game.name})
-        registry.promote(0, elo=0.0, result={"initial": True})
-        return 0
 
     def _refuse_a_taken_run_id(self, redis_url: str, password: str | None) -> None:
         """A new run must not write into another run's keys (before Ray starts: it is
@@ -216,7 +185,7 @@ class ClusterRun:
                     keeper.start()
                 self._start_ray()
                 # After ray.init, whose core worker installs a SIGTERM handler that exits at once.
-                restore = _stop_on_sigterm()
+                restore = stop_on_sigterm()
                 try:
                     return self._loop(redis_url, password)
                 finally:
@@ -239,10 +208,9 @@ class ClusterRun:
         stream = SampleStream(client, self.run_id, maxlen=stream_maxlen(cfg))
         status = StatusBoard(client, self.run_id)
         metrics = RunMetrics(self.run_id)
-        if self.resume:
-            self._restore_totals()
-        self.best_version = self._publish_initial(registry)
-        blob, _ = registry.fetch(self.best_version)
+        loop = self.loop = TrainingLoop(cfg, self.files, registry, log=self.log, metrics=metrics, minutes=self.minutes)
+        best = loop.begin(resume=self.resume)
+        blob, _ = registry.fetch(best)
         self._config_dict = cfg.model_dump(mode="json")
         self._redis_args = (redis_url, ray.put(password))  # the password travels in the object store only
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
@@ -250,7 +218,7 @@ class ClusterRun:
         learner_node = ray.get(self.learner.node_id.remote(), timeout=300) if gpus else None
         pool = self.pool = InferencePool(run=self.run_id, network=cfg.network_kwargs(), max_batch=cfg.cluster.max_batch,
                                          batch_timeout_ms=cfg.cluster.batch_timeout_ms)
-        first_servers = pool.start(blob, self.best_version, learner_node=learner_node, learner_gpus=gpus)
+        first_servers = pool.start(blob, best, learner_node=learner_node, learner_gpus=gpus)
         self._start_gatekeeper()
         if self.requested_workers or first_servers == [CPU_SERVER]:
             self._add_workers(self._worker_count())
@@ -260,26 +228,25 @@ class ClusterRun:
         pool.update_clients()
         self.log(f"run {self.run_id}: {self.game.name}, {len(self.workers)} self-play workers, "
                  f"{len(pool.servers)} inference servers, redis {redis_url}, ray {self.address or 'local'}; "
-                 f"best {version_id(self.best_version)}"
+                 f"best {version_id(best)}"
                  + (", resumed" if self.resume else "")
                  + " (the first games wait for the search kernels to compile: up to a minute on a fresh install)")
 
-        start = last_status = time.monotonic()
+        last_status = time.monotonic()
         last_memory = 0.0
         memory: dict = {}
-        metrics.set("tengen_best_version", self.best_version)
         try:
-            while not self._should_stop(start):
+            while not (loop.should_stop() or self._stop_requested):
                 if self._redis_failure is not None:
                     raise self._redis_failure
                 self._start_due()
                 for ref in self._wait():
-                    self._dispatch(ref, registry, metrics)
-                if self._gate_ref is None and self._pending_candidates and self.gatekeeper is not None:
-                    # Only the newest candidate is worth a match.
-                    self._candidate = self._pending_candidates[-1]
-                    self._pending_candidates.clear()
-                    self._gate_ref = self.gatekeeper.gate.remote(self._candidate, self.best_version)
+                    self._dispatch(ref)
+                if self._gate_ref is None and self.gatekeeper is not None:
+                    candidate = loop.next_match()
+                    if candidate is not None:
+                        self._candidate = candidate
+                        self._gate_ref = self.gatekeeper.gate.remote(candidate, loop.best_version)
                 wanted = self._try_redis(status.desired_workers)
                 if wanted and wanted != self._applied_scale:
                     # A request applies once: GPU nodes that join later add workers on top.
@@ -293,43 +260,43 @@ class ClusterRun:
                     if time.monotonic() - last_memory >= _MEMORY_REPORT_S:
                         last_memory = time.monotonic()
                         memory = self._try_redis(lambda: memory_by_part(client, self.run_id)) or memory
-                    self._report(start, stream, status, memory)
+                    self._report(stream, status, memory)
         except KeyboardInterrupt:
             self.log("interrupted: stopping cleanly")
         except StopRun as e:
             self.log(f"{e}: stopping cleanly")
         except (CrashLoop, RedisUnavailable) as e:
-            self.error = str(e)
+            loop.error = str(e)
             self.log(f"stopping: {e}")
-        return self._finish(start, registry, stream, status, memory)
+        return self._finish(stream, status, memory)
 
-    def _finish(self, start: float, registry: ModelRegistry, stream: SampleStream, status: StatusBoard,
-                memory: dict) -> dict:
+    def request_stop(self) -> None:
+        """Stop at the loop's next pass, cleanly (for a run in a thread of a program)."""
+        self._stop_requested = True
+
+    def _finish(self, stream: SampleStream, status: StatusBoard, memory: dict) -> dict:
         """The final checkpoint (to storage, not Redis: it works when Redis is gone),
         the best model saved, the last report."""
+        assert self.loop is not None and self.client is not None
         if self.learner is not None:
             try:
-                ray.get(self.learner.checkpoint.remote(), timeout=120)
+                # Queued behind the step in flight: the stats of what the checkpoint holds.
+                self.loop.learner_stats = ray.get(self.learner.checkpoint.remote(), timeout=120)
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
                 self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
-        assert self.client is not None
         # Once each: a stop must not wait out an outage (Kubernetes kills after its grace period).
         try:
             with self.client.impatient():
-                self._save_best(registry)
+                self.loop.save_best()
         except RedisUnavailable:
             self.log("the best model stays as saved at its promotion (Redis is away)")
         try:
             with self.client.impatient():
                 memory = memory_by_part(self.client, self.run_id)
-                self._report(start, stream, status, memory)
+                self._report(stream, status, memory)
         except RedisUnavailable:
-            self._report(start, stream, status, memory, redis=False)  # status.json at least
-        summary = {"best": version_id(self.best_version), "promotions": self.promotions,
-                   "steps": self.learner_stats.get("step", 0), "games": self.totals["games"],
-                   "minutes": (time.monotonic() - start) / 60, "error": self.error}
-        self.log("done: " + json.dumps(summary))
-        return summary
+            self._report(stream, status, memory, redis=False)  # status.json at least
+        return self.loop.summary()
 
     # -- what came back ---------------------------------------------------------------
     def _wait(self, timeout_s: float = 1.0) -> list:
@@ -343,39 +310,33 @@ class ClusterRun:
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         return ready
 
-    def _dispatch(self, ref: Any, registry: ModelRegistry, metrics: RunMetrics) -> None:
+    def _dispatch(self, ref: Any) -> None:
+        assert self.loop is not None
         if ref is self._learner_ref:
             self._learner_ref = None
             try:
-                self.learner_stats = ray.get(ref)
+                stats = ray.get(ref)
             except ray.exceptions.RayError as e:
                 self._failed("learner", e, self._start_learner, lost=self.learner)
                 self.learner = None
                 return
             self.supervisor.succeeded("learner")
-            self._pending_candidates.extend(self.learner_stats["published"])
-            self._learner_ref = self.learner.step.remote(1.0, self.best_version)
+            self.loop.learner_reported(stats)
+            self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
         elif ref is self._gate_ref:
             self._gate_ref = None
             try:
                 result: dict = ray.get(ref)
             except ray.exceptions.RayError as e:
-                # A new gatekeeper plays the match again (or a newer candidate's, if one
-                # came meanwhile): a match that was cut off decided nothing.
-                self._pending_candidates.insert(0, self._candidate)
+                # A new gatekeeper plays the match again (or a newer candidate's).
+                self.loop.match_cut_off(self._candidate)
                 self._failed("gatekeeper", e, self._start_gatekeeper, lost=self.gatekeeper)
                 self.gatekeeper = None
                 return
             self.supervisor.succeeded("gatekeeper")
-            self.last_gating = result
-            self.log(f"gating {version_id(result['candidate'])} vs {version_id(result['best'])}: "
-                     f"{result['wins']}-{result['draws']}-{result['losses']}, Elo {result['elo']:+.0f} "
-                     f"-> {result['decision']}")
-            if result["decision"] == "promote":
-                self._promote(result["candidate"], registry, metrics)
-            else:
-                registry.discard(result["candidate"])
-            registry.prune(keep_candidates=self.config.redis.keep_candidates, keep=self._pending_candidates)
+            promoted = self.loop.gated(result)
+            if promoted is not None:
+                self._push_best(promoted)
         else:
             wid = next((w for w, r in self.worker_refs.items() if r is ref), None)
             if wid is not None:  # else dropped since the wait
@@ -391,7 +352,8 @@ class ClusterRun:
             self._failed(f"worker {wid}", e, lambda: self._start_worker(wid))
             return
         self.supervisor.succeeded(f"worker {wid}")
-        self._count(wid, stats)
+        assert self.loop is not None
+        self.loop.worker_reported(wid, stats)
         worker = self.workers[wid]
         lost = stats.get("server_lost")
         key = self.pool.server_of(wid)
@@ -401,16 +363,6 @@ class ClusterRun:
             if key in self.pool.servers:
                 worker.set_server.remote(self.pool.handle(key))
         self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
-
-    def _count(self, wid: str, stats: dict) -> None:
-        """Add a worker's counters since its last report to the run's totals."""
-        incarnation, before = self._last_counts.get(wid, ("", {}))
-        if stats.get("incarnation") != incarnation:
-            before = {}  # a replacement counts from zero
-        for key in TOTALS:
-            self.totals[key] += max(0, stats.get(key, 0) - before.get(key, 0))
-        self._last_counts[wid] = (stats.get("incarnation", ""), stats)
-        self.reported_games[stats.get("incarnation", wid)] = stats.get("games", 0)
 
     def _failed(self, name: str, error: BaseException, restart: Callable[[], None], *, lost: Any = None) -> None:
         """``name`` failed: stop the run if Redis is gone for good, else replace it
@@ -444,7 +396,8 @@ class ClusterRun:
         # A new learner resumes from its checkpoint and the stream.
         self.learner = ray.remote(LearnerActor).options(num_cpus=1, num_gpus=gpus).remote(
             self._config_dict, self.run_id, url, password, storage, self.config.seed)
-        self._learner_ref = self.learner.step.remote(1.0, self.best_version)
+        assert self.loop is not None
+        self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
 
     def _add_workers(self, count: int, server: str | None = None) -> None:
         """``count`` more workers for the run to hold (on ``server``, or the least
@@ -470,7 +423,7 @@ class ClusterRun:
         starts = self._worker_starts[wid] = self._worker_starts.get(wid, 0) + 1
         seed = (self.config.seed * 1000 + int(wid[1:])) * 1000 + starts - 1
         worker: Any = ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy=placement).remote(
-            self._config_dict, self.run_id, url, password, handle, wid, seed, self.best_version)
+            self._config_dict, self.run_id, url, password, handle, wid, seed, self._best_version())
         self.workers[wid] = worker
         self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
         self.pool.update_clients()
@@ -555,39 +508,21 @@ class ClusterRun:
         self.pool.update_clients()
         self.log(f"scaled to {self.target_workers} self-play workers")
 
-    def _promote(self, version: int, registry: ModelRegistry, metrics: RunMetrics) -> None:
+    def _push_best(self, version: int) -> None:
+        """A promoted model to every inference server (hash-checked) and its version to
+        every worker, for the samples they record from now on."""
         from tengen.engine.network import blob_sha256
 
-        assert self.pool is not None
-        blob, _ = registry.fetch(version)
+        assert self.pool is not None and self.loop is not None
+        blob, _ = self.loop.registry.fetch(version)
         for key in self.pool.load_weights(blob, blob_sha256(blob), version):
             # A server started later gets these weights from the start.
             self._server_lost(key, RuntimeError(f"it failed to load {version_id(version)}"))
         for w in self.workers.values():
             w.set_model_version.remote(version)
-        self.best_version = version
-        self.promotions += 1
-        ladder = registry.ladder()
-        metrics.set("tengen_best_version", version)
-        if ladder and ladder[-1].get("elo") is not None:
-            metrics.set("tengen_best_elo", ladder[-1]["elo"])
-        self._save_best(registry)
-        self.log(f"promoted {version_id(version)}")
 
-    def _save_best(self, registry: ModelRegistry) -> None:
-        """best/ and models/<version> on disk: Redis keeps only the newest weights."""
-        files = self.files
-        blob, _ = registry.fetch(self.best_version)
-        files.best.mkdir(exist_ok=True)
-        files.models.mkdir(exist_ok=True)
-        model = build_network(**self.config.network_kwargs())
-        weights_from_bytes(model, blob)  # checks the blob against the config before it lands
-        metadata = {"version": version_id(self.best_version), "game": self.game.name}
-        save_weights_file(model, files.best / "model.safetensors", metadata=metadata)
-        if not files.model(self.best_version).exists():
-            save_weights_file(model, files.model(self.best_version), metadata=metadata)
-        (files.best / "config.yaml").write_text(self.config.to_yaml())
-        write_atomically(files.ladder, json.dumps(registry.ladder(), indent=2).encode())
+    def _best_version(self) -> int:
+        return self.loop.best_version if self.loop is not None else 0
 
     # -- Redis --------------------------------------------------------------------------
     def _keep_redis(self, stop: threading.Event) -> None:
@@ -626,64 +561,18 @@ class ClusterRun:
             return None
 
     # -- the run's state ------------------------------------------------------------------
-    def _should_stop(self, start: float) -> bool:
-        stop = self.config.stop
-        if self.minutes is not None and time.monotonic() - start >= self.minutes * 60:
-            return True
-        if stop.steps is not None and self.learner_stats.get("step", 0) >= stop.steps:
-            return True
-        return stop.promotions is not None and self.promotions >= stop.promotions
-
-    def _restore_totals(self) -> None:
-        """A resumed run counts on from its last report."""
-        try:
-            last = json.loads(self.files.status.read_text())
-        except (OSError, ValueError):
-            return
-        for key in TOTALS:
-            self.totals[key] = int(last.get("totals", {}).get(key, last.get(key, 0)) or 0)
-        self._last_totals = (dict(self.totals), time.monotonic())
-
-    def _report(self, start: float, stream: SampleStream, status: StatusBoard, memory: dict, *,
-                redis: bool = True) -> None:
-        """Rates over the last interval (start-up and slow phases do not dilute them)
-        and totals since the start, kept by the run (a lost worker's games stay)."""
-        now = time.monotonic()
-        elapsed = now - start
-        before, then = self._last_totals
-        interval = max(now - then, 1e-9)
-        rate = {key: (self.totals[key] - before.get(key, 0)) / interval for key in TOTALS}
-        self._last_totals = (dict(self.totals), now)
-        losses = self.learner_stats.get("losses", {})
-        gating = self.last_gating
-        line = {
-            "elapsed_s": round(elapsed, 1), "games": self.totals["games"], "totals": dict(self.totals),
-            "games_per_s": round(rate["games"], 2),
-            "moves_per_s": round(rate["moves"], 1), "positions_per_s": round(rate["positions"], 1),
-            "evaluations_per_s": round(rate["evaluations"]),
-            "mean_batch": round(self.server_stats.get("mean_batch_size", 0.0), 1),
-            "learner_step": self.learner_stats.get("step", 0),
-            "loss": round(losses.get("loss", float("nan")), 3) if losses else None,
-            "window": self.learner_stats.get("window", 0), "window_capacity": self.config.train.replay_window,
-            "best": version_id(self.best_version), "promotions": self.promotions,
-            "last_gating": gating, "workers": len(self.workers), "target_workers": self.target_workers,
-            "inference_servers": len(self.pool.servers) if self.pool else 0,
-            "stream_length": self._try_redis(stream.length) if redis else None,
-            "bad_entries": self.learner_stats.get("bad_entries", 0),
-            "duplicate_games": self.learner_stats.get("duplicate_games", 0),
-            "redis_outage_s": round(self.client.outage_seconds, 1) if self.client else 0.0,
-            "redis_memory": memory, "components": self.supervisor.report(), "error": self.error,
-            "reported_games": dict(list(self.reported_games.items())[-200:]),
-        }
-        write_atomically(self.files.status, json.dumps(line, indent=2).encode())
+    def _report(self, stream: SampleStream, status: StatusBoard, memory: dict, *, redis: bool = True) -> None:
+        """The loop's status line with what this wiring adds (workers, servers, Redis),
+        also on the run's status board while Redis answers."""
+        assert self.loop is not None
+        line = self.loop.report(
+            mean_batch=round(self.server_stats.get("mean_batch_size", 0.0), 1), workers=len(self.workers),
+            target_workers=self.target_workers, inference_servers=len(self.pool.servers) if self.pool else 0,
+            stream_length=self._try_redis(stream.length) if redis else None,
+            redis_outage_s=round(self.client.outage_seconds, 1) if self.client else 0.0,
+            redis_memory=memory, components=self.supervisor.report())
         if redis:
             self._try_redis(lambda: status.set_status("driver", line, wait=False))
-        gate = (f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-")
-        self.log(f"{elapsed:6.0f}s games {line['games']} ({line['games_per_s']}/s) moves/s {line['moves_per_s']} "
-                 f"pos/s {line['positions_per_s']} "
-                 f"eval/s {line['evaluations_per_s']} batch {line['mean_batch']} step {line['learner_step']} "
-                 f"loss {line['loss']} window {line['window']}/{line['window_capacity']} best {line['best']} "
-                 f"gate {gate}")
 
     def log(self, line: str) -> None:
         self._print(line)
@@ -707,24 +596,3 @@ def _default_maxmemory() -> int:
     except (ValueError, OSError, AttributeError):
         total = 4 << 30
     return max(256 << 20, total // 4)
-
-
-def _stop_on_sigterm() -> Callable[[], None]:
-    """SIGTERM (what Kubernetes and ``ray stop`` send) stops the run as Ctrl-C does;
-    returns what puts the old handler back. Only the main thread gets signals."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    stopping = False
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        nonlocal stopping
-        if not stopping:  # once: the final checkpoint must not be cut short by a second one
-            stopping = True
-            raise StopRun("SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-
-    def restore() -> None:
-        signal.signal(signal.SIGTERM, previous)
-
-    return restore

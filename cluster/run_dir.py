@@ -4,6 +4,7 @@
     config.yaml             the config used, every default spelled out
     log.txt                 what the driver said
     status.json             the last status line
+    status.jsonl            every status line, one JSON object a line (what a finished run shows)
     ladder.json             every promotion with its gating result and Elo
     best/                   the best model (model.safetensors, config.yaml)
     models/                 every promoted model, by version (000042.safetensors)
@@ -59,6 +60,10 @@ class RunDir:
     @property
     def status(self) -> Path:
         return self.path / "status.json"
+
+    @property
+    def status_history(self) -> Path:
+        return self.path / "status.jsonl"
 
     @property
     def ladder(self) -> Path:

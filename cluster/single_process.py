@@ -1,42 +1,48 @@
-"""The whole AlphaZero loop in one process: self-play -> train -> gate -> promote.
+"""The training loop in one process, without Ray or Redis: the same parts as the
+cluster run, wired by plain calls in turn.
 
-For debugging and tests, and the reference the cluster's actors must match: it
-uses exactly the engine's and the learner's functions (SelfPlay, ReplayWindow,
-Trainer, play_match) with no Ray and no Redis.
+``SingleProcessRun`` holds a ``SelfPlayWorker`` whose leaves go straight to the best
+network, an in-process sample stream, the ``Learner``, an in-process model registry
+and the ``Gatekeeper``, and drives them with cluster/loop.py's ``TrainingLoop``, the
+one the Ray driver drives: reuse control, candidate cadence, gating, the ladder,
+checkpoints, the run directory and its status lines are the same code in both. A
+pass of the loop (``iterate``): a chunk of self-play, training as far as the reuse
+ratio allows, a match when a candidate is due, a status line every few seconds.
 
-A run directory holds:
-
-    config.yaml             the config used, every default spelled out
-    log.txt                 one line per iteration and per gating match
-    best/model.safetensors  the best network (what ``--checkpoint`` accepts)
-    best/config.yaml        the config, so the model can be loaded on its own
-    checkpoint.safetensors  the learner (weights, optimiser, step) for inspection
-    ladder.json             every promotion with its gating result and Elo
+The run directory is the cluster run's (cluster/run_dir.py). ``--resume`` continues
+from the learner's checkpoint and the ladder on disk (the in-process stream does not
+outlive the process, so the replay window refills from new games, with the reuse
+ratio where it was). A directory made by the single-process run of tengen 0.1.0
+(``checkpoint.safetensors``, its own ladder format) is refused with a message.
 """
 
 from __future__ import annotations
 
-import json
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
+from tengen.cluster.actors import stream_maxlen
+from tengen.cluster.codec import encode_game, game_decoder
 from tengen.cluster.config import TengenConfig, load_config
-from tengen.engine.arena import MctsPlayer, play_match
-from tengen.engine.gating import Decision, GatingRule
-from tengen.engine.network import CompiledModel, build_network, load_weights_file, save_weights_file, write_atomically
-from tengen.engine.selfplay import SelfPlay
-from tengen.learner.replay import ReplayWindow
-from tengen.learner.trainer import Trainer
+from tengen.cluster.loop import StopRun, TrainingLoop, stop_on_sigterm
+from tengen.cluster.run_dir import RunDir, RunDirError
+from tengen.cluster.transport import LocalModelRegistry, LocalSampleStream
+from tengen.engine.network import CompiledModel, build_network, load_weights_file
+from tengen.learner.learner import Learner
+from tengen.workers.gatekeeper import Gatekeeper
+from tengen.workers.selfplay_worker import SelfPlayWorker
 
-__all__ = ["SingleProcessRun", "build_model", "load_model", "model_version_id"]
+__all__ = ["SingleProcessRun", "build_model", "load_model"]
 
-
-def model_version_id(version: int) -> str:
-    """Model generations as zero-padded ids, alike in paths, logs and SGF names."""
-    return f"{version:06d}"
+#: the checkpoint of the single-process run before it shared the cluster run's parts
+OLD_CHECKPOINT = "checkpoint.safetensors"
+_WORKER = "w000"
+#: seconds of self-play per pass, and the most training a pass may do
+_CHUNK_S = 2.0
+_TRAIN_S = 30.0
+_REPORT_S = 5.0
 
 
 def build_model(config: TengenConfig):
@@ -61,178 +67,124 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     return config, game, model
 
 
-#: the trainer's checkpoint in the run directory
-CHECKPOINT_FILE = "checkpoint.safetensors"
-
-
 class SingleProcessRun:
     """One training run in this process, stopped by the config's ``stop`` section or
-    ``minutes``. ``resume=True`` continues the run in ``run_dir`` from its checkpoint:
-    trainer (weights, optimizer, step), best network, ladder and RNG; the replay window
-    refills from new games, with the reuse ratio where it was."""
+    ``minutes``; ``resume=True`` continues the run in ``run_dir``."""
 
     def __init__(self, config: TengenConfig, run_dir: str | Path, *, minutes: float | None = None,
                  resume: bool = False, log: Callable[[str], None] = print):
         self.config = config
-        self.run_dir = Path(run_dir)
+        self.files = RunDir(run_dir)
+        self.run_dir = self.files.path
+        if resume and (self.run_dir / OLD_CHECKPOINT).exists() and not self.files.identity.exists():
+            raise RunDirError(f"{self.run_dir} was made by an older tengen's --single-process (its "
+                              f"{OLD_CHECKPOINT} and ladder have another format) and cannot be resumed; "
+                              "start a new run (its best/ model still loads with --checkpoint)")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "best").mkdir(exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(config.to_yaml())
-        (self.run_dir / "best" / "config.yaml").write_text(config.to_yaml())
-        self._log_file = open(self.run_dir / "log.txt", "a", encoding="utf-8")  # noqa: SIM115
+        self.run_id = self.files.create_identity()
+        self.files.config.write_text(config.to_yaml())
+        self._log_file = open(self.files.log, "a", encoding="utf-8")  # noqa: SIM115
         self._print = log
-        self.minutes = minutes if minutes is not None else config.stop.minutes
+        self.resume = resume
         self.game = config.game.make()
-        self.rng = np.random.default_rng(config.seed)
-        self.model = build_model(config)
+        self.registry = LocalModelRegistry(self.run_id)
+        self.stream = LocalSampleStream(self.run_id, maxlen=stream_maxlen(config))
+        self.loop = TrainingLoop(config, self.files, self.registry, log=self.log, minutes=minutes)
+        best = self.loop.begin(resume=resume)
         self.best = build_model(config)
-        self.best.set_weights(self.model.get_weights())
-        train = config.train
-        self.trainer = Trainer(model=self.model, optimizer=train.optimizer, learning_rate=config.learning_rate(),
-                               momentum=train.momentum)
         self.best_eval = CompiledModel(self.best)
-        self.candidate_eval = CompiledModel(self.model)
-        self.selfplay = SelfPlay(self.game, games=config.selfplay.games_in_flight, seed=config.seed,
-                                 **config.selfplay_kwargs())
-        self.window = ReplayWindow(capacity=train.replay_window, planes_shape=self.game.planes_shape,
-                                   num_actions=self.game.num_actions)
-        self.rule = GatingRule(**config.gating_rule_kwargs())
-        self.version = 0
-        self.promotions = 0
-        self.games_played = 0
-        self.ladder: list[dict] = [{"version": model_version_id(0), "elo": 0.0, "step": 0}]
-        self._last_candidate_step = 0
-        self._losses: dict[str, float] = {}
-        self._start = time.monotonic()
+        self.best_eval.load_weights_blob(self.registry.fetch(best)[0])
+        self.learner = Learner(game=self.game, network=config.network_kwargs(), source=self.stream,
+                               registry=self.registry, decode=game_decoder(self.game),
+                               storage=config.storage or str(self.files.learner), seed=config.seed,
+                               **config.learner_kwargs())
+        self.gatekeeper = Gatekeeper(game=self.game, network=config.network_kwargs(), registry=self.registry,
+                                     seed=config.seed + 1, **config.gatekeeper_kwargs())
+        # A fresh incarnation per process: its games' ids never repeat an earlier session's.
+        self._incarnation = f"{_WORKER}.{secrets.token_hex(3)}"
+        self._games = 0
+        self.worker = SelfPlayWorker(game=self.game, selfplay=config.selfplay_kwargs(), submit=lambda planes: planes,
+                                     resolve=self.best_eval, sink=self._send, seed=config.seed * 1000, halves=1,
+                                     games=config.selfplay.games_in_flight, model_version=best)
+        self._last_report = time.monotonic()
         if resume:
-            self._restore()
-        self._save_best()
+            self.log(f"resumed at step {self.learner.trainer.step}, best {self.loop.best_version:06d}")
+
+    # -- what the rest of the program reads ----------------------------------------------
+    @property
+    def version(self) -> int:
+        """The best model's version."""
+        return self.loop.best_version
+
+    @property
+    def promotions(self) -> int:
+        return self.loop.promotions
+
+    @property
+    def games_played(self) -> int:
+        return self.loop.totals["games"]
+
+    @property
+    def trainer(self):
+        return self.learner.trainer
 
     # -- the loop ---------------------------------------------------------------------
     def run(self) -> dict:
         """Iterate until the stop condition; returns a summary."""
-        self._start = time.monotonic()
-        self.log(f"run {self.run_dir}: {self.game.name}, {self.config.network.blocks}x{self.config.network.filters} "
-                 f"net, {self.config.mcts.simulations} simulations, {self.config.selfplay.games_in_flight} games")
-        while not self.should_stop():
-            self.iterate()
+        c = self.config
+        self.log(f"run {self.run_id}: {self.game.name} in this process, {c.network.blocks}x{c.network.filters} net, "
+                 f"{c.mcts.simulations} simulations, {c.selfplay.games_in_flight} games"
+                 + (", resumed" if self.resume else ""))
+        restore = stop_on_sigterm()
+        try:
+            while not self.should_stop():
+                self.iterate()
+        except KeyboardInterrupt:
+            self.log("interrupted: stopping cleanly")
+        except StopRun as e:
+            self.log(f"{e}: stopping cleanly")
+        finally:
+            restore()
         return self.finish()
 
+    def should_stop(self) -> bool:
+        return self.loop.should_stop()
+
     def iterate(self) -> None:
-        """One generation of self-play games, the training it allows, gating when due."""
-        positions = self._self_play()
-        steps = self._train()
-        if self.trainer.step - self._last_candidate_step >= self.config.train.candidate_every:
-            self._gate()
-        elapsed = time.monotonic() - self._start
-        losses = " ".join(f"{k} {v:.3f}" for k, v in self._losses.items() if k != "learning_rate")
-        self.log(f"{elapsed:7.0f}s games {self.games_played} window {len(self.window)} +{positions} "
-                 f"steps {self.trainer.step} (+{steps}) reuse {self.window.reuse:.2f} {losses} "
-                 f"best {model_version_id(self.version)}")
+        """A chunk of self-play, the training it allows, a match when a candidate is due."""
+        stats = self.worker.run_for(_CHUNK_S)
+        self.loop.worker_reported(_WORKER, {**stats, "incarnation": self._incarnation})
+        self.loop.learner_reported(self.learner.step(seconds=_TRAIN_S, best_version=self.loop.best_version,
+                                                     wait_for_data=False, until_step=self.config.stop.steps))
+        candidate = self.loop.next_match()
+        if candidate is not None:
+            promoted = self.loop.gated(self.gatekeeper.gate(candidate, self.loop.best_version))
+            if promoted is not None:
+                self.best_eval.load_weights_blob(self.registry.fetch(promoted)[0])
+                self.worker.set_model_version(promoted)
+        if time.monotonic() - self._last_report >= _REPORT_S:
+            self._report()
 
     def finish(self) -> dict:
-        self._checkpoint()
-        summary = {"games": self.games_played, "steps": self.trainer.step, "best": model_version_id(self.version),
-                   "promotions": self.promotions, "minutes": (time.monotonic() - self._start) / 60}
-        self.log("done: " + json.dumps(summary))
+        self.learner.checkpoint()
+        self.loop.save_best()
+        self._report()
+        summary = self.loop.summary()
         self._log_file.close()
         return summary
 
-    def should_stop(self) -> bool:
-        stop = self.config.stop
-        if self.minutes is not None and time.monotonic() - self._start >= self.minutes * 60:
-            return True
-        if stop.steps is not None and self.trainer.step >= stop.steps:
-            return True
-        return stop.promotions is not None and self.promotions >= stop.promotions
+    def _send(self, record) -> None:
+        record.game_id = f"{self._incarnation}:{self._games}"
+        self._games += 1
+        self.stream.add(encode_game(record, worker_id=_WORKER))
 
-    def _self_play(self) -> int:
-        """Play until a generation of games (as many as are in flight) has finished."""
-        positions = finished = 0
-        while finished < self.config.selfplay.games_in_flight:
-            for record in self.selfplay.step(self.best_eval):
-                self.window.add(record.planes, record.policy, record.value)
-                positions += len(record.value)
-                finished += 1
-        self.games_played += finished
-        return positions
-
-    def _train(self) -> int:
-        """Train while the sample reuse stays within ``max_reuse`` passes per position."""
-        train = self.config.train
-        if len(self.window) < min(train.min_positions, train.replay_window):
-            return 0
-        allowed = int(self.window.positions_added * train.max_reuse / train.batch_size)
-        steps = 0
-        while self.trainer.step < allowed:
-            if self.config.stop.steps is not None and self.trainer.step >= self.config.stop.steps:
-                break
-            batch = self.window.sample(train.batch_size, self.rng, game=self.game)
-            self._losses = self.trainer.train_step(*batch)
-            steps += 1
-            if self.trainer.step - self._last_candidate_step >= train.candidate_every:
-                self._gate()
-        return steps
-
-    def _gate(self) -> None:
-        self._last_candidate_step = self.trainer.step
-        gating = self.config.gating
-        simulations = gating.simulations or self.config.mcts.simulations
-        players = [MctsPlayer(self.game, evaluate, slots=gating.games_in_flight, simulations=simulations,
-                              name=name, c_puct=self.config.mcts.c_puct,
-                              fpu_reduction=self.config.mcts.fpu_reduction,
-                              leaves_per_round=self.config.mcts.leaves_per_round,
-                              temperature_moves=gating.temperature_moves)
-                   for evaluate, name in ((self.candidate_eval, "candidate"), (self.best_eval, "best"))]
-        result = play_match(self.game, players[0], players[1], games=max(self.rule.games_needed_max, 1),
-                            slots=gating.games_in_flight, rng=self.rng, rule=self.rule)
-        self.log(f"gating at step {self.trainer.step}: candidate {result.wins}-{result.draws}-{result.losses} "
-                 f"against {model_version_id(self.version)}, Elo {result.elo.elo:+.0f} "
-                 f"[{result.elo.low:+.0f}, {result.elo.high:+.0f}] -> {result.decision}")
-        self._checkpoint()
-        if result.decision != Decision.PROMOTE:
-            return
-        self.best.set_weights(self.model.get_weights())
-        self.version += 1
-        self.promotions += 1
-        self.selfplay.set_model_version(self.version)
-        elo = self.ladder[-1]["elo"] + (result.elo.elo if result.games else 0.0)
-        self.ladder.append({"version": model_version_id(self.version), "step": self.trainer.step, "elo": elo,
-                            "wins": result.wins, "draws": result.draws, "losses": result.losses})
-        self._save_best()
-        self.log(f"promoted {model_version_id(self.version)} (Elo {elo:+.0f})")
-
-    # -- files ------------------------------------------------------------------------
-    def _save_best(self) -> None:
-        meta = {"version": model_version_id(self.version), "step": self.trainer.step, "game": self.game.name}
-        save_weights_file(self.best, self.run_dir / "best" / "model.safetensors", metadata=meta)
-        write_atomically(self.run_dir / "ladder.json", json.dumps(self.ladder, indent=2).encode())
-
-    def _checkpoint(self) -> None:
-        extra = {"version": self.version, "games": self.games_played, "positions_added": self.window.positions_added,
-                 "samples_drawn": self.window.samples_drawn, "rng": json.dumps(self.rng.bit_generator.state)}
-        write_atomically(self.run_dir / CHECKPOINT_FILE, self.trainer.checkpoint_to_bytes(extra))
-
-    def _restore(self) -> None:
-        path = self.run_dir / CHECKPOINT_FILE
-        if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: the run has no checkpoint to resume from")
-        extra = self.trainer.restore_from_bytes(path.read_bytes())
-        load_weights_file(self.best, self.run_dir / "best" / "model.safetensors")
-        self.ladder = json.loads((self.run_dir / "ladder.json").read_text())
-        self.version = int(extra["version"])
-        self.games_played = int(extra["games"])
-        # The window is empty, but the reuse budget is where it was: no burst of training
-        # on the first few games, no pause either.
-        self.window.positions_added = int(extra.get("positions_added", 0))
-        self.window.samples_drawn = int(extra.get("samples_drawn", 0))
-        if "rng" in extra:
-            self.rng.bit_generator.state = json.loads(extra["rng"])
-        self._last_candidate_step = self.trainer.step
-        self.selfplay.set_model_version(self.version)
-        self.log(f"resumed at step {self.trainer.step}, best {model_version_id(self.version)}")
+    def _report(self) -> None:
+        self._last_report = time.monotonic()
+        self.loop.report(mode="single-process", workers=1, inference_servers=0, stream_length=self.stream.length(),
+                         reuse=round(float(self.learner.window.reuse), 3))
 
     def log(self, line: str) -> None:
         self._print(line)
-        self._log_file.write(line + "\n")
-        self._log_file.flush()
+        if not self._log_file.closed:
+            self._log_file.write(line + "\n")
+            self._log_file.flush()

@@ -518,9 +518,9 @@ def _verified(version: int, blob: bytes | None, sha256: bytes | str | None) -> b
     return blob
 
 
-def _ladder_entry(version: int, sha256: str, elo: float | None, result: dict) -> dict:
+def _ladder_entry(version: int, sha256: str, elo: float | None, result: dict, at: float | None) -> dict:
     return {"version": int(version), "id": version_id(version), "sha256": sha256,
-            "elo": None if elo is None else float(elo), "result": result, "time": time.time()}
+            "elo": None if elo is None else float(elo), "result": result, "time": time.time() if at is None else at}
 
 
 def _notification(version: int, sha256: str) -> str:
@@ -604,11 +604,12 @@ class ModelRegistry:
             raise RegistryError(f"model {version_id(version)} is not in the registry")
         return sha256.decode()
 
-    def promote(self, version: int, *, elo: float | None, result: dict) -> None:
+    def promote(self, version: int, *, elo: float | None, result: dict, at: float | None = None) -> None:
         """Make ``version`` the best, append it to the Elo ladder and notify the
-        subscribers, all in one MULTI/EXEC."""
+        subscribers, all in one MULTI/EXEC (``at``: the entry's time, when a ladder is
+        rebuilt from a run directory; default now)."""
         sha256 = self.sha256(version)
-        entry = _dumps(_ladder_entry(version, sha256, elo, result))
+        entry = _dumps(_ladder_entry(version, sha256, elo, result, at))
 
         def promote_once(client: redis.Redis) -> None:
             # A retry after a lost reply must not push the ladder entry twice.
@@ -726,9 +727,9 @@ class LocalModelRegistry:
             raise RegistryError(f"model {version_id(version)} is not in the registry")
         return str(model["sha256"])
 
-    def promote(self, version: int, *, elo: float | None, result: dict) -> None:
+    def promote(self, version: int, *, elo: float | None, result: dict, at: float | None = None) -> None:
         sha256 = self.sha256(version)
-        entry, note = _dumps(_ladder_entry(version, sha256, elo, result)), _notification(version, sha256)
+        entry, note = _dumps(_ladder_entry(version, sha256, elo, result, at)), _notification(version, sha256)
         with self._lock:
             if self._best == int(version) and self._ladder and json.loads(self._ladder[-1])["version"] == int(version):
                 return  # promoted already: as idempotent as the Redis registry

@@ -96,14 +96,22 @@ class Learner:
         self._restore()
 
     # -- the step -------------------------------------------------------------------
-    def step(self, *, seconds: float = 1.0, best_version: int = 0) -> dict:
-        """Read what the stream has, train as far as the reuse ratio allows, publish a
-        candidate when due; returns at the latest after ``seconds``."""
+    def step(self, *, seconds: float = 1.0, best_version: int = 0, wait_for_data: bool = True,
+             until_step: int | None = None) -> dict:
+        """Read what the stream has, train as far as the reuse ratio allows (and not
+        past ``until_step``, a run's stop), publish a candidate when due; returns at the
+        latest after ``seconds``, and at once when it may not train and
+        ``wait_for_data`` is false (one process that also plays the games it would
+        wait for)."""
         deadline = time.monotonic() + seconds
         self._read(block_ms=0)
         published = []
         while (remaining := deadline - time.monotonic()) > 0:
+            if until_step is not None and self.trainer.step >= until_step:
+                break
             if not self._may_train():
+                if not wait_for_data:
+                    break
                 # Wait for data in short blocking reads: a reply must come well within
                 # the Redis client's socket timeout.
                 self._read(block_ms=max(1, int(min(remaining, 0.5) * 1000)))

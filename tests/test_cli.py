@@ -43,7 +43,7 @@ def connect4_run(tmp_path_factory):
 
 
 def test_single_process_training_leaves_a_run_directory(connect4_run):
-    for name in ["config.yaml", "log.txt", "ladder.json", "checkpoint.safetensors", "best/model.safetensors"]:
+    for name in ["run.json", "config.yaml", "log.txt", "ladder.json", "learner/learner.ckpt", "best/model.safetensors"]:
         assert (connect4_run / name).exists(), name
     assert "done:" in (connect4_run / "log.txt").read_text()
 
@@ -88,7 +88,7 @@ def test_gtp_plays_with_a_trained_go_model(tmp_path):
 
 
 def test_train_refuses_a_run_dir_that_already_holds_a_run(connect4_run, tmp_path):
-    checkpoint = connect4_run / "checkpoint.safetensors"
+    checkpoint = connect4_run / "learner" / "learner.ckpt"
     before = checkpoint.read_bytes()
     config = tiny_config(tmp_path, {"name": "connect4"})
     done = tengen("train", str(config), "--single-process", "--run-dir", str(connect4_run))
@@ -106,6 +106,17 @@ def test_resume_continues_a_run_from_its_checkpoint(connect4_run, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "resumed at step 8" in done.stdout and '"steps": 16' in done.stdout
     assert json.loads((run / "ladder.json").read_text())[:len(ladder)] == ladder
+
+
+def test_a_run_directory_of_the_old_single_process_format_is_refused_on_resume(connect4_run, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("config.yaml", "ladder.json"):
+        shutil.copy(connect4_run / name, old / name)
+    (old / "checkpoint.safetensors").write_bytes(b"the single-process checkpoint of tengen 0.1.0")
+    done = tengen("train", "--resume", "--single-process", "--run-dir", str(old))
+    assert done.returncode == 2 and "made by an older tengen's --single-process" in done.stderr, done.stderr
+    assert sorted(p.name for p in old.iterdir()) == ["checkpoint.safetensors", "config.yaml", "ladder.json"]
 
 
 def test_resume_needs_a_run_and_the_same_network(connect4_run, tmp_path):

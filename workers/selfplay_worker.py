@@ -40,21 +40,26 @@ class SelfPlayWorker:
         seed: int,
         games: int,
         model_version: int = 0,
+        halves: int = 2,
     ):
-        if games < 2:
-            raise ValueError("a worker needs at least 2 games (two halves)")
+        if halves not in (1, 2):
+            raise ValueError(f"halves must be 1 or 2, got {halves}")
+        if games < halves:
+            raise ValueError(f"a worker needs at least {halves} games ({halves} halves)")
         self.game = game
         self.submit = submit
         self.resolve = resolve
         self.sink = sink
-        half = games // 2
+        # Two halves overlap tree work with a remote evaluation; one (in-process, where
+        # the evaluation is a call) keeps every leaf in one model batch.
+        sizes = (games,) if halves == 1 else (games // 2, games - games // 2)
         self.halves = [
             SelfPlay(game, games=n, seed=seed * 2 + i, model_version=model_version, **selfplay)
-            for i, n in enumerate((half, games - half))
+            for i, n in enumerate(sizes)
         ]
         #: per half: the leaf planes sent and the handle of their evaluation (None:
         #: to be sent again, after the server that had them was lost)
-        self._in_flight: list[tuple[np.ndarray, Any] | None] = [None, None]
+        self._in_flight: list[tuple[np.ndarray, Any] | None] = [None] * len(self.halves)
         self.games_played = 0
         self.positions = 0
         self.evaluations = 0

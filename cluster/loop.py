@@ -1,0 +1,264 @@
+"""The training loop, written once: what happens between self-play, the learner and
+the gatekeeper, whichever way they are wired.
+
+Both runs hold the same parts (``SelfPlayWorker`` -> a sample stream -> ``Learner``,
+candidates in a model registry, ``Gatekeeper``) and drive this one class with what
+the parts report; they differ only in how the parts are called: Ray actors with
+futures, a Redis stream and registry (cluster/driver.py), or plain calls in turn with
+in-process ones (cluster/single_process.py). So reuse control (the learner's),
+candidate cadence (the learner's), which candidate is gated (the newest), what a
+gating result does (the ladder, the best model on disk, pruning), the run's totals
+and rates, its stop conditions and its status lines have one implementation.
+
+A run directory ends up with the same files either way (cluster/run_dir.py):
+``best/``, ``models/<version>.safetensors`` (every promoted model, as the registry's
+blob), ``ladder.json`` (the registry's ladder), ``status.json`` and ``status.jsonl``
+(the last status line, and all of them), ``learner/learner.ckpt``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tengen.cluster.config import TengenConfig
+from tengen.cluster.run_dir import RunDir, RunDirError
+from tengen.cluster.transport import blob_sha256, version_id
+from tengen.engine.network import build_network, weights_from_bytes, weights_to_bytes, write_atomically
+
+__all__ = ["TrainingLoop", "TOTALS", "StopRun", "stop_on_sigterm"]
+
+#: the run's totals (kept by the run: a lost worker's games stay counted)
+TOTALS = ("games", "positions", "evaluations", "moves")
+
+
+class StopRun(Exception):
+    """A signal (SIGTERM) asks the run to stop cleanly, as Ctrl-C does."""
+
+
+class TrainingLoop:
+    """The loop's state and decisions. ``registry`` is the run's model registry (Redis
+    or in-process); ``metrics`` records Prometheus metrics inside Ray (None: none)."""
+
+    def __init__(self, config: TengenConfig, files: RunDir, registry: Any, *, log: Callable[[str], None],
+                 metrics: Any = None, minutes: float | None = None):
+        self.config = config
+        self.files = files
+        self.registry = registry
+        self.log = log
+        self.metrics = metrics
+        self.minutes = minutes if minutes is not None else config.stop.minutes
+        self.game = config.game.make()
+        self.best_version = 0
+        self.promotions = 0
+        self.last_gating: dict | None = None
+        self.learner_stats: dict = {}
+        self.totals = dict.fromkeys(TOTALS, 0)
+        #: games each worker incarnation said it finished (their ids are ``<incarnation>:0`` on)
+        self.reported_games: dict[str, int] = {}
+        #: candidates published and not yet gated, oldest first
+        self.pending: list[int] = []
+        #: why the run stopped early (a crash loop, Redis away too long), else None
+        self.error: str | None = None
+        self.started = time.monotonic()
+        self._last_counts: dict[str, tuple[str, dict]] = {}  # worker -> (incarnation, its counters)
+        self._last_totals: tuple[dict, float] = (dict(self.totals), self.started)
+
+    # -- the start ---------------------------------------------------------------------
+    def begin(self, *, resume: bool) -> int:
+        """The best version to start from: a new run publishes its initial network as
+        version 000000; a resumed one keeps its ladder and counts on from its last
+        report. A resumed run whose registry is empty (an in-process one, or a Redis
+        that was lost) gets its ladder back from the run directory."""
+        best = self.registry.best_version()
+        if best is None and resume:
+            best = self._ladder_from_disk()
+        if best is None:
+            model = build_network(**self.config.network_kwargs())
+            self.registry.publish(0, weights_to_bytes(model, metadata={"version": 0}),
+                                  {"step": 0, "game": self.game.name})
+            self.registry.promote(0, elo=0.0, result={"initial": True})
+            best = 0
+        self.best_version = best
+        if not self.files.model(best).exists():
+            self.save_best()  # best/ loads from the start (and the ladder can be rebuilt)
+        if resume:
+            self._restore_totals()
+        self.best_version = best
+        self.started = time.monotonic()
+        self._last_totals = (dict(self.totals), self.started)
+        self._set_metric("tengen_best_version", best)
+        return best
+
+    def _ladder_from_disk(self) -> int | None:
+        """Publish and promote, in order, every model on ladder.json from models/
+        (their blobs, so their sha256 is the one on the ladder); the best version."""
+        try:
+            ladder = json.loads(self.files.ladder.read_text())
+        except (OSError, ValueError):
+            return None
+        for entry in ladder:
+            version = int(entry["version"])
+            path = self.files.model(version)
+            if not path.exists():
+                raise RunDirError(f"{path} is missing: the ladder of {self.files.path} cannot be rebuilt")
+            blob = path.read_bytes()
+            if entry.get("sha256") and blob_sha256(blob) != entry["sha256"]:
+                raise RunDirError(f"{path} does not hold the model the ladder names (sha256 differs)")
+            self.registry.publish(version, blob, {"step": entry.get("result", {}).get("step", 0),
+                                                  "game": self.game.name})
+            self.registry.promote(version, elo=entry.get("elo"), result=entry.get("result", {}), at=entry.get("time"))
+        self.log(f"the ladder ({len(ladder)} models) is back from {self.files.models}")
+        return int(ladder[-1]["version"]) if ladder else None
+
+    def _restore_totals(self) -> None:
+        try:
+            last = json.loads(self.files.status.read_text())
+        except (OSError, ValueError):
+            return
+        for key in TOTALS:
+            self.totals[key] = int(last.get("totals", {}).get(key, last.get(key, 0)) or 0)
+
+    # -- what the parts report ------------------------------------------------------------
+    def worker_reported(self, worker: str, stats: dict) -> None:
+        """Add a worker's counters since its last report to the run's totals."""
+        incarnation, before = self._last_counts.get(worker, ("", {}))
+        if stats.get("incarnation", "") != incarnation:
+            before = {}  # a replacement counts from zero
+        for key in TOTALS:
+            self.totals[key] += max(0, stats.get(key, 0) - before.get(key, 0))
+        self._last_counts[worker] = (stats.get("incarnation", ""), stats)
+        self.reported_games[stats.get("incarnation") or worker] = stats.get("games", 0)
+
+    def learner_reported(self, stats: dict) -> None:
+        self.learner_stats = stats
+        self.pending.extend(stats.get("published", []))
+
+    def next_match(self) -> int | None:
+        """The candidate to gate now: only the newest is worth a match."""
+        if not self.pending:
+            return None
+        candidate = self.pending[-1]
+        self.pending.clear()
+        return candidate
+
+    def match_cut_off(self, candidate: int) -> None:
+        """A match that did not finish decided nothing: play it again (or a newer one)."""
+        self.pending.insert(0, candidate)
+
+    def gated(self, result: dict) -> int | None:
+        """A gating result: a promoted candidate becomes the best (on disk too), a
+        rejected one's weights leave the registry; returns the version promoted."""
+        self.last_gating = result
+        self.log(f"gating {version_id(result['candidate'])} vs {version_id(result['best'])}: "
+                 f"{result['wins']}-{result['draws']}-{result['losses']}, Elo {result['elo']:+.0f} "
+                 f"-> {result['decision']}")
+        promoted = None
+        if result["decision"] == "promote":
+            promoted = self.best_version = int(result["candidate"])
+            self.promotions += 1
+            self.save_best()
+            ladder = self.registry.ladder()
+            self._set_metric("tengen_best_version", promoted)
+            if ladder and ladder[-1].get("elo") is not None:
+                self._set_metric("tengen_best_elo", ladder[-1]["elo"])
+            self.log(f"promoted {version_id(promoted)}")
+        else:
+            self.registry.discard(result["candidate"])
+        self.registry.prune(keep_candidates=self.config.redis.keep_candidates, keep=self.pending)
+        return promoted
+
+    # -- the run directory ----------------------------------------------------------------
+    def save_best(self) -> None:
+        """best/ and models/<version> on disk (the registry keeps only the newest
+        weights), and ladder.json."""
+        files = self.files
+        blob, _ = self.registry.fetch(self.best_version)
+        weights_from_bytes(build_network(**self.config.network_kwargs()), blob)  # fits the config
+        files.best.mkdir(parents=True, exist_ok=True)
+        write_atomically(files.best / "model.safetensors", blob)
+        if not files.model(self.best_version).exists():
+            write_atomically(files.model(self.best_version), blob)
+        (files.best / "config.yaml").write_text(self.config.to_yaml())
+        write_atomically(files.ladder, json.dumps(self.registry.ladder(), indent=2).encode())
+
+    # -- stop and report --------------------------------------------------------------------
+    def should_stop(self) -> bool:
+        stop = self.config.stop
+        if self.minutes is not None and time.monotonic() - self.started >= self.minutes * 60:
+            return True
+        if stop.steps is not None and self.learner_stats.get("step", 0) >= stop.steps:
+            return True
+        return stop.promotions is not None and self.promotions >= stop.promotions
+
+    def report(self, **parts: Any) -> dict:
+        """The status line: rates over the last interval (start-up and slow phases do
+        not dilute them), totals since the start, and ``parts`` (what the wiring adds:
+        workers, servers, Redis); written to status.json and appended to status.jsonl."""
+        now = time.monotonic()
+        before, then = self._last_totals
+        interval = max(now - then, 1e-9)
+        rate = {key: (self.totals[key] - before.get(key, 0)) / interval for key in TOTALS}
+        self._last_totals = (dict(self.totals), now)
+        losses = self.learner_stats.get("losses", {})
+        line = {
+            "time": round(time.time(), 1), "elapsed_s": round(now - self.started, 1),
+            "games": self.totals["games"], "totals": dict(self.totals),
+            "games_per_s": round(rate["games"], 2), "moves_per_s": round(rate["moves"], 1),
+            "positions_per_s": round(rate["positions"], 1), "evaluations_per_s": round(rate["evaluations"]),
+            "learner_step": self.learner_stats.get("step", 0),
+            "loss": round(losses.get("loss", float("nan")), 3) if losses else None,
+            "losses": {k: round(v, 4) for k, v in losses.items()},
+            "window": self.learner_stats.get("window", 0), "window_capacity": self.config.train.replay_window,
+            "best": version_id(self.best_version), "promotions": self.promotions, "last_gating": self.last_gating,
+            "bad_entries": self.learner_stats.get("bad_entries", 0),
+            "duplicate_games": self.learner_stats.get("duplicate_games", 0),
+            "error": self.error, "reported_games": dict(list(self.reported_games.items())[-200:]),
+        } | parts
+        text = json.dumps(line)
+        write_atomically(self.files.status, json.dumps(line, indent=2).encode())
+        with open(self.files.status_history, "a", encoding="utf-8") as history:
+            history.write(text + "\n")
+        gating = self.last_gating
+        gate = f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-"
+        self.log(f"{line['elapsed_s']:6.0f}s games {line['games']} ({line['games_per_s']}/s) "
+                 f"moves/s {line['moves_per_s']} pos/s {line['positions_per_s']} eval/s {line['evaluations_per_s']} "
+                 f"batch {line.get('mean_batch', '-')} step {line['learner_step']} loss {line['loss']} "
+                 f"window {line['window']}/{line['window_capacity']} best {line['best']} gate {gate}")
+        return line
+
+    def summary(self) -> dict:
+        summary = {"best": version_id(self.best_version), "promotions": self.promotions,
+                   "steps": self.learner_stats.get("step", 0), "games": self.totals["games"],
+                   "minutes": (time.monotonic() - self.started) / 60, "error": self.error}
+        self.log("done: " + json.dumps(summary))
+        return summary
+
+    def _set_metric(self, name: str, value: float) -> None:
+        if self.metrics is not None:
+            self.metrics.set(name, value)
+
+
+def stop_on_sigterm() -> Callable[[], None]:
+    """SIGTERM (what Kubernetes and ``ray stop`` send) stops the run as Ctrl-C does;
+    returns what puts the old handler back. Only the main thread gets signals."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    stopping = False
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        if not stopping:  # once: the final checkpoint must not be cut short by a second one
+            stopping = True
+            raise StopRun("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore

@@ -1,0 +1,109 @@
+"""One training loop, two wirings: the single-process run and the Ray run of the same
+seeded config leave the same kinds of artifacts in the same formats, and what reads
+a run (``tengen status``, ``bestmove``, ``gtp``) reads both alike.
+
+A tiny Go 5x5 config, so that the GTP engine can play the models too; gating ``none``
+promotes every candidate, so both runs have a ladder within a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tengen.cluster.config import parse_config
+from tengen.cluster.driver import ClusterRun
+from tengen.cluster.run_control import read_status
+from tengen.cluster.single_process import SingleProcessRun
+from tengen.learner.learner import CHECKPOINT_FILE
+from tengen.learner.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parent.parent
+GO5 = {
+    "game": {"name": "go", "size": 5, "komi": 0.5, "history_length": 2},
+    "network": {"blocks": 1, "filters": 8},
+    "mcts": {"simulations": 8, "leaves_per_round": 4},
+    "selfplay": {"games_in_flight": 16, "temperature_moves": 4},
+    "train": {"batch_size": 32, "min_positions": 64, "candidate_every": 20, "replay_window": 5000},
+    "gating": {"rule": "none"},
+    "cluster": {"workers": 1, "games_per_worker": 16, "worker_chunk_seconds": 1.0, "batch_timeout_ms": 2.0},
+    "stop": {"promotions": 1, "minutes": 3},
+    "seed": 7,
+}
+#: what every run directory holds, whichever wiring made it
+ARTIFACTS = ["run.json", "config.yaml", "log.txt", "status.json", "status.jsonl", "ladder.json",
+             "best/model.safetensors", "best/config.yaml", "models/000000.safetensors", f"learner/{CHECKPOINT_FILE}"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("wirings")
+    config = parse_config(GO5)
+    single = SingleProcessRun(config, base / "single", log=lambda line: None).run()
+    cluster = ClusterRun(config, base / "cluster", log=lambda line: None).run()
+    return {"single": (base / "single", single), "cluster": (base / "cluster", cluster)}
+
+
+def test_both_runs_promote_and_stop_the_same_way(runs):
+    for name, (_, summary) in runs.items():
+        assert summary["promotions"] == 1 and summary["error"] is None, (name, summary)
+    assert runs["single"][1].keys() == runs["cluster"][1].keys()
+
+
+def test_both_leave_the_same_files(runs):
+    for name, (run_dir, _) in runs.items():
+        missing = [path for path in ARTIFACTS if not (run_dir / path).exists()]
+        assert not missing, (name, missing)
+        promoted = json.loads((run_dir / "ladder.json").read_text())[-1]["version"]
+        # models/ holds each promoted model exactly as the registry held it
+        assert (run_dir / "models" / f"{promoted:06d}.safetensors").read_bytes() == (
+            run_dir / "best" / "model.safetensors").read_bytes()
+
+
+def test_the_ladder_and_status_have_one_format(runs):
+    (single, _), (cluster, _) = runs["single"], runs["cluster"]
+    ladders = [json.loads((d / "ladder.json").read_text()) for d in (single, cluster)]
+    assert [set(e) for e in ladders[0]] == [set(e) for e in ladders[1]]
+    assert [e["version"] for e in ladders[0]][0] == 0 and ladders[0][0]["result"] == {"initial": True}
+    statuses = [json.loads((d / "status.json").read_text()) for d in (single, cluster)]
+    shared = {"games", "totals", "learner_step", "loss", "window", "best", "promotions", "last_gating",
+              "workers", "inference_servers", "stream_length", "error", "elapsed_s", "games_per_s"}
+    assert shared <= statuses[0].keys() and shared <= statuses[1].keys()
+    for d in (single, cluster):  # every line of the history is a status line
+        lines = [json.loads(line) for line in (d / "status.jsonl").read_text().splitlines()]
+        assert lines and lines[-1] == json.loads((d / "status.json").read_text())
+
+
+def test_the_learner_checkpoint_is_one_format(runs):
+    from tengen.cluster.single_process import build_model
+
+    for name, (run_dir, summary) in runs.items():
+        trainer = Trainer(model=build_model(parse_config(GO5)), optimizer="sgd", learning_rate=0.02)
+        extra = trainer.restore_from_bytes((run_dir / "learner" / CHECKPOINT_FILE).read_bytes())
+        assert trainer.step == summary["steps"] and int(extra["next_version"]) >= 2, name
+
+
+def test_status_reads_both_alike(runs):
+    reports = {name: read_status(run_dir) for name, (run_dir, _) in runs.items()}
+    assert reports["single"].keys() == reports["cluster"].keys()
+    for report in reports.values():
+        assert not report["live"] and report["ladder"][-1]["version"] >= 1 and report["run_id"]
+
+
+def _tengen(*args: str, stdin: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", *args], input=stdin, capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+
+
+def test_bestmove_and_gtp_play_both_models(runs):
+    for name, (run_dir, _) in runs.items():
+        done = _tengen("bestmove", "--checkpoint", str(run_dir / "best"), "--sims", "8", stdin="C3\n")
+        assert done.returncode == 0 and done.stdout.strip() not in ("", "error"), (name, done.stderr[-2000:])
+        gtp = _tengen("gtp", "--checkpoint", str(run_dir / "best"), "--sims", "8",
+                      stdin="boardsize 5\nclear_board\ngenmove b\nquit\n")
+        replies = [r for r in gtp.stdout.split("\n\n") if r.strip()]
+        assert gtp.returncode == 0 and replies[-2].startswith("= "), (name, gtp.stdout, gtp.stderr[-2000:])
