@@ -358,7 +358,8 @@ class ClusterRun:
         lost = stats.get("server_lost")
         key = self.pool.server_of(wid)
         if lost is not None and key is not None:
-            if self.pool.handle_id(key) == lost:
+            # Each of its workers reports the same death: it counts once.
+            if self.pool.handle_id(key) == lost and f"inference {key}" not in self._due:
                 self._server_lost(key, RuntimeError(f"it stopped answering {wid} (actor {lost[:8]})"))
             if key in self.pool.servers:
                 worker.set_server.remote(self.pool.handle(key))

@@ -23,6 +23,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from tengen.cluster.metrics import RunMetrics
 from tengen.workers.inference_server import InferenceServer
 
 __all__ = ["InferencePool", "learner_gpu_share", "CPU_SERVER"]
@@ -141,7 +142,7 @@ class InferencePool:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         handle = ray.remote(InferenceServer).options(**options).remote(
             network=self.network, weights=blob, version=version, max_batch=self.max_batch,
-            batch_timeout_ms=self.batch_timeout_ms, clients=1, run=self.run)
+            batch_timeout_ms=self.batch_timeout_ms, clients=1, metrics=RunMetrics(self.run))
         self.servers[key] = _Server(handle, node)
         return key
 
@@ -191,17 +192,22 @@ class InferencePool:
                 failed.append(key)
         return failed
 
-    def stats(self) -> tuple[dict, list[str]]:
-        """Merged server stats (sums, batch size weighted by model calls) and the keys
-        of servers that failed to answer."""
+    def stats(self, *, timeout_s: float = 2.0) -> tuple[dict, list[str]]:
+        """Merged stats of the servers that answer within ``timeout_s`` (sums, batch
+        size weighted by model calls) and the keys of servers that died or raised. A
+        server that is slow to answer is not dead: it may still be starting on a busy
+        node, or busy; its workers' own timeouts catch one that hangs."""
         refs = {key: s.handle.stats.remote() for key, s in self.servers.items()}
+        ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
         merged: dict[str, float] = {"servers": 0, "evaluations": 0, "batches": 0}
         weighted = 0.0
         failed = []
         for key, ref in refs.items():
             try:
-                one = ray.get(ref, timeout=30)
-            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+                one = ray.get(ref, timeout=0)
+            except ray.exceptions.GetTimeoutError:
+                continue  # not yet: asked again at the next sync
+            except ray.exceptions.RayError:
                 failed.append(key)
                 continue
             merged["servers"] += 1

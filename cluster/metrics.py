@@ -37,6 +37,13 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...], tuple[float, ...]]] = {
     "tengen_stream_lag_entries": ("gauge", "Games in the stream not yet read by the learner", (), ()),
     "tengen_redis_memory_bytes": ("gauge", "Memory used by the Redis server holding the stream", (), ()),
     "tengen_workers_alive": ("gauge", "Self-play workers answering", (), ()),
+    "tengen_inference_evaluations_total": ("counter", "Positions evaluated by the inference server", (), ()),
+    "tengen_inference_batch_size": ("histogram", "Positions per model call (after merging requests)", (),
+                                    (1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096)),
+    "tengen_inference_latency_seconds": ("histogram", "Time from a request's arrival to its answer", (),
+                                         (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)),
+    "tengen_inference_queue_depth": ("gauge", "Requests waiting for the next model call", (), ()),
+    "tengen_model_version": ("gauge", "Model version in use", ("component",), ()),
 }
 
 

@@ -21,9 +21,10 @@ it computes; CompiledModel pads each batch to a fixed bucket size, so no batch
 shape ever retraces. A weights hot swap takes the same lock as a model call, so it
 lands between two batches and every batch is computed by one version.
 
-Inside a Ray actor the server records Prometheus metrics with ``ray.util.metrics``
-(exported by each node's metrics agent with Ray's ``ray_`` prefix); as a plain
-object (tests, the single-process mode) it records none.
+Given a ``metrics`` recorder (cluster/inference_pool.py passes the run's
+``RunMetrics``, whose table in cluster/metrics.py names and describes every metric),
+the server records its batch sizes, latencies, queue depth and model version; as a
+plain object (tests, benchmarks) it records none.
 """
 
 from __future__ import annotations
@@ -35,24 +36,14 @@ from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from tengen.engine.network import CompiledModel, blob_sha256, build_network, gpu_available, share_gpu_memory
 
-__all__ = ["InferenceServer", "METRIC_NAMES"]
+__all__ = ["InferenceServer", "MetricsRecorder"]
 
-#: the metrics the server records inside Ray (names before Ray's ``ray_`` prefix)
-METRIC_NAMES = (
-    "tengen_inference_evaluations_total",
-    "tengen_inference_batch_size",
-    "tengen_inference_latency_seconds",
-    "tengen_inference_queue_depth",
-    "tengen_model_version",
-)
-_BATCH_SIZE_BOUNDARIES = [1.0, 8.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0]
-_LATENCY_BOUNDARIES = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
 _ACCEPTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
 
 
@@ -63,49 +54,15 @@ class _Request:
     arrived: float = field(default_factory=time.perf_counter)
 
 
-class _Metrics:
-    """``ray.util.metrics`` instruments, created only inside a Ray actor; ``run`` tags
-    them like the run's other metrics, so dashboards can tell runs apart."""
+class MetricsRecorder(Protocol):
+    """Where the server's measurements go (cluster.metrics.RunMetrics inside Ray,
+    whose table names and describes every metric of the run)."""
 
-    def __init__(self, run: str) -> None:
-        from ray.util import metrics
+    def inc(self, name: str, value: float = 1.0, **tags: str) -> None: ...
 
-        tags = {"run": run}
-        self.evaluations = metrics.Counter(
-            "tengen_inference_evaluations_total", description="Positions evaluated by the inference server.",
-            tag_keys=("run",),
-        ).set_default_tags(tags)
-        self.batch_size = metrics.Histogram(
-            "tengen_inference_batch_size",
-            description="Positions per model call (after merging requests).",
-            boundaries=_BATCH_SIZE_BOUNDARIES, tag_keys=("run",),
-        ).set_default_tags(tags)
-        self.latency = metrics.Histogram(
-            "tengen_inference_latency_seconds",
-            description="Time from a request's arrival to its answer.",
-            boundaries=_LATENCY_BOUNDARIES, tag_keys=("run",),
-        ).set_default_tags(tags)
-        self.queue_depth = metrics.Gauge(
-            "tengen_inference_queue_depth", description="Requests waiting for the next model call.",
-            tag_keys=("run",),
-        ).set_default_tags(tags)
-        self.model_version = metrics.Gauge(
-            "tengen_model_version", description="Model version in use.", tag_keys=("run", "component")
-        ).set_default_tags({**tags, "component": "inference"})
+    def set(self, name: str, value: float, **tags: str) -> None: ...
 
-    @staticmethod
-    def create(run: str) -> _Metrics | None:
-        """Metrics when running inside a Ray actor, else None (plain object, driver)."""
-        try:
-            import ray
-        except ImportError:
-            return None
-        try:
-            if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
-                return None
-        except Exception:  # no worker context: not inside Ray
-            return None
-        return _Metrics(run)
+    def observe(self, name: str, value: float, **tags: str) -> None: ...
 
 
 class InferenceServer:
@@ -128,7 +85,7 @@ class InferenceServer:
         batch_timeout_ms: float = 5.0,
         clients: int = 1,
         mixed_precision: bool | None = None,
-        run: str = "",
+        metrics: MetricsRecorder | None = None,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -161,9 +118,9 @@ class InferenceServer:
         self._evaluations = 0
         self._batches = 0
         self._model_seconds = 0.0
-        self._metrics = _Metrics.create(run)
-        if self._metrics is not None:
-            self._metrics.model_version.set(self._version)
+        self._metrics = metrics
+        if metrics is not None:
+            metrics.set("tengen_model_version", self._version, component="inference")
 
     # -- requests --------------------------------------------------------------------------
 
@@ -228,7 +185,7 @@ class InferenceServer:
     def _take_batch(self) -> list[_Request]:
         """Whole requests, oldest first, up to ``max_batch`` rows (at least one request)."""
         if self._metrics is not None:
-            self._metrics.queue_depth.set(len(self._pending))
+            self._metrics.set("tengen_inference_queue_depth", len(self._pending))
         batch: list[_Request] = []
         rows = 0
         while self._pending:
@@ -264,11 +221,11 @@ class InferenceServer:
             if not request.future.done():
                 request.future.set_result((policy[start:stop], value[start:stop]))
             if self._metrics is not None:
-                self._metrics.latency.observe(now - request.arrived)
+                self._metrics.observe("tengen_inference_latency_seconds", now - request.arrived)
             start = stop
         if self._metrics is not None:
-            self._metrics.evaluations.inc(rows)
-            self._metrics.batch_size.observe(rows)
+            self._metrics.inc("tengen_inference_evaluations_total", rows)
+            self._metrics.observe("tengen_inference_batch_size", rows)
 
     def _compute(self, parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
         """The one model call for a batch (on the executor thread)."""
@@ -296,7 +253,7 @@ class InferenceServer:
             self._model.load_weights_blob(blob)
             self._version = int(version)
         if self._metrics is not None:
-            self._metrics.model_version.set(self._version)
+            self._metrics.set("tengen_model_version", self._version, component="inference")
         return self._version
 
     def version(self) -> int:
