@@ -15,6 +15,10 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the config module loads the engine (numba): not for --version
+    from tengen.cluster.config import TengenConfig
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "GO_GAMES"]
 
@@ -310,7 +314,7 @@ def _local_gpus() -> int:
         return 0
 
 
-def _train_headline(config, args: argparse.Namespace, run_dir: str) -> str:
+def _train_headline(config: TengenConfig, args: argparse.Namespace, run_dir: str) -> str:
     """The first line of ``tengen train``: the game, where it runs, on what, into
     which directory, for how long."""
     name = config.game.make().name  # go9, connect4, ...: the packaged configs' names
