@@ -9,11 +9,67 @@ adding a subcommand means writing one such function and listing it in
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the config module loads the engine (numba): not for --version
+    from tengen.cluster.config import TengenConfig
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "GO_GAMES"]
+
+
+@contextlib.contextmanager
+def _held_native_stderr() -> Iterator[None]:
+    """Hold file descriptor 2 in a temporary file for the block, and replay what it
+    caught to the real stderr only if the block raises.
+
+    TensorFlow's C++ start-up writes to fd 2 whatever TF_CPP_MIN_LOG_LEVEL says: absl
+    sends every message before its ``InitializeLog`` there ("All log messages before
+    absl::InitializeLog() ...", oneDNN's notice, "Could not find cuda drivers"), and
+    on a CPU machine the CUDA platform's failed ``cuInit`` comes when devices are first
+    listed. Python's own ``sys.stderr`` shares fd 2, so it is held too."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode("utf-8", "replace"))
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _start_tensorflow_quietly() -> None:
+    """Import TensorFlow and list its devices (which probes CUDA) with fd 2 held, so
+    that the commands that load a model show none of its start-up; what TensorFlow
+    says after that passes TF_CPP_MIN_LOG_LEVEL=2 (errors only)."""
+    with _held_native_stderr():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()
+
+
+def _quiet_ray_logs() -> None:
+    """Keep the driver's terminal for the run's own lines: Ray logs its start-up
+    ("Started a local Ray instance", "Connecting to existing Ray cluster") at INFO
+    under ``ray._private`` and the state of its token authentication as a WARNING.
+    ``ray.init`` resets the level of the ``ray`` logger, not of these. Only this
+    process's loggers change (nothing is imported): actors log to Ray's files."""
+    logging.getLogger("ray._private").setLevel(logging.WARNING)
+    logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
+
 
 def _fail(command: str, message: object) -> int:
     """Report a usage or input error of ``tengen COMMAND`` and give its exit status."""
@@ -85,31 +141,9 @@ def _run_gtp(args: argparse.Namespace) -> int:
                 except (ConfigError, WeightsError) as e:
                     return None, e
 
-            if args.verbose:
+            # A GUI shows TensorFlow's C++ start-up on stderr as engine errors.
+            with contextlib.nullcontext() if args.verbose else _held_native_stderr():
                 loaded, error = load()
-            else:
-                # TensorFlow's C++ start-up writes to fd 2 whatever TF_CPP_MIN_LOG_LEVEL
-                # says (absl, before its InitializeLog); a GUI shows that as engine
-                # errors. Hold fd 2 in a file while the model loads and first runs, and
-                # replay it only if loading fails.
-                import tempfile
-
-                sys.stderr.flush()
-                saved = os.dup(2)
-                with tempfile.TemporaryFile() as held:
-                    os.dup2(held.fileno(), 2)
-                    try:
-                        loaded, error = load()
-                    except BaseException:
-                        sys.stderr.flush()
-                        os.dup2(saved, 2)
-                        held.seek(0)
-                        sys.stderr.write(held.read().decode("utf-8", "replace"))
-                        raise
-                    finally:
-                        sys.stderr.flush()
-                        os.dup2(saved, 2)
-                        os.close(saved)
             if loaded is None:
                 return _fail("gtp", error)
             config, game, player = loaded
@@ -230,6 +264,10 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.redis and "@" in args.redis.split("//", 1)[-1]:
         return _fail("train", "put the Redis password in TENGEN_REDIS_PASSWORD, not in --redis")
     run_dir = args.run_dir or f"runs/{config.game.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # Said before anything slow (TensorFlow, Ray, the kernels' compilation) starts.
+    print(_train_headline(config, args, run_dir), flush=True)
+    if not args.verbose:
+        _start_tensorflow_quietly()
     if args.single_process:
         from tengen.cluster.single_process import SingleProcessRun
 
@@ -253,6 +291,49 @@ def _run_train(args: argparse.Namespace) -> int:
               f"tengen train --resume --run-dir {run_dir}", file=sys.stderr)
         return 1
     return 0
+
+
+def _local_gpus() -> int:
+    """NVIDIA GPUs this machine shows (``/dev/nvidiaN``), or as many as
+    CUDA_VISIBLE_DEVICES names: a guess that needs neither TensorFlow nor Ray."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = 0
+        for device in visible.split(","):
+            if device.strip() in ("", "-1"):  # CUDA stops at the first invalid entry
+                break
+            count += 1
+        return count
+    try:
+        return sum(1 for name in os.listdir("/dev") if name.removeprefix("nvidia").isdigit())
+    except OSError:
+        return 0
+
+
+def _train_headline(config: TengenConfig, args: argparse.Namespace, run_dir: str) -> str:
+    """The first line of ``tengen train``: the game, where it runs, on what, into
+    which directory, for how long."""
+    name = config.game.make().name  # go9, connect4, ...: the packaged configs' names
+    if args.single_process:
+        where = "in this process (no Ray, no Redis)"
+    else:
+        address = args.address or config.ray.address
+        redis_url = args.redis or config.redis.url
+        where = (f"on the Ray cluster at {address}" if address else "on a local Ray") + (
+            f" with the Redis at {redis_url}" if redis_url else " with an embedded Redis")
+    gpus = _local_gpus()
+    if not args.single_process and (args.address or config.ray.address):
+        devices = "the cluster's CPUs and GPUs"
+    else:
+        devices = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else "CPU"
+    minutes = args.minutes if args.minutes is not None else config.stop.minutes
+    limits = [f"{minutes:g} minutes" if minutes is not None else "",
+              f"{config.stop.steps} steps" if config.stop.steps else "",
+              f"{config.stop.promotions} promotions" if config.stop.promotions else ""]
+    until = " or ".join(limit for limit in limits if limit) or "until Ctrl-C"
+    into = "continuing" if args.resume else "into"
+    return (f"tengen train: {name} {where}, {devices}, {into} {run_dir} ({until}); "
+            "the first games wait for the search kernels to compile")
 
 
 def _add_status(subparsers: argparse._SubParsersAction) -> None:
@@ -425,20 +506,34 @@ def build_parser() -> argparse.ArgumentParser:
         description="tengen: AlphaZero-style self-play training (Ray, Redis, Keras).",
     )
     parser.add_argument("--version", action="version", version=f"tengen {_version()}")
+    # Its own dest: a subcommand's default (gtp has a --verbose of its own) would
+    # overwrite the global flag's value in the namespace.
+    parser.add_argument("--verbose", action="store_true", dest="verbose_all",
+                        help="let TensorFlow's and Ray's start-up messages through to stderr (hidden by default)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(subparsers)
     return parser
 
 
+#: the subcommands that load a model whatever their arguments
+_LOADS_A_MODEL = {"bestmove"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    # TensorFlow's C++ start-up chatter (CUDA probing on CPU machines) is not for users.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    args.verbose = args.verbose_all or getattr(args, "verbose", False)
+    if not args.verbose:
+        # Before TensorFlow is imported: its C++ logs after start-up, errors only
+        # (what start-up writes past this is held, see _held_native_stderr).
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        _quiet_ray_logs()
+        if args.command in _LOADS_A_MODEL:
+            _start_tensorflow_quietly()
     return int(args.handler(args))
 
 

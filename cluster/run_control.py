@@ -22,7 +22,9 @@ import yaml
 from tengen.cluster.redis_client import OutagePolicy, RedisLike, RedisUnavailable
 from tengen.cluster.redis_server import connect
 from tengen.cluster.run_dir import RunDir, RunDirError
-from tengen.cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part
+
+# cluster.transport is imported where a live Redis answers: it loads the engine's
+# GameRecord and with it numba, which a run directory's status does not need.
 
 __all__ = ["RunDirError", "check_run_dir", "read_status", "request_workers"]
 
@@ -77,6 +79,8 @@ def read_status(run_dir: Path) -> dict:
         status["ladder"] = json.loads(files.ladder.read_text())
     client = _client(files, wait_s=STATUS_WAIT_S)
     if client is not None:
+        from tengen.cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part
+
         run_id = files.run_id()
         try:
             board = StatusBoard(client, run_id).get_status()
@@ -105,4 +109,6 @@ def request_workers(run_dir: Path, workers: int) -> None:
     client = _client(files, wait_s=_outage_s(files))
     if client is None:
         raise ConnectionError(f"the run in {run_dir} is not running (its Redis does not answer)")
+    from tengen.cluster.transport import StatusBoard
+
     StatusBoard(client, files.run_id()).request_workers(workers)

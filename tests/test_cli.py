@@ -1,7 +1,10 @@
 """The tengen command as people use it: real processes, real files."""
 
 import json
+import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +137,123 @@ def test_metrics_port_is_checked_like_the_config_key(tmp_path):
     done = tengen("train", str(config), "--metrics-port", "8080", "--address", "auto", "--run-dir", str(tmp_path / "r"))
     assert done.returncode == 2 and "applies to a local Ray only" in done.stderr
     assert not (tmp_path / "run").exists() and not (tmp_path / "r").exists()
+
+
+# -- start-up: the first line, a quiet terminal, light commands --------------------------------
+
+#: what TensorFlow, CUDA, absl and Ray print at start-up (TensorFlow's C++ logs start with
+#: a severity letter and the date: I0000 00:00:1796125861.327614 ...)
+STARTUP_NOISE = re.compile(r"absl::InitializeLog|oneDNN|cuda|cuInit|^[IWEF]\d{4} |Started a local Ray instance|"
+                           r"Token authentication|Connecting to existing Ray cluster", re.M | re.I)
+
+
+def test_train_says_first_what_it_does_and_keeps_the_terminal_quiet(tmp_path):
+    done = tengen("train", "tictactoe", "--single-process", "--run-dir", str(tmp_path / "run"), "--minutes", "0.2")
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first == (f"tengen train: tictactoe in this process (no Ray, no Redis), CPU, into {tmp_path / 'run'} "
+                     "(0.2 minutes or 10000 steps); the first games wait for the search kernels to compile"), first
+    assert done.stderr == "", done.stderr
+    done = tengen("config", "show", "go9")
+    assert done.returncode == 0 and "game:" in done.stdout
+    assert done.stderr == "", done.stderr
+
+
+def test_verbose_lets_tensorflow_start_up_through(tmp_path):
+    # What this machine's TensorFlow prints when nothing holds it back (on some machines, nothing).
+    bare = subprocess.run([sys.executable, "-c", "import tensorflow as tf; tf.config.list_physical_devices()"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    expected = {m.group(0).lower() for m in STARTUP_NOISE.finditer(bare.stderr)}
+    done = tengen("--verbose", "train", "tictactoe", "--single-process", "--run-dir", str(tmp_path / "run"),
+                  "--minutes", "0.05")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("tengen train: tictactoe in this process")
+    assert expected <= {m.group(0).lower() for m in STARTUP_NOISE.finditer(done.stderr)}, done.stderr
+
+
+def test_a_ray_run_says_first_what_it_does_and_keeps_the_terminal_quiet(tmp_path):
+    config = tiny_config(tmp_path, {"name": "tictactoe"}, cluster={"workers": 1, "games_per_worker": 8})
+    done = tengen("train", str(config), "--run-dir", str(tmp_path / "run"), "--minutes", "0.1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"tengen train: tictactoe on a local Ray with an embedded Redis, CPU, into "
+                            f"{tmp_path / 'run'} (0.1 minutes or 8 steps)"), first
+    assert not STARTUP_NOISE.search(done.stderr), done.stderr
+    assert (tmp_path / "run" / "status.json").exists()
+
+
+#: runs the tengen command in this interpreter, then writes which heavy modules it loaded
+HEAVY_PROBE = """
+import json, sys
+from tengen.cluster.cli import main
+code = main(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    json.dump(sorted(m for m in ("tensorflow", "ray", "numba", "numpy") if m in sys.modules), out)
+sys.exit(code)
+"""
+
+
+def tengen_loading(tmp_path, *args):
+    """``tengen ARGS`` in a subprocess, and the heavy modules it imported."""
+    probe = tmp_path / "modules.json"
+    done = subprocess.run([sys.executable, "-c", HEAVY_PROBE, str(probe), *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    return done, json.loads(probe.read_text())
+
+
+def _stopped_run(tmp_path):
+    """A run directory as a finished Ray run leaves it: identity, config, last report,
+    ladder, and the connection file of its Redis, now gone."""
+    from tengen.cluster.config import load_config
+    from tengen.cluster.run_dir import RunDir
+
+    files = RunDir(tmp_path / "run")
+    run_id = files.create_identity()
+    files.config.write_text(load_config("tictactoe").to_yaml())
+    files.status.write_text(json.dumps({"games": 12, "learner_step": 3, "best": "000000",
+                                        "components": {"learner": {"restarts": 1, "last_error": "ValueError: x"}}}))
+    files.ladder.write_text(json.dumps([{"version": 0, "elo": 0.0}]))
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    files.write_private(files.connection, json.dumps({"url": f"redis://127.0.0.1:{port}/0", "password": "x"}).encode())
+    return files, run_id
+
+
+def test_status_and_scale_of_a_stopped_run_import_neither_tensorflow_nor_ray(tmp_path):
+    files, run_id = _stopped_run(tmp_path)
+    done, loaded = tengen_loading(tmp_path, "status", "--run-dir", str(files.path))
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["run_id"] == run_id and status["live"] is False and status["last_report"]["games"] == 12
+    assert status["components"]["learner"]["restarts"] == 1
+    # Not even numba or numpy: reading a directory needs none of the engine.
+    assert loaded == [], loaded
+    # With no Redis named at all, scale says the run is not running, at once.
+    files.connection.unlink()
+    done, loaded = tengen_loading(tmp_path, "scale", "--run-dir", str(files.path), "--workers", "3")
+    assert done.returncode == 2 and "is not running" in done.stderr, done.stderr
+    assert loaded == [], loaded
+
+
+def test_status_and_scale_of_a_live_run_import_neither_tensorflow_nor_ray(tmp_path, redis_server, redis_client):
+    from tengen.cluster.transport import ModelRegistry, StatusBoard
+
+    files, run_id = _stopped_run(tmp_path)
+    files.write_private(files.connection,
+                        json.dumps({"url": redis_server.url, "password": redis_server.password}).encode())
+    registry = ModelRegistry(redis_client, run_id)
+    registry.publish(0, b"weights", {"step": 0})
+    registry.promote(0, elo=0.0, result={"initial": True})
+    board = StatusBoard(redis_client, run_id)
+    board.set_status("worker:w000", {"games": 5})
+    done, loaded = tengen_loading(tmp_path, "status", "--run-dir", str(files.path))
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["live"] is True and status["best_version"] == 0 and status["workers_alive"] == ["w000"]
+    # cluster.transport imports engine.selfplay's GameRecord, and with it numba.
+    assert not {"tensorflow", "ray"} & set(loaded), loaded
+    done, loaded = tengen_loading(tmp_path, "scale", "--run-dir", str(files.path), "--workers", "3")
+    assert done.returncode == 0, done.stderr
+    assert board.desired_workers() == 3
+    assert not {"tensorflow", "ray"} & set(loaded), loaded
