@@ -108,7 +108,7 @@ def _node_fault(base: Path, results: list) -> None:
         _fault(results, "a node removed from a 3-node cluster", inject,
                lambda: chaos.finished_games_lost(view, server.password, server.url))
     finally:
-        run.minutes = 0  # the loop stops at its next pass
+        run.request_stop()
         thread.join(timeout=300)
         cluster.shutdown()
         server.stop()

@@ -277,15 +277,13 @@ def _run_train(args: argparse.Namespace) -> int:
             return _fail("train", e)
         run.run()  # Ctrl-C and SIGTERM stop it cleanly, with a checkpoint
         return 0
-    from tengen.cluster.driver import ClusterRun, StopRun
+    from tengen.cluster.driver import ClusterRun
 
     try:
         summary = ClusterRun(config, run_dir, address=args.address, redis_url=args.redis, minutes=args.minutes,
                              workers=args.workers, resume=args.resume).run()
     except RunDirError as e:  # a Redis that holds this run id already
         return _fail("train", e)
-    except StopRun:  # a SIGTERM before the loop began: everything started has been stopped
-        return 143
     if summary.get("error"):
         print(f"tengen train: the run stopped early: {summary['error']}; continue it with "
               f"tengen train --resume --run-dir {run_dir}", file=sys.stderr)

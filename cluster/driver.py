@@ -49,7 +49,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tengen.cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
 from tengen.cluster.config import TengenConfig
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
-from tengen.cluster.loop import StopRun, TrainingLoop, stop_on_sigterm
+from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
 from tengen.cluster.metrics import RunMetrics
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
@@ -57,7 +57,7 @@ from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.supervision import CrashLoop, Supervisor, root_cause
 from tengen.cluster.transport import ModelRegistry, RunKeys, SampleStream, StatusBoard, memory_by_part, version_id
 
-__all__ = ["ClusterRun", "StopRun"]
+__all__ = ["ClusterRun"]
 
 _REPORT_S = 5.0
 _MEMORY_REPORT_S = 30.0
@@ -85,7 +85,8 @@ class ClusterRun:
         self.server_stats: dict = {}
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
                                      window_s=config.cluster.crash_loop_s, log=self.log)
-        self._stop_requested = False
+        #: why the run was asked to stop (SIGTERM, a program's request), None while it runs
+        self._stop_requested: str | None = None
         #: set by the thread that keeps the embedded Redis when it gave up
         self._redis_failure: CrashLoop | None = None
         #: the learner actor's handle while the run lives (tests kill it to check recovery)
@@ -185,7 +186,7 @@ class ClusterRun:
                     keeper.start()
                 self._start_ray()
                 # After ray.init, whose core worker installs a SIGTERM handler that exits at once.
-                restore = stop_on_sigterm()
+                restore = stop_on_sigterm(self.request_stop)
                 try:
                     return self._loop(redis_url, password)
                 finally:
@@ -263,16 +264,17 @@ class ClusterRun:
                     self._report(stream, status, memory)
         except KeyboardInterrupt:
             self.log("interrupted: stopping cleanly")
-        except StopRun as e:
-            self.log(f"{e}: stopping cleanly")
         except (CrashLoop, RedisUnavailable) as e:
             loop.error = str(e)
             self.log(f"stopping: {e}")
+        if self._stop_requested:
+            self.log(f"{self._stop_requested}: stopping cleanly")
         return self._finish(stream, status, memory)
 
-    def request_stop(self) -> None:
-        """Stop at the loop's next pass, cleanly (for a run in a thread of a program)."""
-        self._stop_requested = True
+    def request_stop(self, why: str = "asked to stop") -> None:
+        """Stop at the loop's next pass, cleanly (SIGTERM, or a program that runs the
+        run in a thread)."""
+        self._stop_requested = self._stop_requested or why
 
     def _finish(self, stream: SampleStream, status: StatusBoard, memory: dict) -> dict:
         """The final checkpoint (to storage, not Redis: it works when Redis is gone),

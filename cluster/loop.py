@@ -30,14 +30,10 @@ from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.transport import blob_sha256, version_id
 from tengen.engine.network import build_network, weights_from_bytes, weights_to_bytes, write_atomically
 
-__all__ = ["TrainingLoop", "TOTALS", "StopRun", "stop_on_sigterm"]
+__all__ = ["TrainingLoop", "TOTALS", "stop_on_sigterm"]
 
 #: the run's totals (kept by the run: a lost worker's games stay counted)
 TOTALS = ("games", "positions", "evaluations", "moves")
-
-
-class StopRun(Exception):
-    """A signal (SIGTERM) asks the run to stop cleanly, as Ctrl-C does."""
 
 
 class TrainingLoop:
@@ -243,18 +239,17 @@ class TrainingLoop:
             self.metrics.set(name, value)
 
 
-def stop_on_sigterm() -> Callable[[], None]:
-    """SIGTERM (what Kubernetes and ``ray stop`` send) stops the run as Ctrl-C does;
-    returns what puts the old handler back. Only the main thread gets signals."""
+def stop_on_sigterm(stop: Callable[[str], None]) -> Callable[[], None]:
+    """SIGTERM (what Kubernetes and ``ray stop`` send) calls ``stop("SIGTERM")``, and the
+    run stops at its loop's next pass as cleanly as on Ctrl-C; returns what puts the
+    old handler back. The handler only sets a flag: an exception raised from it would
+    surface inside whatever C code the main thread is in (Ray's ``wait`` turns it into
+    a SystemError). Only the main thread gets signals."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    stopping = False
 
     def on_sigterm(signum: int, frame: Any) -> None:
-        nonlocal stopping
-        if not stopping:  # once: the final checkpoint must not be cut short by a second one
-            stopping = True
-            raise StopRun("SIGTERM")
+        stop("SIGTERM")
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from tengen.cluster.actors import stream_maxlen
 from tengen.cluster.codec import encode_game, game_decoder
 from tengen.cluster.config import TengenConfig, load_config
-from tengen.cluster.loop import StopRun, TrainingLoop, stop_on_sigterm
+from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
 from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.transport import LocalModelRegistry, LocalSampleStream
 from tengen.engine.network import CompiledModel, build_network, load_weights_file
@@ -135,16 +135,17 @@ class SingleProcessRun:
         self.log(f"run {self.run_id}: {self.game.name} in this process, {c.network.blocks}x{c.network.filters} net, "
                  f"{c.mcts.simulations} simulations, {c.selfplay.games_in_flight} games"
                  + (", resumed" if self.resume else ""))
-        restore = stop_on_sigterm()
+        stopped: list[str] = []
+        restore = stop_on_sigterm(stopped.append)
         try:
-            while not self.should_stop():
+            while not (self.should_stop() or stopped):
                 self.iterate()
         except KeyboardInterrupt:
-            self.log("interrupted: stopping cleanly")
-        except StopRun as e:
-            self.log(f"{e}: stopping cleanly")
+            stopped.append("interrupted")
         finally:
             restore()
+        if stopped:
+            self.log(f"{stopped[0]}: stopping cleanly")
         return self.finish()
 
     def should_stop(self) -> bool:

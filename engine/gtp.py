@@ -53,7 +53,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Protocol, TextIO
 
 import numpy as np
@@ -100,10 +99,9 @@ class GtpError(Exception):
 
 
 def _version() -> str:
-    try:
-        return metadata.version("tengen")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    from tengen import __version__  # the one place it is read from the installed package
+
+    return __version__
 
 
 def preprocess(line: str) -> str:

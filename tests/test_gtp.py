@@ -118,7 +118,7 @@ def test_empty_and_comment_lines_get_no_reply() -> None:
 
 
 def test_version_is_the_package_version() -> None:
-    assert GtpEngine().handle("version") == f"= {metadata.version('tengen')}\n\n"
+    assert GtpEngine().handle("version") == f"= {metadata.version('tengen-zero')}\n\n"
 
 
 def test_quit_replies_and_sets_the_flag() -> None:

@@ -269,7 +269,7 @@ def _scrape_a_run(prometheus: _Prometheus, work: Path, metrics_port: int) -> dic
             gpus = ray.cluster_resources().get("GPU", 0.0)
             sd_file = _write_ray_service_discovery(work)
     finally:
-        run.minutes = 0.0  # the driver stops at its next check of its time limit (within a second)
+        run.request_stop()  # the driver stops at its loop's next pass (within a second)
         thread.join(timeout=180)
     assert not thread.is_alive(), "the run did not stop"
     if failures:
