@@ -19,9 +19,15 @@ from tengen.engine.games.mnk import (
     tictactoe,
 )
 from tengen.engine.solvers import (
+    MAX_SCORE,
+    MIN_SCORE,
+    NO_SCORE,
     SolveBudgetExceeded,
+    TranspositionTable,
     connect4_labelled_positions,
+    connect4_move_scores,
     connect4_optimal_actions,
+    connect4_score,
     connect4_solve,
     tictactoe_optimal_actions,
     tictactoe_value,
@@ -169,6 +175,53 @@ def test_connect4_finished_game_and_budget():
         connect4_solve(C4.initial_state(), max_nodes=1000)
 
 
+# -- Connect Four scores (Pascal Pons' definition): hand-made positions ------------------
+#
+# A win scores 22 minus the stones the winner has played when the four is made, a loss
+# minus that, a draw 0 (http://blog.gamesolver.org/solving-connect-four/02-test-protocol/).
+
+
+def test_connect4_score_of_the_blogs_two_examples():
+    # Pons' own examples. "4455": X makes an open three on the bottom row (column 3 or
+    # 6) and wins with their 4th stone whatever O does: 22 - 4 = 18.
+    state = c4("4 4 5 5")
+    assert C4.render(state).splitlines()[-3:-1] == [". . . O O . .", ". . . X X . ."]
+    assert connect4_score(state) == 18 == MAX_SCORE
+    for col in (3, 6):  # after either, O loses to X's 4th stone
+        assert connect4_score(c4(f"4 4 5 5 {col}")) == -18
+    # "44455554221": whatever O plays, X wins next with their 7th stone: 7 - 22 = -15.
+    state = c4("4 4 4 5 5 5 5 4 2 2 1")
+    assert C4.to_play(state) == 1 and np.count_nonzero(state[HEADER:] == 1) == 6
+    assert connect4_score(state) == -15
+    assert connect4_move_scores(state).tolist() == [-15] * 7
+
+
+def test_connect4_scores_of_a_win_in_one():
+    # X wins at column 4 with their 4th stone (18); anywhere else, O wins there with theirs (-18).
+    state = c4("1 5 2 6 3 7")
+    assert connect4_score(state) == 18
+    assert connect4_move_scores(state).tolist() == [-18, -18, -18, 18, -18, -18, -18]
+    # One stone later the same threat is worth less: X's four would be their 5th stone.
+    state = c4("1 5 2 6 3 7 1 1")
+    assert C4.render(state).splitlines()[-2] == "X X X . O O O"
+    assert connect4_score(state) == 22 - 5
+
+
+def test_connect4_scores_of_two_threats_and_of_a_finished_game():
+    # X plays column 4: an open three, X's four comes with their 4th stone; O can only
+    # lose to it, whatever they play.
+    assert connect4_score(c4("2 2 3 3")) == 18
+    after = c4("2 2 3 3 4")
+    assert connect4_score(after) == MIN_SCORE == -18
+    assert connect4_move_scores(after).tolist() == [-18] * 7
+    # X's vertical four with their 4th stone: O, to move, has lost with that score.
+    won = c4("1 2 1 2 1 2 1")
+    assert connect4_score(won) == -18 and connect4_solve(won) == -1
+    assert connect4_move_scores(won).tolist() == [NO_SCORE] * 7
+    with pytest.raises(SolveBudgetExceeded):
+        connect4_score(C4.initial_state(), max_nodes=1000)
+
+
 # -- Connect Four: an independent referee ----------------------------------------------
 
 
@@ -275,6 +328,86 @@ def test_connect4_optimal_actions_agree_with_plain_minimax():
         assert connect4_optimal_actions(state) == expected, C4.render(state)
 
 
+def _reference_score(columns: list[list[int]], stone: int, stones: int) -> int:
+    """Plain negamax over Pons' scores; a node stops early only at a win now, the best
+    any move can score. ``stones``: on the board before the mover's move."""
+    best = MIN_SCORE - 1
+    for col in range(7):
+        if len(columns[col]) == 6:
+            continue
+        columns[col].append(stone)
+        wins = _completes_four(columns, col)
+        if wins:
+            score = 22 - (stones // 2 + 1)  # the mover's stones, this one included
+        elif stones + 1 == 42:
+            score = 0
+        else:
+            score = -_reference_score(columns, 3 - stone, stones + 1)
+        columns[col].pop()
+        best = max(best, score)
+        if wins:
+            break
+    return best
+
+
+def _reference_move_scores(state: np.ndarray) -> list[int]:
+    mover, stones = 1 + int(state[TO_PLAY]), C4.move_number(state)
+    columns = _reference_columns(state)
+    scores = []
+    for col in range(7):
+        if len(columns[col]) == 6:
+            scores.append(NO_SCORE)
+            continue
+        columns[col].append(mover)
+        if _completes_four(columns, col):
+            scores.append(22 - (stones // 2 + 1))
+        else:
+            scores.append(-_reference_score(columns, 3 - mover, stones + 1))
+        columns[col].pop()
+    return scores
+
+
+def test_connect4_scores_agree_with_plain_minimax():
+    rng = np.random.default_rng(2025)
+    scores = []
+    for index in range(24):
+        state = _interesting_position(rng, 30 + index % 4)
+        expected = _reference_score(_reference_columns(state), 1 + int(state[TO_PLAY]), C4.move_number(state))
+        assert connect4_score(state) == expected, C4.render(state)
+        assert connect4_solve(state) == np.sign(expected)
+        scores.append(expected)
+    # wins, draws and losses, and wins of different lengths
+    assert min(scores) < 0 and 0 in scores and len({s for s in scores if s > 0}) >= 3, scores
+
+
+def test_connect4_move_scores_agree_with_plain_minimax():
+    rng = np.random.default_rng(3)
+    slow_wins = full_columns = 0
+    for _ in range(8):
+        state = _interesting_position(rng, 31)
+        expected = _reference_move_scores(state)
+        assert connect4_move_scores(state).tolist() == expected, C4.render(state)
+        best = max(expected)
+        slow_wins += any(0 < score < best for score in expected)
+        full_columns += expected.count(NO_SCORE)
+    assert slow_wins and full_columns  # moves that win but not fastest; and full columns, both seen
+
+
+def test_connect4_scores_are_consistent_in_midgame():
+    # Too deep for the referee: check the negamax identity instead (a position scores
+    # the best of its moves, each minus the child's score), with one table shared by
+    # all the searches, as the labelling script shares it.
+    rng = np.random.default_rng(23)
+    table = TranspositionTable(1 << 20)
+    for _ in range(6):
+        state = _interesting_position(rng, 16)
+        moves = connect4_move_scores(state, table=table)
+        assert connect4_score(state) == moves.max() == connect4_score(state, table=table)
+        for col in np.flatnonzero(C4.legal_mask(state)):
+            child = C4.next_state(state, int(col))
+            assert moves[col] == -connect4_score(child), (C4.render(state), col)
+
+
 def test_connect4_labelled_positions_are_seeded_and_sound():
     first = connect4_labelled_positions(6, min_stones=14, max_stones=18, seed=3)
     again = connect4_labelled_positions(6, min_stones=14, max_stones=18, seed=3)
@@ -305,3 +438,4 @@ def test_connect4_labelled_positions_can_skip_uninformative_ones():
     labelled = connect4_labelled_positions(5, min_stones=14, max_stones=18, seed=4, informative_only=True)
     for state, optimal in labelled:
         assert len(optimal) < int(np.count_nonzero(C4.legal_mask(state)))
+
