@@ -3,11 +3,14 @@ the Connect Four solver against a slow, independent pure-Python minimax."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tengen.engine.arena import RandomPlayer
 from tengen.engine.games.mnk import (
     HEADER,
     NO_WINNER,
@@ -18,6 +21,7 @@ from tengen.engine.games.mnk import (
     play_sequence,
     tictactoe,
 )
+from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.solvers import (
     MAX_SCORE,
     MIN_SCORE,
@@ -439,3 +443,100 @@ def test_connect4_labelled_positions_can_skip_uninformative_ones():
     for state, optimal in labelled:
         assert len(optimal) < int(np.count_nonzero(C4.legal_mask(state)))
 
+
+# -- Grading on labelled positions (bench/grade_connect4.py) ---------------------------
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+from grade_connect4 import (  # noqa: E402
+    MatchScore,
+    SearchSettings,
+    grade_moves,
+    random_chooser,
+    score_vs_mcts,
+    search_chooser,
+)
+from label_connect4 import DEFAULT_PATH, _canonical, parse_line, read_positions  # noqa: E402
+
+# Lines in the data file's format: moves, the 7 columns' scores, the best.
+FOUR_FOUR_FIVE_FIVE = "4455 -4 -3 18 2 2 18 -3 18"  # 3 or 6 win at once next (18); 4 and 5 win later (2)
+WIN_IN_ONE = "152637 -18 -18 -18 18 -18 -18 -18 18"  # only column 4 wins; elsewhere O wins there
+WON_BY_ONE = "575446266555217 1 -10 -13 0 0 1 0 1"  # a slow win in 1 or 6; 4, 5 and 7 only draw
+COLUMN_FOUR_FULL = "24444477546662 -2 -2 -2 x -2 -1 -2 -1"
+
+
+def test_the_hand_written_lines_are_the_solvers():
+    for line in (WIN_IN_ONE, WON_BY_ONE, COLUMN_FOUR_FULL):
+        position = parse_line(line)
+        assert connect4_move_scores(position.state).tolist() == position.scores.tolist(), line
+    position = parse_line(FOUR_FOUR_FIVE_FIVE)  # its slow wins take seconds to prove: the 18s only
+    assert connect4_score(position.state) == position.best == 18
+
+
+def test_grading_counts_optimal_and_outcome_kept_moves():
+    positions = [parse_line(line) for line in (FOUR_FOUR_FIVE_FIVE, WIN_IN_ONE, WON_BY_ONE)]
+    # Always column 4: a slow win (kept, not optimal), the win (both), a draw from a win (neither).
+    grades = grade_moves(lambda states: [3] * len(states), positions)
+    assert (grades.optimal.hits, grades.outcome.hits, grades.optimal.total) == (1, 2, 3)
+    assert grades.optimal.se == pytest.approx(np.sqrt(1 / 3 * 2 / 3 / 3))  # 0.272
+    # Always column 1: a loss from a win, a loss from a win, the slow win (optimal).
+    grades = grade_moves(lambda states: [0] * len(states), positions)
+    assert (grades.optimal.hits, grades.outcome.hits) == (1, 1)
+    with pytest.raises(ValueError, match="not a legal move"):
+        grade_moves(lambda states: [3], [parse_line(COLUMN_FOUR_FULL)])
+
+
+def test_a_model_chooser_searches_in_batches():
+    positions = [parse_line(line) for line in (WIN_IN_ONE, WON_BY_ONE, COLUMN_FOUR_FULL)]
+    choose = search_chooser(C4, uniform_evaluator(7), SearchSettings(simulations=64, leaves_per_round=4), batch=2)
+    columns = choose([p.state for p in positions])
+    assert columns[0] == 3  # the win in one: the only move whose subtree is not lost at once
+    assert len(columns) == 3 and positions[2].scores[columns[2]] != NO_SCORE  # never the full column
+
+
+def test_match_score_and_its_standard_error():
+    score = MatchScore(wins=2, draws=1, losses=1)
+    assert score.value == 0.625  # draws count half
+    # per-game scores 1, 1, 1/2, 0: sample variance 0.6875 / 3, over 4 games
+    assert score.se == pytest.approx(np.sqrt(0.6875 / 3 / 4))
+    # A random player against pure MCTS-100 over 4 games, colours alternated: it loses them all.
+    result = score_vs_mcts(C4, RandomPlayer(C4), simulations=100, games=4, seed=1)
+    assert result.games == 4 and result.value <= 0.25
+
+
+def test_the_labelled_positions_file():
+    positions = read_positions(DEFAULT_PATH)
+    counts = {stones: sum(p.stones == stones for p in positions) for stones in range(8, 31)}
+    assert set(counts.values()) == {44} and len(positions) == 44 * 23
+    assert len({_canonical(p.moves) for p in positions}) == len(positions)  # no repeats, mirrors included
+    for p in positions:
+        legal = p.scores[p.scores != NO_SCORE]
+        assert legal.min() < legal.max()  # some move is worse than another
+        assert p.best < 22 - (p.stones // 2 + 1)  # no win at once
+    # Late positions are quick to solve again: a sample of them must be the solver's.
+    rng = np.random.default_rng(0)
+    late = [p for p in positions if p.stones >= 24]
+    sample = [late[i] for i in rng.choice(len(late), 12, replace=False)]
+    for p in sample:
+        assert connect4_move_scores(p.state).tolist() == p.scores.tolist(), p.moves
+
+
+def test_grading_the_perfect_and_the_random_player():
+    positions = [p for p in read_positions(DEFAULT_PATH) if p.stones >= 26]
+    assert len(positions) == 5 * 44
+
+    def perfect(states):  # from the solver, not from the labels
+        return [int(np.argmax(connect4_move_scores(state))) for state in states]
+
+    grades = grade_moves(perfect, positions)
+    assert grades.optimal.value == grades.outcome.value == 1.0
+    # A random player's expected shares, from the labels: per position, the fraction of
+    # its legal moves that are optimal (or keep the outcome).
+    legal = [p.scores != NO_SCORE for p in positions]
+    expect_optimal = np.mean([np.mean(p.scores[m] == p.best) for p, m in zip(positions, legal, strict=True)])
+    expect_outcome = np.mean([np.mean(np.sign(p.scores[m]) == np.sign(p.best))
+                              for p, m in zip(positions, legal, strict=True)])
+    assert expect_optimal < 0.6 and expect_outcome < 0.8
+    grades = grade_moves(random_chooser(C4, np.random.default_rng(7)), positions)
+    assert abs(grades.optimal.value - expect_optimal) < 3 * grades.optimal.se
+    assert abs(grades.outcome.value - expect_outcome) < 3 * grades.outcome.se
