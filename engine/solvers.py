@@ -5,37 +5,51 @@
   ``tictactoe_optimal_actions`` read that table.
 - Connect Four: a compiled alpha-beta negamax on bitboards (the layout of Pascal
   Pons' solver: 7 bits per column, bit ``7 * col + height`` with height 0 at the
-  bottom, the 7th bit a sentinel), that only asks win/draw/loss, with
+  bottom, the 7th bit a sentinel) over Pons' scores: a win scores 22 minus the
+  stones the winner has played when the four is made (18 down to 1), a loss minus
+  that, a draw 0; so the best move wins soonest or loses latest. With
 
   * immediate wins found by bit tricks, forced blocks played at once, and moves
     that hand the opponent a win (playing under their threat) never tried;
+  * each window narrowed first by the scores still possible at that stone count;
   * move ordering by how many winning spots a move creates, centre-first on ties;
-  * a transposition table (fixed-size numpy arrays, one slot per position key,
-    mirror images sharing the key) holding lower and upper bounds, packed with
-    the key into one ``int64`` so that a probe is one memory access;
-  * two null-window searches at the root (win? then draw?), which cut far more
-    than one full-window search.
+  * a transposition table (a fixed-size numpy array, one slot per position key,
+    mirror images sharing the key) holding a lower and an upper bound on the
+    score, packed with the key into one ``int64`` so that a probe is one memory
+    access; its bounds hold whatever the root, so one table can serve many calls;
+  * only null-window searches at the root: ``connect4_solve`` asks "a win?" then
+    "a draw?" (the cheap win/draw/loss path), and ``connect4_score`` goes on from
+    that sign with a binary search of null windows over the sign's half of the
+    score range, as Pons' solver narrows its window.
 
-  Measured on this repository's 2-core CPU (one core; ~7M nodes/s), on seeded
-  random positions by stones on the board, a fresh table per call:
+  Search nodes (exact, so they do not depend on the load) on seeded random positions
+  by stones on the board, 40 per row (30 at 8 stones, 10 at 6), a fresh table per
+  call, as median / p90 / max. One core of this repository's 2-core CPU searched
+  4-6M nodes/s while other jobs shared it (~7M on a quiet core), so 1M nodes take
+  ~0.2 s:
 
-  ======  ========  ========  =======  =============================
-  stones  median    p90       max      ``connect4_optimal_actions`` max
-  ======  ========  ========  =======  =============================
-  20      0.1 ms    3 ms      10 ms    30 ms
-  16      0.4 ms    14 ms     0.11 s   0.47 s
-  14      2.4 ms    22 ms     0.31 s   0.42 s
-  12      4 ms      87 ms     0.37 s   0.82 s
-  10      12 ms     0.22 s    1.0 s
-  8       0.09 s    1.8 s     4.9 s
-  6       1.1 s     > 40 s (past 300M nodes)
-  ======  ========  ========  =======  =============================
+  ======  ===================  ===================  ========================
+  stones  ``connect4_solve``   ``connect4_score``   ``connect4_move_scores``
+  ======  ===================  ===================  ========================
+  20      1 / 5K / 56K         2 / 8K / 61K         16 / 24K / 56K
+  16      10 / 39K / 0.13M     15 / 51K / 0.13M     9K / 0.14M / 0.27M
+  14      0.9K / 0.14M / 1.2M  3K / 0.25M / 1.2M    0.19M / 0.69M / 2.7M
+  12      16K / 0.70M / 1.3M   83K / 1.1M / 3.0M    0.64M / 3.3M / 6.4M
+  10      97K / 0.87M / 3.4M   0.41M / 1.5M / 7.5M  2.4M / 6.4M / 19M
+  8       0.54M / 14M / 71M    2.3M / 38M / 82M     10M / 63M / 127M
+  6       7.7M / 25M / 37M
+  ======  ===================  ===================  ========================
 
-  ``connect4_labelled_positions(300, min_stones=14, max_stones=24)`` takes ~3 s,
-  100 positions at 10-12 stones ~20 s. The empty board is out of reach without an
-  opening book.
+  The win/draw/loss path visits about as many nodes as the value-only search it
+  replaced (a few percent fewer, by the score bounds), at the same speed per node.
+  Labelling bench/data/connect4_positions.txt (every move's score) took ~12 s per
+  position at 8 stones, ~4 s at 9, under 1 s from 10 on, on a loaded core.
 
-Values are from the point of view of the player to move: +1 win, 0 draw, -1 loss.
+  ``connect4_move_scores`` scores each child (one stone more), sharing one table.
+  The empty board is out of reach without an opening book.
+
+Values are from the point of view of the player to move: +1 win, 0 draw, -1 loss;
+scores likewise (positive: the mover wins).
 """
 
 from __future__ import annotations
@@ -52,7 +66,13 @@ __all__ = [
     "tictactoe_values",
     "tictactoe_value",
     "tictactoe_optimal_actions",
+    "MAX_SCORE",
+    "MIN_SCORE",
+    "NO_SCORE",
+    "TranspositionTable",
     "connect4_solve",
+    "connect4_score",
+    "connect4_move_scores",
     "connect4_optimal_actions",
     "connect4_labelled_positions",
 ]
@@ -137,11 +157,18 @@ def tictactoe_optimal_actions(state: np.ndarray) -> set[int]:
 # ---------------------------------------------------------------------------------
 
 _ROWS, _COLS = 6, 7
+_CELLS = _ROWS * _COLS
 _STRIDE = _ROWS + 1  # bits per column: six cells and a sentinel that stops carries
 _BOTTOM = sum(1 << (_STRIDE * col) for col in range(_COLS))  # the lowest cell of every column
 _BOARD = _BOTTOM * ((1 << _ROWS) - 1)  # every cell, no sentinels
 _ORDER = np.array([3, 2, 4, 1, 5, 0, 6], dtype=np.int64)  # centre first: centre columns join more lines
-_ABORTED = 2  # a sentinel value outside -1..1
+
+#: the best and worst scores of Connect Four (a win or loss on the 4th stone)
+MAX_SCORE = 18
+MIN_SCORE = -18
+#: ``connect4_move_scores``' mark of a full column
+NO_SCORE = -100
+_ABORTED = 100  # a sentinel outside every score
 
 # stats slots, an int64[2] array shared by a whole search
 _NODES = 0
@@ -185,17 +212,35 @@ def _mirror(bits):
     return out
 
 
-_BOUND_BITS = 4  # an entry's low bits: (lower + 1) << 2 | (upper + 1), each in 0..2
+@njit(cache=True, inline="always")
+def _win_now(moves):
+    """The score of winning with the next stone when ``moves`` stones are on the board.
+
+    The mover's stones then number ``moves // 2 + 1``, and a win is worth 22 minus
+    them: (43 - moves) // 2 for either parity.
+    """
+    return (_CELLS + 1 - moves) // 2
+
+
+@njit(cache=True, inline="always")
+def _lose_next(moves):
+    """The score of losing to the opponent's next stone (minus their win at ``moves + 1``)."""
+    return -((_CELLS - moves) // 2)
+
+
+# A table entry: key << 12 | (lower + 32) << 6 | (upper + 32), the bounds in -21..21.
+_BOUND_BITS = 12
+_BOUND_OFFSET = 32
 
 
 @njit(cache=True, inline="always")
 def _lower(entry):
-    return ((entry >> 2) & 3) - 1
+    return ((entry >> 6) & 63) - _BOUND_OFFSET
 
 
 @njit(cache=True, inline="always")
 def _upper(entry):
-    return (entry & 3) - 1
+    return (entry & 63) - _BOUND_OFFSET
 
 
 @njit(cache=True, inline="always")
@@ -204,23 +249,29 @@ def _key(position, mask):
 
     ``position + mask`` marks the mover's stones and, by the carry, the first empty
     cell of each column; ``+ _BOTTOM`` keeps the empty board's key off 0, the mark
-    of an empty table slot.
+    of an empty table slot. Below 2**49, so the key and two 6-bit bounds fit an int64.
     """
     key = position + mask + _BOTTOM
     mirrored = _mirror(position) + _mirror(mask) + _BOTTOM
     return key if key < mirrored else mirrored
 
 
-_MAX_DEPTH = _ROWS * _COLS + 1  # frames on the explicit stack: one per stone still to play, and the root
+_MAX_DEPTH = _CELLS + 1  # frames on the explicit stack: one per stone still to play, and the root
 
 
 @njit(cache=True)
 def _negamax(root_position, root_mask, root_moves, root_alpha, root_beta, table, stats, max_nodes):
-    """Fail-soft alpha-beta value in -1..1 of the position for the player to move.
+    """Fail-soft alpha-beta score of the position for the player to move.
 
     ``position``: the mover's stones; ``mask``: all stones; ``moves``: stones on the
     board. A result <= alpha is an upper bound, >= beta a lower bound, else exact.
     ``_ABORTED`` once ``stats[_NODES]`` passes ``max_nodes``.
+
+    Each node's window is first narrowed by what is known without searching: a mover
+    who cannot win at once and is not lost at once scores at most ``_win_now(moves + 2)``
+    and at least ``_lose_next(moves + 2)``; and by the table's bounds. Narrowing by
+    proven bounds keeps fail-soft results sound: a child's bound outside the narrowed
+    window still bounds the true score.
 
     The recursion runs on an explicit stack of frames (arrays indexed by depth):
     numba's on-disk cache mishandles self-recursive functions (a cached copy
@@ -231,18 +282,20 @@ def _negamax(root_position, root_mask, root_moves, root_alpha, root_beta, table,
     alpha = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth] window, tightened as children return
     beta = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth]
     alpha_searched = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth] alpha when the moves began
-    best = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth] best child value so far
+    lower = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth] proven bounds before the moves
+    upper = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth]
+    best = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth] best child score so far
     slot = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth] transposition-table slot
     key = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth] position key
     moves = np.empty((_MAX_DEPTH, _COLS), dtype=np.int64)  # [depth, i] ordered move bits
     count = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth] how many moves
     next_move = np.empty(_MAX_DEPTH, dtype=np.int64)  # [depth] index of the child being searched
-    scores = np.empty(_COLS, dtype=np.int64)
+    order = np.empty(_COLS, dtype=np.int64)
 
     depth = 0
     position[0], mask[0], alpha[0], beta[0] = root_position, root_mask, root_alpha, root_beta
     entering = True  # entering the node at ``depth``; else returning ``result`` from it
-    result = DRAW
+    result = 0
     while True:
         if entering:
             entering = False
@@ -251,82 +304,86 @@ def _negamax(root_position, root_mask, root_moves, root_alpha, root_beta, table,
                 stats[_ABORT] = 1
                 return _ABORTED
             own, all_stones = position[depth], mask[depth]
-            if root_moves + depth == _ROWS * _COLS:
-                result = DRAW
+            n = root_moves + depth
+            if n == _CELLS:
+                result = 0
                 continue
             possible = (all_stones + _BOTTOM) & _BOARD
             if _winning_spots(own, all_stones) & possible:
-                result = WIN
+                result = _win_now(n)
                 continue
             threats = _winning_spots(own ^ all_stones, all_stones)
             forced = possible & threats
             if forced:
                 if forced & (forced - 1):  # two threats to block at once: lost
-                    result = LOSS
+                    result = _lose_next(n)
                     continue
                 possible = forced
             # Never play directly under an opponent's winning spot: it would fill it for them.
             candidates = possible & ~(threats >> 1)
             if candidates == 0:
-                result = LOSS
+                result = _lose_next(n)
+                continue
+            if n >= _CELLS - 2:  # one stone each at most, and neither can win with it
+                result = 0
                 continue
 
+            lo, hi = _lose_next(n + 2), _win_now(n + 2)
             k = _key(own, all_stones)
             s = k % table.shape[0]
             key[depth], slot[depth] = k, s
             if table[s] >> _BOUND_BITS == k:
-                lo, hi = _lower(table[s]), _upper(table[s])
-                if lo >= beta[depth] or lo == hi:
-                    result = lo
-                    continue
-                if hi <= alpha[depth]:
-                    result = hi
-                    continue
-                alpha[depth] = max(alpha[depth], lo)
-                beta[depth] = min(beta[depth], hi)
+                lo, hi = max(lo, _lower(table[s])), min(hi, _upper(table[s]))
+            if lo >= beta[depth] or lo == hi:
+                result = lo
+                continue
+            if hi <= alpha[depth]:
+                result = hi
+                continue
+            alpha[depth] = max(alpha[depth], lo)
+            beta[depth] = min(beta[depth], hi)
             alpha_searched[depth] = alpha[depth]
+            lower[depth], upper[depth] = lo, hi
 
             # Order the moves: more new winning spots first, centre first among equals.
-            n = 0
+            n_moves = 0
             for i in range(_COLS):
                 move = candidates & (((1 << _ROWS) - 1) << (_STRIDE * _ORDER[i]))
                 if move:
-                    score = _popcount(_winning_spots(own | move, all_stones))
-                    j = n
-                    while j > 0 and scores[j - 1] < score:
+                    spots = _popcount(_winning_spots(own | move, all_stones))
+                    j = n_moves
+                    while j > 0 and order[j - 1] < spots:
                         moves[depth, j] = moves[depth, j - 1]
-                        scores[j] = scores[j - 1]
+                        order[j] = order[j - 1]
                         j -= 1
                     moves[depth, j] = move
-                    scores[j] = score
-                    n += 1
-            count[depth] = n
+                    order[j] = spots
+                    n_moves += 1
+            count[depth] = n_moves
             next_move[depth] = 0
-            best[depth] = LOSS - 1
+            best[depth] = -_ABORTED
         else:
-            # ``result`` is the value of the node at ``depth``; hand it to the parent.
+            # ``result`` is the score of the node at ``depth``; hand it to the parent.
             if depth == 0:
                 return result
             depth -= 1
-            value = -result
-            if value > best[depth]:
-                best[depth] = value
-                if value > alpha[depth]:
-                    alpha[depth] = value
+            score = -result
+            if score > best[depth]:
+                best[depth] = score
+                if score > alpha[depth]:
+                    alpha[depth] = score
             next_move[depth] += 1
             if alpha[depth] >= beta[depth] or next_move[depth] == count[depth]:
                 # Done with this node: record what the search proved, then return it.
-                s, k, b = slot[depth], key[depth], best[depth]
-                lo, hi = LOSS, WIN
-                if table[s] >> _BOUND_BITS == k:  # tighten what an earlier search proved
-                    lo, hi = _lower(table[s]), _upper(table[s])
+                s, b = slot[depth], best[depth]
+                lo, hi = lower[depth], upper[depth]
                 if b <= alpha_searched[depth]:
                     hi = min(hi, b)
                 elif b >= beta[depth]:
                     lo = max(lo, b)
                 else:
                     lo = hi = b
-                table[s] = (k << _BOUND_BITS) | ((lo + 1) << 2) | (hi + 1)
+                table[s] = (key[depth] << _BOUND_BITS) | ((lo + _BOUND_OFFSET) << 6) | (hi + _BOUND_OFFSET)
                 result = b
                 continue
         # Descend into the next child of the node at ``depth``.
@@ -340,44 +397,76 @@ def _negamax(root_position, root_mask, root_moves, root_alpha, root_beta, table,
 
 
 @njit(cache=True)
-def _solve(position, mask, moves, table, stats, max_nodes):
-    """The exact value, by two null-window searches; ``_ABORTED`` past the budget."""
+def _sign(position, mask, moves, table, stats, max_nodes):
+    """+1, 0 or -1 (win, draw, loss) by two null-window searches; ``_ABORTED`` past the budget."""
     # Is it a win? A search with window (0, 1) answers >= 1 or <= 0.
-    if _negamax(position, mask, moves, 0, 1, table, stats, max_nodes) >= WIN:
+    if _negamax(position, mask, moves, 0, 1, table, stats, max_nodes) >= 1:
         return _ABORTED if stats[_ABORT] else WIN
     if stats[_ABORT]:
         return _ABORTED
     # Not a win: draw or loss? Window (-1, 0).
-    value = _negamax(position, mask, moves, -1, 0, table, stats, max_nodes)
+    score = _negamax(position, mask, moves, -1, 0, table, stats, max_nodes)
     if stats[_ABORT]:
         return _ABORTED
-    return DRAW if value >= DRAW else LOSS
+    return DRAW if score >= 0 else LOSS
 
 
 @njit(cache=True)
-def _child_values(position, mask, moves, table, stats, max_nodes, out):
-    """``out[col]``: the value for the mover of playing ``col`` (-2 when full)."""
+def _score(position, mask, moves, table, stats, max_nodes):
+    """The exact score: the sign first (the cheap questions), then a binary search of
+    null-window probes within the sign's half; ``_ABORTED`` past the budget."""
+    sign = _sign(position, mask, moves, table, stats, max_nodes)
+    if sign == _ABORTED:
+        return _ABORTED
+    if sign == DRAW:
+        return 0
+    # The bounds the sign leaves: a win scores 1.._win_now(moves), a loss _lose_next(moves)..-1.
+    lo, hi = (1, _win_now(moves)) if sign == WIN else (_lose_next(moves), -1)
+    while lo < hi:
+        probe = lo + (hi - lo) // 2  # is the score above ``probe``?
+        result = _negamax(position, mask, moves, probe, probe + 1, table, stats, max_nodes)
+        if stats[_ABORT]:
+            return _ABORTED
+        if result <= probe:
+            hi = min(hi, result)
+        else:
+            lo = max(lo, result)
+    return lo
+
+
+@njit(cache=True)
+def _child_results(position, mask, moves, exact, table, stats, max_nodes, out):
+    """``out[col]``: the score (``exact``) or the sign of playing ``col`` for the mover,
+    ``NO_SCORE`` when the column is full; False past the budget."""
     for col in range(_COLS):
-        out[col] = -2
+        out[col] = NO_SCORE
         column = ((1 << _ROWS) - 1) << (_STRIDE * col)
         move = (mask + _BOTTOM) & column
         if move == 0:
             continue
         if _winning_spots(position, mask) & move:
-            out[col] = WIN
+            out[col] = _win_now(moves) if exact else WIN
             continue
-        value = _solve(position ^ mask, mask | move, moves + 1, table, stats, max_nodes)
-        if value == _ABORTED:
+        if exact:
+            result = _score(position ^ mask, mask | move, moves + 1, table, stats, max_nodes)
+        else:
+            result = _sign(position ^ mask, mask | move, moves + 1, table, stats, max_nodes)
+        if result == _ABORTED:
             return False
-        out[col] = -value
+        out[col] = -result
     return True
 
 
-class _Table:
-    """The transposition table: ``int64[slots]``, each ``key << 4 | (lower + 1) << 2 | (upper + 1)``
-    (0 is an empty slot: no key is 0)."""
+class TranspositionTable:
+    """The Connect Four search's memory: ``int64[slots]``, each entry
+    ``key << 12 | (lower + 32) << 6 | (upper + 32)`` (0 is an empty slot: no key is 0).
 
-    def __init__(self, slots: int):
+    Entries are proven bounds on positions' scores, true whatever the root, so one
+    table may serve many calls (``table=``): positions that share subtrees then cost
+    less. ``slots`` x 8 bytes of memory.
+    """
+
+    def __init__(self, slots: int = DEFAULT_TABLE_SLOTS):
         self.entries = np.zeros(slots, dtype=np.int64)  # [slots] packed key and bounds
 
 
@@ -398,42 +487,108 @@ def _bitboards(state: np.ndarray) -> tuple[int, int, int]:
     return position, mask, int(np.count_nonzero(cells))
 
 
-def _terminal_value(state: np.ndarray) -> int | None:
+def _terminal_score(state: np.ndarray) -> int | None:
+    """The score of a finished game for the player to move (who did not make the last move)."""
     winner = int(state[WINNER])
     if winner == NO_WINNER:
         return None
     if winner in (0, 1):
-        return WIN if winner == int(state[TO_PLAY]) else LOSS
-    return DRAW
+        # The last mover won with stone number ``stones`` of the game, their (stones + 1) // 2-th.
+        stones = int(np.count_nonzero(np.asarray(state)[HEADER : HEADER + _CELLS]))
+        return (stones + 1) // 2 - 22
+    return 0
 
 
-def connect4_solve(state: np.ndarray, *, max_nodes: int = 200_000_000, table_slots: int = DEFAULT_TABLE_SLOTS) -> int:
+def _search_table(table: TranspositionTable | None, table_slots: int) -> TranspositionTable:
+    return table if table is not None else TranspositionTable(table_slots)
+
+
+def connect4_solve(
+    state: np.ndarray,
+    *,
+    max_nodes: int = 200_000_000,
+    table_slots: int = DEFAULT_TABLE_SLOTS,
+    table: TranspositionTable | None = None,
+) -> int:
     """The exact value of a Connect Four state for the player to move: +1, 0 or -1.
 
-    A finished game gets its result (the previous mover won: -1). Raises
-    ``SolveBudgetExceeded`` after ``max_nodes`` search nodes (about 30 s at the
-    default, far more than any position with 10+ stones has needed here).
+    The sign of ``connect4_score``, at the cost of its first two null-window
+    searches only. A finished game gets its result (the previous mover won: -1).
+    Raises ``SolveBudgetExceeded`` after ``max_nodes`` search nodes (about 30 s at
+    the default, far more than any position with 10+ stones has needed here).
     """
-    terminal = _terminal_value(state)
+    terminal = _terminal_score(state)
     if terminal is not None:
-        return terminal
+        return int(np.sign(terminal))
     position, mask, moves = _bitboards(state)
-    table = _Table(table_slots)
     stats = np.zeros(2, dtype=np.int64)
-    value = _solve(position, mask, moves, table.entries, stats, max_nodes)
+    value = _sign(position, mask, moves, _search_table(table, table_slots).entries, stats, max_nodes)
     if value == _ABORTED:
         raise SolveBudgetExceeded(f"no verdict within {max_nodes} nodes")
     return int(value)
 
 
-def _optimal_columns(state: np.ndarray, table: _Table, max_nodes: int) -> set[int]:
-    if _terminal_value(state) is not None:
-        return set()
+def connect4_score(
+    state: np.ndarray,
+    *,
+    max_nodes: int = 200_000_000,
+    table_slots: int = DEFAULT_TABLE_SLOTS,
+    table: TranspositionTable | None = None,
+) -> int:
+    """The exact score of a Connect Four state for the player to move, as Pascal Pons' solver scores it.
+
+    Both sides play perfectly, winning as soon and losing as late as they can. A win
+    scores 22 minus the number of stones the winner has played when the four is
+    made (18 for a win with one's 4th stone, 1 with one's 21st and last), a loss
+    minus that, a draw 0: an integer in ``MIN_SCORE..MAX_SCORE`` (-18..18). The
+    mover's best move leaves the opponent minus the mover's score. A finished game
+    scores from the previous mover's win (e.g. -18 after a four made with a 4th stone).
+    Raises ``SolveBudgetExceeded`` after ``max_nodes`` search nodes.
+    """
+    terminal = _terminal_score(state)
+    if terminal is not None:
+        return terminal
     position, mask, moves = _bitboards(state)
-    values = np.empty(_COLS, dtype=np.int64)
     stats = np.zeros(2, dtype=np.int64)
-    if not _child_values(position, mask, moves, table.entries, stats, max_nodes, values):
+    score = _score(position, mask, moves, _search_table(table, table_slots).entries, stats, max_nodes)
+    if score == _ABORTED:
+        raise SolveBudgetExceeded(f"no score within {max_nodes} nodes")
+    return int(score)
+
+
+def _child_scores(state: np.ndarray, table: TranspositionTable, max_nodes: int, exact: bool) -> np.ndarray | None:
+    if _terminal_score(state) is not None:
+        return None
+    position, mask, moves = _bitboards(state)
+    out = np.empty(_COLS, dtype=np.int64)
+    stats = np.zeros(2, dtype=np.int64)
+    if not _child_results(position, mask, moves, exact, table.entries, stats, max_nodes, out):
         raise SolveBudgetExceeded(f"no verdict within {max_nodes} nodes")
+    return out
+
+
+def connect4_move_scores(
+    state: np.ndarray,
+    *,
+    max_nodes: int = 200_000_000,
+    table_slots: int = DEFAULT_TABLE_SLOTS,
+    table: TranspositionTable | None = None,
+) -> np.ndarray:
+    """``int64[7]``: for each column, the mover's score after playing there (``connect4_score``
+    of the move: minus the opponent's score after it, or the win it makes at once);
+    ``NO_SCORE`` for a full column. Every column ``NO_SCORE`` once the game is over.
+
+    The position's own score is the maximum. ``max_nodes`` bounds the nodes of all
+    the children's searches together; one table serves them all.
+    """
+    scores = _child_scores(state, _search_table(table, table_slots), max_nodes, exact=True)
+    return np.full(_COLS, NO_SCORE, dtype=np.int64) if scores is None else scores
+
+
+def _optimal_columns(state: np.ndarray, table: TranspositionTable, max_nodes: int) -> set[int]:
+    values = _child_scores(state, table, max_nodes, exact=False)
+    if values is None:
+        return set()
     best = int(values.max())
     return {col for col in range(_COLS) if values[col] == best}
 
@@ -441,11 +596,12 @@ def _optimal_columns(state: np.ndarray, table: _Table, max_nodes: int) -> set[in
 def connect4_optimal_actions(
     state: np.ndarray, *, max_nodes: int = 200_000_000, table_slots: int = DEFAULT_TABLE_SLOTS
 ) -> set[int]:
-    """The columns (0..6) whose moves keep the game-theoretic value; empty once it is over.
+    """The columns (0..6) whose moves keep the game-theoretic value (win, draw or loss;
+    not the fastest win: see ``connect4_move_scores``); empty once it is over.
 
     ``max_nodes`` bounds the nodes of all the children's searches together.
     """
-    return _optimal_columns(state, _Table(table_slots), max_nodes)
+    return _optimal_columns(state, TranspositionTable(table_slots), max_nodes)
 
 
 def connect4_labelled_positions(
@@ -471,7 +627,7 @@ def connect4_labelled_positions(
         raise ValueError(f"need 0 <= min_stones <= max_stones < 42, got {min_stones}, {max_stones}")
     game = connect4()
     rng = np.random.default_rng(seed)
-    table = _Table(DEFAULT_TABLE_SLOTS)
+    table = TranspositionTable(DEFAULT_TABLE_SLOTS)
     seen: set[bytes] = set()
     labelled: list[tuple[np.ndarray, set[int]]] = []
     while len(labelled) < count:

@@ -3,11 +3,14 @@ the Connect Four solver against a slow, independent pure-Python minimax."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tengen.engine.arena import RandomPlayer
 from tengen.engine.games.mnk import (
     HEADER,
     NO_WINNER,
@@ -18,10 +21,17 @@ from tengen.engine.games.mnk import (
     play_sequence,
     tictactoe,
 )
+from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.solvers import (
+    MAX_SCORE,
+    MIN_SCORE,
+    NO_SCORE,
     SolveBudgetExceeded,
+    TranspositionTable,
     connect4_labelled_positions,
+    connect4_move_scores,
     connect4_optimal_actions,
+    connect4_score,
     connect4_solve,
     tictactoe_optimal_actions,
     tictactoe_value,
@@ -169,6 +179,53 @@ def test_connect4_finished_game_and_budget():
         connect4_solve(C4.initial_state(), max_nodes=1000)
 
 
+# -- Connect Four scores (Pascal Pons' definition): hand-made positions ------------------
+#
+# A win scores 22 minus the stones the winner has played when the four is made, a loss
+# minus that, a draw 0 (http://blog.gamesolver.org/solving-connect-four/02-test-protocol/).
+
+
+def test_connect4_score_of_the_blogs_two_examples():
+    # Pons' own examples. "4455": X makes an open three on the bottom row (column 3 or
+    # 6) and wins with their 4th stone whatever O does: 22 - 4 = 18.
+    state = c4("4 4 5 5")
+    assert C4.render(state).splitlines()[-3:-1] == [". . . O O . .", ". . . X X . ."]
+    assert connect4_score(state) == 18 == MAX_SCORE
+    for col in (3, 6):  # after either, O loses to X's 4th stone
+        assert connect4_score(c4(f"4 4 5 5 {col}")) == -18
+    # "44455554221": whatever O plays, X wins next with their 7th stone: 7 - 22 = -15.
+    state = c4("4 4 4 5 5 5 5 4 2 2 1")
+    assert C4.to_play(state) == 1 and np.count_nonzero(state[HEADER:] == 1) == 6
+    assert connect4_score(state) == -15
+    assert connect4_move_scores(state).tolist() == [-15] * 7
+
+
+def test_connect4_scores_of_a_win_in_one():
+    # X wins at column 4 with their 4th stone (18); anywhere else, O wins there with theirs (-18).
+    state = c4("1 5 2 6 3 7")
+    assert connect4_score(state) == 18
+    assert connect4_move_scores(state).tolist() == [-18, -18, -18, 18, -18, -18, -18]
+    # One stone later the same threat is worth less: X's four would be their 5th stone.
+    state = c4("1 5 2 6 3 7 1 1")
+    assert C4.render(state).splitlines()[-2] == "X X X . O O O"
+    assert connect4_score(state) == 22 - 5
+
+
+def test_connect4_scores_of_two_threats_and_of_a_finished_game():
+    # X plays column 4: an open three, X's four comes with their 4th stone; O can only
+    # lose to it, whatever they play.
+    assert connect4_score(c4("2 2 3 3")) == 18
+    after = c4("2 2 3 3 4")
+    assert connect4_score(after) == MIN_SCORE == -18
+    assert connect4_move_scores(after).tolist() == [-18] * 7
+    # X's vertical four with their 4th stone: O, to move, has lost with that score.
+    won = c4("1 2 1 2 1 2 1")
+    assert connect4_score(won) == -18 and connect4_solve(won) == -1
+    assert connect4_move_scores(won).tolist() == [NO_SCORE] * 7
+    with pytest.raises(SolveBudgetExceeded):
+        connect4_score(C4.initial_state(), max_nodes=1000)
+
+
 # -- Connect Four: an independent referee ----------------------------------------------
 
 
@@ -275,6 +332,86 @@ def test_connect4_optimal_actions_agree_with_plain_minimax():
         assert connect4_optimal_actions(state) == expected, C4.render(state)
 
 
+def _reference_score(columns: list[list[int]], stone: int, stones: int) -> int:
+    """Plain negamax over Pons' scores; a node stops early only at a win now, the best
+    any move can score. ``stones``: on the board before the mover's move."""
+    best = MIN_SCORE - 1
+    for col in range(7):
+        if len(columns[col]) == 6:
+            continue
+        columns[col].append(stone)
+        wins = _completes_four(columns, col)
+        if wins:
+            score = 22 - (stones // 2 + 1)  # the mover's stones, this one included
+        elif stones + 1 == 42:
+            score = 0
+        else:
+            score = -_reference_score(columns, 3 - stone, stones + 1)
+        columns[col].pop()
+        best = max(best, score)
+        if wins:
+            break
+    return best
+
+
+def _reference_move_scores(state: np.ndarray) -> list[int]:
+    mover, stones = 1 + int(state[TO_PLAY]), C4.move_number(state)
+    columns = _reference_columns(state)
+    scores = []
+    for col in range(7):
+        if len(columns[col]) == 6:
+            scores.append(NO_SCORE)
+            continue
+        columns[col].append(mover)
+        if _completes_four(columns, col):
+            scores.append(22 - (stones // 2 + 1))
+        else:
+            scores.append(-_reference_score(columns, 3 - mover, stones + 1))
+        columns[col].pop()
+    return scores
+
+
+def test_connect4_scores_agree_with_plain_minimax():
+    rng = np.random.default_rng(2025)
+    scores = []
+    for index in range(24):
+        state = _interesting_position(rng, 30 + index % 4)
+        expected = _reference_score(_reference_columns(state), 1 + int(state[TO_PLAY]), C4.move_number(state))
+        assert connect4_score(state) == expected, C4.render(state)
+        assert connect4_solve(state) == np.sign(expected)
+        scores.append(expected)
+    # wins, draws and losses, and wins of different lengths
+    assert min(scores) < 0 and 0 in scores and len({s for s in scores if s > 0}) >= 3, scores
+
+
+def test_connect4_move_scores_agree_with_plain_minimax():
+    rng = np.random.default_rng(3)
+    slow_wins = full_columns = 0
+    for _ in range(8):
+        state = _interesting_position(rng, 31)
+        expected = _reference_move_scores(state)
+        assert connect4_move_scores(state).tolist() == expected, C4.render(state)
+        best = max(expected)
+        slow_wins += any(0 < score < best for score in expected)
+        full_columns += expected.count(NO_SCORE)
+    assert slow_wins and full_columns  # moves that win but not fastest; and full columns, both seen
+
+
+def test_connect4_scores_are_consistent_in_midgame():
+    # Too deep for the referee: check the negamax identity instead (a position scores
+    # the best of its moves, each minus the child's score), with one table shared by
+    # all the searches, as the labelling script shares it.
+    rng = np.random.default_rng(23)
+    table = TranspositionTable(1 << 20)
+    for _ in range(6):
+        state = _interesting_position(rng, 16)
+        moves = connect4_move_scores(state, table=table)
+        assert connect4_score(state) == moves.max() == connect4_score(state, table=table)
+        for col in np.flatnonzero(C4.legal_mask(state)):
+            child = C4.next_state(state, int(col))
+            assert moves[col] == -connect4_score(child), (C4.render(state), col)
+
+
 def test_connect4_labelled_positions_are_seeded_and_sound():
     first = connect4_labelled_positions(6, min_stones=14, max_stones=18, seed=3)
     again = connect4_labelled_positions(6, min_stones=14, max_stones=18, seed=3)
@@ -305,3 +442,101 @@ def test_connect4_labelled_positions_can_skip_uninformative_ones():
     labelled = connect4_labelled_positions(5, min_stones=14, max_stones=18, seed=4, informative_only=True)
     for state, optimal in labelled:
         assert len(optimal) < int(np.count_nonzero(C4.legal_mask(state)))
+
+
+# -- Grading on labelled positions (bench/grade_connect4.py) ---------------------------
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+from grade_connect4 import (  # noqa: E402
+    MatchScore,
+    SearchSettings,
+    grade_moves,
+    random_chooser,
+    score_vs_mcts,
+    search_chooser,
+)
+from label_connect4 import DEFAULT_PATH, _canonical, parse_line, read_positions  # noqa: E402
+
+# Lines in the data file's format: moves, the 7 columns' scores, the best.
+FOUR_FOUR_FIVE_FIVE = "4455 -4 -3 18 2 2 18 -3 18"  # 3 or 6 win at once next (18); 4 and 5 win later (2)
+WIN_IN_ONE = "152637 -18 -18 -18 18 -18 -18 -18 18"  # only column 4 wins; elsewhere O wins there
+WON_BY_ONE = "575446266555217 1 -10 -13 0 0 1 0 1"  # a slow win in 1 or 6; 4, 5 and 7 only draw
+COLUMN_FOUR_FULL = "24444477546662 -2 -2 -2 x -2 -1 -2 -1"
+
+
+def test_the_hand_written_lines_are_the_solvers():
+    for line in (WIN_IN_ONE, WON_BY_ONE, COLUMN_FOUR_FULL):
+        position = parse_line(line)
+        assert connect4_move_scores(position.state).tolist() == position.scores.tolist(), line
+    position = parse_line(FOUR_FOUR_FIVE_FIVE)  # its slow wins take seconds to prove: the 18s only
+    assert connect4_score(position.state) == position.best == 18
+
+
+def test_grading_counts_optimal_and_outcome_kept_moves():
+    positions = [parse_line(line) for line in (FOUR_FOUR_FIVE_FIVE, WIN_IN_ONE, WON_BY_ONE)]
+    # Always column 4: a slow win (kept, not optimal), the win (both), a draw from a win (neither).
+    grades = grade_moves(lambda states: [3] * len(states), positions)
+    assert (grades.optimal.hits, grades.outcome.hits, grades.optimal.total) == (1, 2, 3)
+    assert grades.optimal.se == pytest.approx(np.sqrt(1 / 3 * 2 / 3 / 3))  # 0.272
+    # Always column 1: a loss from a win, a loss from a win, the slow win (optimal).
+    grades = grade_moves(lambda states: [0] * len(states), positions)
+    assert (grades.optimal.hits, grades.outcome.hits) == (1, 1)
+    with pytest.raises(ValueError, match="not a legal move"):
+        grade_moves(lambda states: [3], [parse_line(COLUMN_FOUR_FULL)])
+
+
+def test_a_model_chooser_searches_in_batches():
+    positions = [parse_line(line) for line in (WIN_IN_ONE, WON_BY_ONE, COLUMN_FOUR_FULL)]
+    choose = search_chooser(C4, uniform_evaluator(7), SearchSettings(simulations=64, leaves_per_round=4), batch=2)
+    columns = choose([p.state for p in positions])
+    assert columns[0] == 3  # the win in one: the only move whose subtree is not lost at once
+    assert len(columns) == 3 and positions[2].scores[columns[2]] != NO_SCORE  # never the full column
+
+
+def test_match_score_and_its_standard_error():
+    score = MatchScore(wins=2, draws=1, losses=1)
+    assert score.value == 0.625  # draws count half
+    # per-game scores 1, 1, 1/2, 0: sample variance 0.6875 / 3, over 4 games
+    assert score.se == pytest.approx(np.sqrt(0.6875 / 3 / 4))
+    # A random player against pure MCTS-100 over 4 games, colours alternated: it loses them all.
+    result = score_vs_mcts(C4, RandomPlayer(C4), simulations=100, games=4, seed=1)
+    assert result.games == 4 and result.value <= 0.25
+
+
+def test_the_labelled_positions_file():
+    positions = read_positions(DEFAULT_PATH)
+    counts = {stones: sum(p.stones == stones for p in positions) for stones in range(8, 31)}
+    assert set(counts.values()) == {44} and len(positions) == 44 * 23
+    assert len({_canonical(p.moves) for p in positions}) == len(positions)  # no repeats, mirrors included
+    for p in positions:
+        legal = p.scores[p.scores != NO_SCORE]
+        assert legal.min() < legal.max()  # some move is worse than another
+        assert p.best < 22 - (p.stones // 2 + 1)  # no win at once
+    # Late positions are quick to solve again: a sample of them must be the solver's.
+    rng = np.random.default_rng(0)
+    late = [p for p in positions if p.stones >= 24]
+    sample = [late[i] for i in rng.choice(len(late), 12, replace=False)]
+    for p in sample:
+        assert connect4_move_scores(p.state).tolist() == p.scores.tolist(), p.moves
+
+
+def test_grading_the_perfect_and_the_random_player():
+    positions = [p for p in read_positions(DEFAULT_PATH) if p.stones >= 26]
+    assert len(positions) == 5 * 44
+
+    def perfect(states):  # from the solver, not from the labels
+        return [int(np.argmax(connect4_move_scores(state))) for state in states]
+
+    grades = grade_moves(perfect, positions)
+    assert grades.optimal.value == grades.outcome.value == 1.0
+    # A random player's expected shares, from the labels: per position, the fraction of
+    # its legal moves that are optimal (or keep the outcome).
+    legal = [p.scores != NO_SCORE for p in positions]
+    expect_optimal = np.mean([np.mean(p.scores[m] == p.best) for p, m in zip(positions, legal, strict=True)])
+    expect_outcome = np.mean([np.mean(np.sign(p.scores[m]) == np.sign(p.best))
+                              for p, m in zip(positions, legal, strict=True)])
+    assert expect_optimal < 0.6 and expect_outcome < 0.8
+    grades = grade_moves(random_chooser(C4, np.random.default_rng(7)), positions)
+    assert abs(grades.optimal.value - expect_optimal) < 3 * grades.optimal.se
+    assert abs(grades.outcome.value - expect_outcome) < 3 * grades.outcome.se

@@ -1,0 +1,208 @@
+"""Grade a Connect Four player: its moves on solver-labelled positions, and its score
+against pure MCTS (issue 12's measure). ``bench/learn_connect4.py`` grades its models
+with it.
+
+On the positions of ``bench/data/connect4_positions.txt`` (bench/label_connect4.py:
+~1,000 positions from 8 to 30 stones, every column's exact score) a player's move is
+
+- **optimal** when its score is the position's best: the fastest win, the draw, or
+  the slowest loss, as Pascal Pons' solver scores them;
+- **outcome kept** when its score has the best score's sign: a won position stays
+  won, a drawn one drawn (a lost one is lost whatever the move).
+
+A uniformly random player scores 0.27 optimal and 0.65 outcome kept there (the
+expectation from the labels): 441 of the 1,012 positions, most of them lost, keep
+their outcome whatever the move, while no position has every move optimal.
+
+Each share comes with its binomial standard error, sqrt(p (1 - p) / n). Against pure
+MCTS (``RolloutMctsPlayer``: UCT with random-rollout leaves) with 400 and with 1000
+simulations, over ``games`` games each (200 at least for the issue's figures),
+colours alternated: the score is (wins + draws / 2) / games, its standard error the
+standard deviation of the per-game scores (1, 1/2 or 0) over sqrt(games).
+
+A player here is a ``Chooser``: ``choose(states) -> columns``, one batch of states
+at once (a model searches them all in one batched search).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from label_connect4 import LabelledPosition
+
+from tengen.engine.arena import MctsPlayer, Player, RolloutMctsPlayer, play_match
+from tengen.engine.games.base import Game
+from tengen.engine.mcts import Evaluator, Search
+from tengen.engine.solvers import NO_SCORE
+
+#: ``choose(states) -> one column (0-6) per state``
+Chooser = Callable[[Sequence[np.ndarray]], list[int]]
+
+#: the issue's targets for the main job (60 minutes on 2 cores)
+TARGET_OPTIMAL = 0.9
+TARGET_OUTCOME = 0.97
+TARGET_VS_MCTS1000 = 0.9
+OPPONENTS = (400, 1000)  # pure MCTS simulations
+
+
+@dataclass(frozen=True)
+class Share:
+    """``hits`` of ``total`` positions, with the binomial standard error."""
+
+    hits: int
+    total: int
+
+    @property
+    def value(self) -> float:
+        return self.hits / self.total if self.total else 0.0
+
+    @property
+    def se(self) -> float:
+        p = self.value
+        return math.sqrt(p * (1 - p) / self.total) if self.total else 0.0
+
+
+@dataclass(frozen=True)
+class MoveGrades:
+    optimal: Share
+    outcome: Share
+
+
+def grade_moves(choose: Chooser, positions: Sequence[LabelledPosition]) -> MoveGrades:
+    """The player's optimal and outcome-kept shares on ``positions``; a full column is an error."""
+    columns = choose([position.state for position in positions])
+    optimal = outcome = 0
+    for position, column in zip(positions, columns, strict=True):
+        if not 0 <= column < len(position.scores) or position.scores[column] == NO_SCORE:
+            raise ValueError(f"column {column + 1} is not a legal move after {position.moves}")
+        score = int(position.scores[column])
+        optimal += score == position.best
+        outcome += np.sign(score) == np.sign(position.best)
+    return MoveGrades(Share(optimal, len(positions)), Share(outcome, len(positions)))
+
+
+def random_chooser(game: Game, rng: np.random.Generator) -> Chooser:
+    """Uniformly random legal columns."""
+    return lambda states: [int(rng.choice(np.flatnonzero(game.legal_mask(state)))) for state in states]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a model searches when graded (its config's ``mcts`` section, with more simulations)."""
+
+    simulations: int = 400
+    c_puct: float = 1.25
+    fpu_reduction: float = 0.25
+    leaves_per_round: int = 8
+
+
+def search_chooser(game: Game, evaluate: Evaluator, settings: SearchSettings, *, batch: int = 512) -> Chooser:
+    """A model with PUCT search: the most visited move after ``settings.simulations``,
+    no root noise; ``batch`` positions searched at once."""
+
+    def choose(states: Sequence[np.ndarray]) -> list[int]:
+        search = Search(game, games=min(batch, len(states)), simulations=settings.simulations,
+                        c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
+                        leaves_per_round=settings.leaves_per_round)
+        columns: list[int] = []
+        for start in range(0, len(states), batch):
+            chunk = states[start : start + batch]
+            active = np.zeros(search.games, dtype=np.bool_)
+            active[: len(chunk)] = True
+            for i, state in enumerate(chunk):
+                search.reset(i, state)
+            search.run(evaluate, settings.simulations, active)
+            for i, state in enumerate(chunk):
+                columns.append(int(np.argmax(np.where(game.legal_mask(state), search.root_visits(i), -1))))
+        return columns
+
+    return choose
+
+
+@dataclass(frozen=True)
+class MatchScore:
+    """The player's results against one opponent; draws count half."""
+
+    wins: int
+    draws: int
+    losses: int
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def value(self) -> float:
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else 0.0
+
+    @property
+    def se(self) -> float:
+        """Standard deviation of the per-game scores (1, 1/2, 0) over sqrt(games)."""
+        n = self.games
+        if n < 2:
+            return 0.0
+        mean = self.value
+        squares = self.wins * (1 - mean) ** 2 + self.draws * (0.5 - mean) ** 2 + self.losses * mean**2
+        return math.sqrt(squares / (n - 1) / n)
+
+
+def score_vs_mcts(game: Game, player: Player, *, simulations: int, games: int, seed: int) -> MatchScore:
+    """``player`` (with ``games`` slots) against pure MCTS with ``simulations`` random-rollout
+    simulations, ``games`` games at once, colours alternated."""
+    opponent = RolloutMctsPlayer(game, slots=games, simulations=simulations, seed=seed)
+    match = play_match(game, player, opponent, games=games, slots=games, rng=np.random.default_rng(seed))
+    return MatchScore(match.wins, match.draws, match.losses)
+
+
+@dataclass(frozen=True)
+class Grades:
+    moves: MoveGrades
+    vs_mcts: dict[int, MatchScore]  # opponent simulations -> score
+
+
+def grade_model(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPosition], settings: SearchSettings,
+                *, games: int, seed: int, log: Callable[[str], None] = print) -> Grades:
+    """A model searching with ``settings``: its moves on ``positions`` and its scores
+    against MCTS-400 and MCTS-1000. In the matches it samples its first two moves
+    from the visits, so that its games differ."""
+    moves = grade_moves(search_chooser(game, evaluate, settings), positions)
+    log(f"  positions: optimal {moves.optimal.value:.3f}, outcome kept {moves.outcome.value:.3f}")
+    scores = {}
+    for opponent in OPPONENTS:
+        player = MctsPlayer(game, evaluate, slots=games, simulations=settings.simulations, name="model",
+                            c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
+                            leaves_per_round=settings.leaves_per_round, temperature_moves=2)
+        scores[opponent] = score_vs_mcts(game, player, simulations=opponent, games=games, seed=seed + opponent)
+        log(f"  vs mcts{opponent}: {scores[opponent].value:.3f} over {games} games")
+    return Grades(moves, scores)
+
+
+def table_header() -> str:
+    return (f"{'model':<12} {'positions':>9} {'optimal':>15} {'outcome kept':>15} "
+            + " ".join(f"{'vs mcts' + str(o):>15}" for o in OPPONENTS) + "  (± standard error)")
+
+
+def table_row(name: str, grades: Grades) -> str:
+    def cell(value: float, se: float) -> str:
+        return f"{value:.3f} ± {se:.3f}"
+
+    moves = grades.moves
+    row = (f"{name:<12} {moves.optimal.total:>9} {cell(moves.optimal.value, moves.optimal.se):>15} "
+           f"{cell(moves.outcome.value, moves.outcome.se):>15}")
+    for opponent in OPPONENTS:
+        score = grades.vs_mcts[opponent]
+        row += f" {cell(score.value, score.se):>15}"
+    return row
+
+
+def ratio_lines(grades: Grades) -> list[str]:
+    """The three RATIO lines of the issue (DESIGN.md's form)."""
+    return [
+        f"RATIO connect4_optimal_share {grades.moves.optimal.value:.3f} vs solver target {TARGET_OPTIMAL}",
+        f"RATIO connect4_outcome_share {grades.moves.outcome.value:.3f} vs solver target {TARGET_OUTCOME}",
+        f"RATIO connect4_winrate_vs_mcts1000 {grades.vs_mcts[1000].value:.3f} vs mcts1000 "
+        f"target {TARGET_VS_MCTS1000}",
+    ]

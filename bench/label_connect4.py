@@ -1,0 +1,242 @@
+"""Label Connect Four positions from every phase of the game with the exact solver, once.
+
+    nice -n 19 taskset -c 1 python bench/label_connect4.py        # ~25 minutes on one core
+
+writes ``bench/data/connect4_positions.txt``, the positions ``bench/grade_connect4.py``
+grades players on: ``--per-stones`` (44) positions for each stone count of
+``--stones`` (8-30), about 1,000 in all, so that a share near 0.9 has a standard
+error near 0.01.
+
+How a position is made (``--seed`` fixes all of it; each stone count has its own
+random stream, so one count can be relabelled alone): a game from the empty board
+up to the stone count, each move either uniformly random (half the time) or a
+sensible one (the other half): a move that wins at once if there is one, else one
+after which the opponent cannot win at once (which blocks their threats and never
+plays under their winning spot), drawn with centre-heavy weights 1-2-3-4-3-2-1;
+uniformly random when every move loses at once. So the positions are neither pure
+noise nor one engine's openings. A position is dropped when the game ended on the
+way, when it or its mirror image is already in the set, when the mover can win at
+once (decided already), or when every legal move has the same score (any move is
+optimal and keeps the outcome: it grades nothing); positions the solver cannot
+score within ``--max-nodes`` are dropped and counted in the file's header.
+
+The file, format 1 (``read_positions`` checks every line and fails on anything else):
+
+    # tengen connect4 positions, format 1
+    # ... comment lines: how the file was made, counts, times ...
+    MOVES S1 S2 S3 S4 S5 S6 S7 BEST
+
+one line per position, sorted by stone count: ``MOVES`` the columns played from the
+empty board, 1-7 (Pascal Pons' notation, e.g. ``4453``); ``Sc`` the score for the
+player to move of playing column ``c`` (``connect4_move_scores`` in engine/solvers.py:
+Pons' score, 22 minus the winner's stones at the four, negative for a loss, 0 for
+a draw), ``x`` for a full column; ``BEST`` the position's score, the largest ``Sc``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tengen.engine.games.mnk import NO_WINNER, TO_PLAY, WINNER, connect4, play_in_place, play_sequence
+from tengen.engine.solvers import NO_SCORE, SolveBudgetExceeded, TranspositionTable, connect4_move_scores
+
+FORMAT_LINE = "# tengen connect4 positions, format 1"
+DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "connect4_positions.txt"
+COLUMNS = 7
+#: the sensible mover's column weights: centre columns join more lines
+CENTRE_WEIGHTS = np.array([1, 2, 3, 4, 3, 2, 1], dtype=np.float64)
+
+_GAME = connect4()
+
+
+@dataclass(frozen=True)
+class LabelledPosition:
+    """A position of the file: its moves, ``state``, the score of each column (``scores``,
+    ``int64[7]``, ``NO_SCORE`` for a full one) and its own score ``best``."""
+
+    moves: str
+    state: np.ndarray = field(repr=False)
+    scores: np.ndarray = field(repr=False)
+    best: int
+
+    @property
+    def stones(self) -> int:
+        return len(self.moves)
+
+
+def format_line(moves: str, scores: np.ndarray) -> str:
+    fields = ["x" if score == NO_SCORE else str(int(score)) for score in scores]
+    return " ".join([moves, *fields, str(int(np.max(scores)))])
+
+
+def parse_line(line: str) -> LabelledPosition:
+    """One position line, checked: legal moves, an unfinished game, 7 scores, ``x``
+    exactly where the column is full, and ``BEST`` their maximum."""
+    fields = line.split()
+    if len(fields) != COLUMNS + 2:
+        raise ValueError(f"expected moves, 7 scores and the best score: {line!r}")
+    moves = fields[0]
+    state = play_sequence(_GAME, list(moves))
+    if _GAME.is_terminal(state):
+        raise ValueError(f"the game is over: {line!r}")
+    legal = _GAME.legal_mask(state)
+    scores = np.array([NO_SCORE if f == "x" else int(f) for f in fields[1 : COLUMNS + 1]], dtype=np.int64)
+    if not np.array_equal(scores != NO_SCORE, legal) or np.any(np.abs(scores[legal]) > 18):
+        raise ValueError(f"scores do not fit the legal moves: {line!r}")
+    best = int(fields[-1])
+    if best != int(scores.max()):
+        raise ValueError(f"the best score is not the largest: {line!r}")
+    return LabelledPosition(moves, state, scores, best)
+
+
+def read_positions(path: str | Path = DEFAULT_PATH) -> list[LabelledPosition]:
+    lines = Path(path).read_text().splitlines()
+    if not lines or lines[0] != FORMAT_LINE:
+        found = lines[0] if lines else "an empty file"
+        raise ValueError(f"{path}: expected {FORMAT_LINE!r} on the first line, found {found!r}")
+    return [parse_line(line) for line in lines[1:] if line.strip() and not line.startswith("#")]
+
+
+# -- making positions ---------------------------------------------------------------------
+
+
+def _wins_at_once(state: np.ndarray, col: int) -> bool:
+    child = state.copy()
+    play_in_place(_GAME.params, child, col)
+    return bool(child[WINNER] == state[TO_PLAY])
+
+
+def _can_win_at_once(state: np.ndarray) -> bool:
+    """Whether the player to move has a move that makes four."""
+    return any(_wins_at_once(state, int(col)) for col in np.flatnonzero(_GAME.legal_mask(state)))
+
+
+def sensible_move(state: np.ndarray, rng: np.random.Generator) -> int:
+    """A win at once; else a move after which the opponent cannot win at once, centre-weighted."""
+    legal = [int(col) for col in np.flatnonzero(_GAME.legal_mask(state))]
+    for col in legal:
+        if _wins_at_once(state, col):
+            return col
+    safe = [col for col in legal if not _can_win_at_once(_GAME.next_state(state, col))]
+    if not safe:
+        return int(rng.choice(legal))
+    weights = CENTRE_WEIGHTS[safe]
+    return int(rng.choice(safe, p=weights / weights.sum()))
+
+
+def playout(stones: int, rng: np.random.Generator, *, random_share: float = 0.5) -> str | None:
+    """The moves (text, 1-7) of a game played to ``stones`` stones; None if it ended sooner."""
+    state = _GAME.initial_state()
+    moves = []
+    for _ in range(stones):
+        if rng.random() < random_share:
+            col = int(rng.choice(np.flatnonzero(_GAME.legal_mask(state))))
+        else:
+            col = sensible_move(state, rng)
+        play_in_place(_GAME.params, state, col)
+        moves.append(str(col + 1))
+        if state[WINNER] != NO_WINNER:
+            return None
+    return "".join(moves)
+
+
+def _canonical(moves: str) -> bytes:
+    """The board or its mirror image, whichever is smaller: one key for both."""
+    board = _GAME.board(play_sequence(_GAME, list(moves)))
+    return min(board.tobytes(), board[:, ::-1].tobytes())
+
+
+@dataclass
+class Tally:
+    kept: int = 0
+    ended: int = 0
+    repeated: int = 0
+    win_at_once: int = 0
+    all_equal: int = 0
+    over_budget: int = 0
+    seconds: float = 0.0
+
+
+def label_stone_count(
+    stones: int, count: int, *, seed: int, table: TranspositionTable, max_nodes: int, seen: set[bytes]
+) -> tuple[list[str], Tally]:
+    """``count`` lines for positions with ``stones`` stones, and what was dropped on the way."""
+    rng = np.random.default_rng([seed, stones])
+    tally = Tally()
+    lines: list[str] = []
+    start = time.monotonic()
+    while tally.kept < count:
+        moves = playout(stones, rng)
+        if moves is None:
+            tally.ended += 1
+            continue
+        key = _canonical(moves)
+        if key in seen:
+            tally.repeated += 1
+            continue
+        seen.add(key)
+        state = play_sequence(_GAME, list(moves))
+        if _can_win_at_once(state):
+            tally.win_at_once += 1
+            continue
+        try:
+            scores = connect4_move_scores(state, table=table, max_nodes=max_nodes)
+        except SolveBudgetExceeded:
+            tally.over_budget += 1
+            continue
+        legal_scores = scores[scores != NO_SCORE]
+        if legal_scores.min() == legal_scores.max():
+            tally.all_equal += 1
+            continue
+        lines.append(format_line(moves, scores))
+        tally.kept += 1
+    tally.seconds = time.monotonic() - start
+    return lines, tally
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stones", default="8-30", help="stone counts, FIRST-LAST")
+    parser.add_argument("--per-stones", type=int, default=44, help="positions per stone count")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-nodes", type=int, default=5_000_000_000, help="search budget per position")
+    parser.add_argument("--table-slots", type=int, default=16_777_213, help="transposition table (8 bytes each)")
+    parser.add_argument("--out", default=str(DEFAULT_PATH))
+    args = parser.parse_args()
+
+    first, last = (int(part) for part in args.stones.split("-"))
+    table = TranspositionTable(args.table_slots)
+    seen: set[bytes] = set()
+    body: list[str] = []
+    notes: list[str] = []
+    total = time.monotonic()
+    for stones in range(first, last + 1):
+        lines, tally = label_stone_count(stones, args.per_stones, seed=args.seed, table=table,
+                                         max_nodes=args.max_nodes, seen=seen)
+        body.extend(lines)
+        note = (f"# {stones:2d} stones: {tally.kept} kept in {tally.seconds:.0f} s; dropped {tally.ended} ended, "
+                f"{tally.repeated} repeated, {tally.win_at_once} win at once, {tally.all_equal} all moves equal, "
+                f"{tally.over_budget} over the budget")
+        notes.append(note)
+        print(note[2:], flush=True)
+    minutes = (time.monotonic() - total) / 60
+    header = [
+        FORMAT_LINE,
+        f"# Written by bench/label_connect4.py --stones {args.stones} --per-stones {args.per_stones} "
+        f"--seed {args.seed} --max-nodes {args.max_nodes}; {len(body)} positions, {minutes:.0f} min on one core.",
+        "# MOVES S1..S7 BEST: columns played (1-7); each column's score for the player to move (Pascal Pons'",
+        "# score: 22 minus the winner's stones at the four, negative for a loss, 0 a draw; x: full); the best.",
+        *notes,
+    ]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(header + body) + "\n")
+    print(f"wrote {len(body)} positions to {args.out} in {minutes:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
