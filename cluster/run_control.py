@@ -21,8 +21,10 @@ import yaml
 
 from tengen.cluster.redis_client import OutagePolicy, RedisLike, RedisUnavailable
 from tengen.cluster.redis_server import connect
+from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.run_dir import RunDir, RunDirError
-from tengen.cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part
+from tengen.cluster.status_board import StatusBoard, memory_by_part
+from tengen.cluster.stream import SampleStream
 
 __all__ = ["RunDirError", "check_run_dir", "read_status", "request_workers"]
 
