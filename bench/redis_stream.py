@@ -25,7 +25,7 @@ import numpy as np
 
 from tengen.cluster.codec import encode_game, game_decoder
 from tengen.cluster.redis_server import EmbeddedRedis
-from tengen.cluster.transport import SampleStream
+from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.selfplay import GameRecord
 from tengen.learner.replay import ReplayWindow

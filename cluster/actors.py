@@ -22,7 +22,9 @@ from tengen.cluster.metrics import RunMetrics
 from tengen.cluster.outbox import GameOutbox
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import connect
-from tengen.cluster.transport import ModelRegistry, SampleStream, StatusBoard
+from tengen.cluster.registry import ModelRegistry
+from tengen.cluster.status_board import StatusBoard
+from tengen.cluster.stream import SampleStream
 
 __all__ = ["SelfPlayActor", "LearnerActor", "GatekeeperActor", "ServerLost", "stream_maxlen", "redis_for"]
 

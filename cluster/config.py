@@ -132,7 +132,7 @@ class NetworkConfig(_Strict):
 
 
 class MctsConfig(_Strict):
-    """PUCT search (engine/mcts.py); AlphaZero's noise, KataGo-like FPU."""
+    """PUCT search (engine/mcts/); AlphaZero's noise, KataGo-like FPU."""
 
     # simulations and leaves_per_round size the search's arrays: TengenConfig checks
     # that they fit in memory.

@@ -49,13 +49,16 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from tengen.cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
 from tengen.cluster.config import TengenConfig
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
+from tengen.cluster.keys import RunKeys, version_id
 from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
 from tengen.cluster.metrics import RunMetrics
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
+from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.run_dir import RunDir, RunDirError
+from tengen.cluster.status_board import StatusBoard, memory_by_part
+from tengen.cluster.stream import SampleStream
 from tengen.cluster.supervision import CrashLoop, Supervisor, root_cause
-from tengen.cluster.transport import ModelRegistry, RunKeys, SampleStream, StatusBoard, memory_by_part, version_id
 
 __all__ = ["ClusterRun"]
 

@@ -23,8 +23,8 @@ from tengen.cluster.redis_client import OutagePolicy, RedisLike, RedisUnavailabl
 from tengen.cluster.redis_server import connect
 from tengen.cluster.run_dir import RunDir, RunDirError
 
-# cluster.transport is imported where a live Redis answers: it loads the engine's
-# GameRecord and with it numba, which a run directory's status does not need.
+# The registry and stream modules are imported where a live Redis answers: they load
+# the engine (numba, for GameRecord), which a run directory's status does not need.
 
 __all__ = ["RunDirError", "check_run_dir", "read_status", "request_workers"]
 
@@ -79,7 +79,9 @@ def read_status(run_dir: Path) -> dict:
         status["ladder"] = json.loads(files.ladder.read_text())
     client = _client(files, wait_s=STATUS_WAIT_S)
     if client is not None:
-        from tengen.cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part
+        from tengen.cluster.registry import ModelRegistry
+        from tengen.cluster.status_board import StatusBoard, memory_by_part
+        from tengen.cluster.stream import SampleStream
 
         run_id = files.run_id()
         try:
@@ -109,6 +111,6 @@ def request_workers(run_dir: Path, workers: int) -> None:
     client = _client(files, wait_s=_outage_s(files))
     if client is None:
         raise ConnectionError(f"the run in {run_dir} is not running (its Redis does not answer)")
-    from tengen.cluster.transport import StatusBoard
+    from tengen.cluster.status_board import StatusBoard
 
     StatusBoard(client, files.run_id()).request_workers(workers)

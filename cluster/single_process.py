@@ -28,7 +28,8 @@ from tengen.cluster.codec import encode_game, game_decoder
 from tengen.cluster.config import TengenConfig, load_config
 from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
 from tengen.cluster.run_dir import RunDir, RunDirError
-from tengen.cluster.transport import LocalModelRegistry, LocalSampleStream
+from tengen.cluster.registry import LocalModelRegistry
+from tengen.cluster.stream import LocalSampleStream
 from tengen.engine.network import CompiledModel, build_network, load_weights_file
 from tengen.learner.learner import Learner
 from tengen.workers.gatekeeper import Gatekeeper

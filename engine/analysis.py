@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tengen.engine.games.base import Game
-from tengen.engine.mcts import ROOT, UNEXPANDED, Evaluator, RolloutEvaluator, Search
+from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search
+from tengen.engine.mcts.tree import ROOT, UNEXPANDED
 
 __all__ = ["MoveStats", "Analysis", "SearchPlayer", "principal_variation"]
 

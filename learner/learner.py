@@ -26,11 +26,11 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from tengen.engine.games.base import Game
+from tengen.engine.interfaces import CandidateSink, SampleSource
 from tengen.engine.network import build_network, weights_to_bytes
 from tengen.engine.selfplay import GameRecord
 from tengen.learner.replay import ReplayWindow
@@ -53,8 +53,8 @@ class Learner:
         *,
         game: Game,
         network: dict,
-        source: Any,
-        registry: Any,
+        source: SampleSource,
+        registry: CandidateSink,
         decode: Callable[[bytes], GameRecord],
         storage: str | Path,
         seed: int,

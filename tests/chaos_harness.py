@@ -25,9 +25,10 @@ from pathlib import Path
 import yaml
 
 from tengen.cluster.codec import decode_game_meta
+from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_server import EmbeddedRedis, connect
 from tengen.cluster.run_dir import RunDir
-from tengen.cluster.transport import ENTRY_FIELD, RunKeys
+from tengen.cluster.stream import ENTRY_FIELD
 from tengen.engine.games import make_game
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -237,7 +237,8 @@ def test_status_and_scale_of_a_stopped_run_import_neither_tensorflow_nor_ray(tmp
 
 
 def test_status_and_scale_of_a_live_run_import_neither_tensorflow_nor_ray(tmp_path, redis_server, redis_client):
-    from tengen.cluster.transport import ModelRegistry, StatusBoard
+    from tengen.cluster.registry import ModelRegistry
+    from tengen.cluster.status_board import StatusBoard
 
     files, run_id = _stopped_run(tmp_path)
     files.write_private(files.connection,
@@ -251,7 +252,7 @@ def test_status_and_scale_of_a_live_run_import_neither_tensorflow_nor_ray(tmp_pa
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
     assert status["live"] is True and status["best_version"] == 0 and status["workers_alive"] == ["w000"]
-    # cluster.transport imports engine.selfplay's GameRecord, and with it numba.
+    # cluster.registry and cluster.stream load the engine (GameRecord), and with it numba.
     assert not {"tensorflow", "ray"} & set(loaded), loaded
     done, loaded = tengen_loading(tmp_path, "scale", "--run-dir", str(files.path), "--workers", "3")
     assert done.returncode == 0, done.stderr

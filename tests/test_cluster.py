@@ -18,9 +18,10 @@ from tengen.cluster.codec import game_decoder
 from tengen.cluster.config import parse_config
 from tengen.cluster.driver import ClusterRun
 from tengen.cluster.redis_server import EmbeddedRedis
+from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.run_control import read_status, request_workers
 from tengen.cluster.run_dir import RunDir
-from tengen.cluster.transport import ModelRegistry, SampleStream
+from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 
 TINY_TICTACTOE = {

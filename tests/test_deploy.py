@@ -984,7 +984,9 @@ def test_acl_file_holds_no_password(acl_redis):
 
 def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
     from tengen.cluster.redis_server import connect
-    from tengen.cluster.transport import ModelRegistry, SampleStream, StatusBoard, memory_by_part, parse_promotion
+    from tengen.cluster.registry import ModelRegistry, parse_promotion
+    from tengen.cluster.status_board import StatusBoard, memory_by_part
+    from tengen.cluster.stream import SampleStream
 
     port, passwords, _ = acl_redis
     url = f"redis://127.0.0.1:{port}/0"

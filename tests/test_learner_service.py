@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from tengen.cluster.codec import encode_game, game_decoder
-from tengen.cluster.transport import ModelRegistry, SampleStream
+from tengen.cluster.registry import ModelRegistry
+from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay

@@ -13,7 +13,7 @@ from tengen.cluster.codec import encode_game, game_decoder
 from tengen.cluster.outbox import GameOutbox
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable
 from tengen.cluster.redis_server import EmbeddedRedis, connect
-from tengen.cluster.transport import SampleStream
+from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay

@@ -23,6 +23,7 @@ from redis.retry import Retry
 
 from tengen.cluster import codec
 from tengen.cluster.codec import SampleFormatError, decode_game, decode_game_meta, encode_game, game_decoder
+from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_server import (
     AOF_FILE,
     CONFIG_FILE,
@@ -32,17 +33,9 @@ from tengen.cluster.redis_server import (
     connect,
     redis_executable,
 )
-from tengen.cluster.transport import (
-    LocalModelRegistry,
-    LocalSampleStream,
-    LocalStatusBoard,
-    ModelRegistry,
-    RegistryError,
-    RunKeys,
-    SampleStream,
-    StatusBoard,
-    parse_promotion,
-)
+from tengen.cluster.registry import LocalModelRegistry, ModelRegistry, RegistryError, parse_promotion
+from tengen.cluster.status_board import LocalStatusBoard, StatusBoard
+from tengen.cluster.stream import LocalSampleStream, SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import GameRecord, SelfPlay
@@ -591,6 +584,13 @@ def test_replay_rebuilds_the_window(make_stream, records):
     assert [r.moves.tolist() for r in stream.replay(DECODE_C4, count=5)] == moves[-5:]
     assert [r.moves.tolist() for r in stream.replay(DECODE_C4, end=ids[9])] == moves[:10]
     assert [r.moves.tolist() for r in stream.replay(DECODE_C4, count=3, end=ids[9])] == moves[7:10]
+    # the newest games past a bad entry: it is skipped and counted, and the count is of games
+    stream.add(b"forged")
+    stream.add(blobs[0])
+    assert [r.moves.tolist() for r in stream.replay(DECODE_C4, count=3)] == moves[-2:] + moves[:1]
+    assert stream.bad_entries == 2  # the full replay's, and this one's
+    assert stream.replay(DECODE_C4, count=0) == []
+    moves.append(moves[0])
     newest = stream.replay(DECODE_C4, max_positions=100)
     lengths = [len(r.value) for r in newest]
     assert sum(lengths) >= 100 and sum(lengths) - lengths[0] < 100
@@ -610,7 +610,7 @@ def test_move_group_to_end_skips_what_a_replay_covers(make_stream, records):
 
 
 def test_the_registry_hash_is_the_network_modules():
-    from tengen.cluster.transport import blob_sha256
+    from tengen.cluster.registry import blob_sha256
     from tengen.engine.network import blob_sha256 as network_sha256
 
     assert blob_sha256(b"weights") == network_sha256(b"weights")
@@ -721,3 +721,16 @@ def test_status_board_ages_out_dead_components(kind, request):
     board.set_status("learner", {"step": 8})
     assert set(board.get_status()) == {"learner"}
 
+
+
+def test_both_boards_give_back_a_status_alike(redis_client):
+    # One encoding of a status (a JSON value per field) for both twins: what a
+    # component reports reads back the same from Redis and in this process.
+    status = {"games": np.int64(3), "rates": np.array([0.5, 1.5]), "nested": {"7": [1, None]}, 1: "x"}
+    redis_board, local_board = StatusBoard(redis_client, "alike"), LocalStatusBoard("alike")
+    for board in (redis_board, local_board):
+        board.set_status("worker-1", status)
+    got = [board.get_status()["worker-1"] for board in (redis_board, local_board)]
+    for board_status in got:
+        assert isinstance(board_status.pop("_updated"), float)
+    assert got[0] == got[1] == {"games": 3, "rates": [0.5, 1.5], "nested": {"7": [1, None]}, "1": "x"}

@@ -12,8 +12,8 @@ import pytest
 
 from tengen.cluster.config import parse_config
 from tengen.cluster.driver import ClusterRun
+from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.run_dir import RunDir, RunDirError
-from tengen.cluster.transport import ModelRegistry
 
 
 def test_two_runs_with_the_same_name_get_different_ids(tmp_path):

@@ -40,7 +40,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tengen.cluster.codec import encode_game, game_decoder
 from tengen.cluster.config import ConfigError, parse_config
-from tengen.cluster.transport import ModelRegistry, SampleStream
+from tengen.cluster.registry import ModelRegistry
+from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.network import build_network, weights_from_bytes
@@ -347,7 +348,8 @@ LEARNER = """
 import json, os, sys, time
 from tengen.cluster.codec import game_decoder
 from tengen.cluster.redis_server import connect
-from tengen.cluster.transport import ModelRegistry, SampleStream
+from tengen.cluster.registry import ModelRegistry
+from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.learner.learner import Learner
 

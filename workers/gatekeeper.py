@@ -15,13 +15,14 @@ import numpy as np
 from tengen.engine.arena import MctsPlayer, play_match
 from tengen.engine.games.base import Game
 from tengen.engine.gating import Decision, GatingRule
+from tengen.engine.interfaces import ModelRegistryLike
 from tengen.engine.network import CompiledModel, build_network
 
 __all__ = ["Gatekeeper"]
 
 
 class Gatekeeper:
-    def __init__(self, *, game: Game, network: dict, registry: Any, rule: dict, simulations: int,
+    def __init__(self, *, game: Game, network: dict, registry: ModelRegistryLike, rule: dict, simulations: int,
                  games_in_flight: int, temperature_moves: int, c_puct: float, fpu_reduction: float,
                  leaves_per_round: int, seed: int):
         self.game = game

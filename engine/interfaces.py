@@ -1,0 +1,119 @@
+"""The narrow interfaces between the loops and the plumbing (STYLE.md, rules 6 and 18):
+what the learner, the gatekeeper and the self-play side need of a sample stream and
+of a model registry, as ``typing.Protocol`` classes.
+
+They live here, with the Game and Evaluator contracts, because every layer may import
+the engine and only the engine: the learner (learner/) and the gatekeeper (workers/)
+are typed with them, and cluster/ implements each twice, on Redis and in-process
+(``cluster.stream``, ``cluster.registry``), its classes subclassing these so that the
+type checker holds both to the same signatures. Nothing here knows about Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from tengen.engine.selfplay import GameRecord
+
+__all__ = [
+    "Decode",
+    "Entry",
+    "SampleSink",
+    "SampleSource",
+    "WeightSource",
+    "CandidateSink",
+    "Subscription",
+    "ModelRegistryLike",
+]
+
+#: a stream entry's blob to its game (``cluster.codec.game_decoder``), raising on a bad one
+Decode = Callable[[bytes], GameRecord]
+#: a delivered entry: its id (to acknowledge) and its game
+Entry = tuple[bytes, GameRecord]
+
+
+class SampleSink(Protocol):
+    """Where finished games go: one encoded game (``cluster.codec.encode_game``) per entry."""
+
+    def add(self, blob: bytes, *, wait: bool = True) -> bytes:
+        """Append one game; returns its entry id."""
+        ...
+
+    def add_many(self, blobs: Iterable[bytes], *, wait: bool = True) -> list[bytes]:
+        """Append several games in order (one round trip); returns their ids. With
+        ``wait=False`` a store that is away raises at once instead of riding it out."""
+        ...
+
+
+class SampleSource(Protocol):
+    """Where the learner reads games: through a consumer group, acknowledging what it
+    has stored, and replaying the stream to rebuild its window after a restart."""
+
+    def ensure_group(self, group: str) -> None: ...
+
+    def read(self, group: str, consumer: str, *, count: int, block_ms: int, decode: Decode) -> list[Entry]:
+        """Up to ``count`` entries never delivered to ``group``, oldest first, waiting up
+        to ``block_ms`` for some; entries that fail to decode are counted and skipped."""
+        ...
+
+    def ack(self, group: str, ids: Iterable[bytes]) -> int: ...
+
+    def move_group_to_end(self, group: str) -> bytes:
+        """Point ``group`` past the last entry; returns that entry's id."""
+        ...
+
+    def replay(self, decode: Decode, *, count: int | None = None, end: bytes | str | None = None,
+               max_positions: int | None = None) -> list[GameRecord]:
+        """The games in the stream, oldest first (all, the newest ``count``, or the newest
+        holding ``max_positions`` positions), up to the entry ``end`` if given."""
+        ...
+
+
+class WeightSource(Protocol):
+    """Where weights come from: blobs by version, checked against their sha256."""
+
+    def fetch(self, version: int) -> tuple[bytes, dict]:
+        """``(blob, metadata)`` of ``version``."""
+        ...
+
+    def best_version(self) -> int | None: ...
+
+
+class CandidateSink(Protocol):
+    """Where the learner publishes candidates; versions are immutable."""
+
+    def publish(self, version: int, blob: bytes, metadata: dict) -> str:
+        """Store ``blob`` as ``version``; returns its sha256."""
+        ...
+
+    def latest_candidate(self) -> int | None: ...
+
+
+class Subscription(Protocol):
+    """Promotion notifications, read like redis-py's ``PubSub``."""
+
+    def get_message(self, ignore_subscribe_messages: bool = ..., timeout: float = ...) -> dict | None: ...
+
+    def close(self) -> None: ...
+
+
+class ModelRegistryLike(WeightSource, CandidateSink, Protocol):
+    """The run's model registry: candidates, the best version, the Elo ladder, and
+    promotions with a notification to subscribers."""
+
+    def promote(self, version: int, *, elo: float | None, result: dict) -> None:
+        """Make ``version`` the best and append it to the ladder, once (a repeat is a no-op)."""
+        ...
+
+    def ladder(self) -> list[dict]: ...
+
+    def candidates(self) -> list[int]: ...
+
+    def sha256(self, version: int) -> str: ...
+
+    def discard(self, version: int) -> bool: ...
+
+    def prune(self, *, keep_candidates: int, keep: Iterable[int] = ()) -> list[int]: ...
+
+    def subscribe(self) -> Subscription: ...

@@ -1,0 +1,82 @@
+"""What values the search's leaves: the ``Evaluator`` contract and the evaluators
+that need no network (uniform priors; random playouts, for pure MCTS). A network's
+evaluator is ``engine.network.CompiledModel``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numba import njit
+
+from tengen.engine.games import kernels as R
+from tengen.engine.games.base import Game
+from tengen.engine.mcts.tree import copy_into
+
+if TYPE_CHECKING:
+    from tengen.engine.mcts.search import Search
+
+__all__ = ["Evaluator", "uniform_evaluator", "RolloutEvaluator", "no_evaluation"]
+
+#: ``evaluate(planes[B, H, W, C]) -> (policy[B, A], value[B])``, value from the
+#: point of view of the player to move in each position.
+Evaluator = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def no_evaluation(game: Game) -> tuple[np.ndarray, np.ndarray]:
+    """The evaluation of an empty batch (a round whose walks all ended on terminal nodes)."""
+    return np.zeros((0, game.num_actions), np.float32), np.zeros(0, np.float32)
+
+
+def uniform_evaluator(num_actions: int) -> Evaluator:
+    """Uniform priors and value 0: search by visit counts alone (tests, benchmarks)."""
+
+    def evaluate(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(planes)
+        return np.full((n, num_actions), 1.0 / num_actions, dtype=np.float32), np.zeros(n, dtype=np.float32)
+
+    return evaluate
+
+
+@njit(cache=True)
+def rollout_values_kernel(kind, params, states, count, rollouts, seed, out):
+    """Mean result of ``rollouts`` random playouts from each state, for its mover."""
+    np.random.seed(seed)
+    scratch = states[0].copy()
+    for b in range(count):
+        total = 0.0
+        for _ in range(rollouts):
+            copy_into(states[b], scratch)
+            R.random_moves(kind, params, scratch)
+            total += R.outcome(kind, params, scratch)
+        out[b] = (total if states[b, R.TO_PLAY] == 0 else -total) / rollouts
+
+
+class RolloutEvaluator:
+    """Pure MCTS's evaluator: uniform priors, value from random playouts to the end.
+
+    It needs the leaves' positions, not planes: ``run(search)`` drives a Search made
+    with ``keep_leaf_states=True``.
+    """
+
+    def __init__(self, game: Game, *, rollouts: int = 1, seed: int = 0):
+        self.game = game
+        self.rollouts = rollouts
+        self._seed = seed
+
+    def evaluate_states(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(policy[B, A], value[B])`` of ``states[B, S]``."""
+        n = len(states)
+        values = np.zeros(n, dtype=np.float32)
+        if n:
+            rollout_values_kernel(self.game.kernel_kind, self.game.params, states, n, self.rollouts,
+                                  self._seed, values)
+            self._seed = (self._seed + 1) % (2**32)
+        policy = np.full((n, self.game.num_actions), 1.0 / self.game.num_actions, dtype=np.float32)
+        return policy, values
+
+    def run(self, search: Search, simulations: np.ndarray | int | None = None,
+            active: np.ndarray | None = None) -> int:
+        """``search.run`` with this evaluator; returns its calls."""
+        return search.run(lambda planes: self.evaluate_states(search.leaf_states()), simulations, active)

@@ -1,0 +1,225 @@
+"""``Search``: the Python surface of the batched search, and ``search_bytes``, what it
+allocates (counted from the same sizes, without allocating)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import DTypeLike
+
+from tengen.engine.games import kernels as R
+from tengen.engine.games.base import Game
+from tengen.engine.mcts.evaluators import Evaluator, no_evaluation
+from tengen.engine.mcts.settings import NUM_SETTINGS, SearchSettings
+from tengen.engine.mcts.tree import (
+    EXPANDED,
+    ILLEGAL,
+    ROOT,
+    captured_capacity,
+    clear_game,
+    max_nodes,
+    new_scratch,
+    new_tree,
+    reroot_kernel,
+)
+from tengen.engine.mcts.walk import apply_kernel, gather_kernel_go, gather_kernel_mnk
+
+__all__ = ["Search", "search_bytes"]
+
+
+class Search:
+    """PUCT search trees for G games of one game type.
+
+    ``gather(targets)`` returns the planes of this round's leaves (``uint8[B, H, W, C]``,
+    a view valid until the next call); ``apply(policy, value)`` takes their evaluation.
+    ``run(evaluate, simulations)`` loops the two until every game's root has been
+    visited ``simulations`` times. The keywords after ``simulations`` are
+    ``SearchSettings``'s.
+    """
+
+    def __init__(
+        self,
+        game: Game,
+        *,
+        games: int,
+        simulations: int,
+        c_puct: float = 1.25,
+        fpu_reduction: float = 0.25,
+        leaves_per_round: int = 8,
+        virtual_loss: float = 1.0,
+        formula: str = "puct",
+        keep_leaf_states: bool = False,
+    ):
+        if games < 1 or simulations < 1 or leaves_per_round < 1:
+            raise ValueError("games, simulations and leaves_per_round must be at least 1")
+        self.settings = SearchSettings(c_puct=c_puct, fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
+                                       virtual_loss=virtual_loss, formula=formula, keep_leaf_states=keep_leaf_states)
+        self._settings = self.settings.to_array()  # what the kernels read
+        self.game = game
+        self.games = games
+        self.simulations = simulations
+        height, width = game.board_shape
+        self.max_nodes = max_nodes(simulations, leaves_per_round)  # search_bytes counts from the same
+        self._initial = game.initial_state()
+        self.tree = new_tree(games, self.max_nodes, game.num_actions, self._initial, game.history_length - 1,
+                             height * width)
+        self._scratch = new_scratch(game, self.max_nodes)
+        batch = games * leaves_per_round
+        self._planes = np.zeros((batch, *game.planes_shape), dtype=np.uint8)
+        self._planes_flat = self._planes.reshape(batch, -1)  # what the kernel writes
+        self._states = np.zeros((batch if keep_leaf_states else 1, self._initial.shape[0]), dtype=np.int32)
+        self.keep_leaf_states = keep_leaf_states
+        self._leaf_game = np.zeros(batch, dtype=np.int32)
+        self._leaf_node = np.zeros(batch, dtype=np.int32)
+        self._pending = 0
+        self._counts = np.zeros(2, dtype=np.int64)
+        #: walks of the last gather that ended on a terminal node (no evaluation needed)
+        self.terminal_backups = 0
+        self._active = np.ones(games, dtype=np.bool_)
+        self._default_targets = np.full(games, simulations, dtype=np.float32)
+        self._gather_kernel = gather_kernel_go if game.kernel_kind == R.GO else gather_kernel_mnk
+
+    # -- positions --------------------------------------------------------------------
+    def reset(self, g: int, state: np.ndarray | None = None, history: Sequence[np.ndarray] = ()) -> None:
+        """Start game g's tree afresh at ``state`` (default: the initial position);
+        ``history`` holds earlier states, oldest first, for the input planes."""
+        t = self.tree
+        clear_game(t, g, int(t.num_nodes[g]))
+        t.root_state[g] = self._initial if state is None else state
+        t.root_history[g] = 0
+        for i, past in enumerate(list(history)[::-1][: t.root_history.shape[1]]):
+            t.root_history[g, i] = self.game.board(past).reshape(-1)
+
+    def root_state(self, g: int) -> np.ndarray:
+        return self.tree.root_state[g]
+
+    def advance(self, g: int, action: int) -> None:
+        """Play ``action`` in game g and keep its subtree for the next search."""
+        if self.tree.in_flight[g]:
+            raise RuntimeError(f"game {g} still has leaves in flight")
+        if not self.game.legal_mask(self.tree.root_state[g])[action]:
+            raise ValueError(f"{self.game.action_to_text(action)} is not legal in game {g}")
+        reroot_kernel(self.game.kernel_kind, self.game.params, self.tree, self._scratch, g, int(action))
+
+    # -- search -------------------------------------------------------------------------
+    def gather(self, targets: np.ndarray | int | None = None, active: np.ndarray | None = None) -> np.ndarray:
+        """Planes of this round's leaves, ``uint8[B, H, W, C]``. B is 0 when every active
+        game reached its target, or when every walk of the round ended on a terminal
+        node (``terminal_backups`` > 0: gather again)."""
+        if self._pending:
+            raise RuntimeError("apply() the previous batch first")
+        if targets is None:
+            goal = self._default_targets
+        else:
+            goal = np.broadcast_to(np.asarray(targets, dtype=np.float32), (self.games,)).copy()
+        act = self._active if active is None else np.asarray(active, dtype=np.bool_)
+        self._gather_kernel(self.game.params, self.tree, self._scratch, goal, act, self._settings,
+                            self._planes_flat, self._leaf_game, self._leaf_node, self._states, self._counts)
+        self._pending = n = int(self._counts[0])
+        self.terminal_backups = int(self._counts[1])
+        return self._planes[:n]
+
+    def leaf_states(self) -> np.ndarray:
+        """The positions of the gathered leaves, ``int32[B, S]`` (for rollout evaluators;
+        needs ``keep_leaf_states=True``)."""
+        if not self.keep_leaf_states:
+            raise RuntimeError("create the Search with keep_leaf_states=True")
+        return self._states[: self._pending]
+
+    def apply(self, policy: np.ndarray, value: np.ndarray) -> None:
+        n = self._pending
+        policy = np.asarray(policy, dtype=np.float32)
+        value = np.asarray(value, dtype=np.float32).reshape(-1)
+        if policy.shape != (n, self.game.num_actions) or value.shape != (n,):
+            raise ValueError(f"expected policy [{n}, {self.game.num_actions}] and value [{n}], "
+                             f"got {policy.shape} and {value.shape}")
+        apply_kernel(self.tree, self._settings, self._leaf_game, self._leaf_node, n, policy, value)
+        self._pending = 0
+
+    def run(self, evaluate: Evaluator, simulations: np.ndarray | int | None = None,
+            active: np.ndarray | None = None) -> int:
+        """Search until every active game's root has ``simulations`` visits; returns the
+        number of evaluator calls (a round whose walks all ended on terminal nodes
+        needs none)."""
+        calls = 0
+        while True:
+            planes = self.gather(simulations, active)
+            if len(planes) == 0:
+                if self.terminal_backups:
+                    self.apply(*no_evaluation(self.game))
+                    continue
+                return calls
+            policy, value = evaluate(planes)
+            self.apply(policy, value)
+            calls += 1
+
+    # -- results ------------------------------------------------------------------------
+    def root_visits(self, g: int) -> np.ndarray:
+        """N(root, a) for every action, ``float32[A]``."""
+        return self.tree.edge_n[g, ROOT].copy()
+
+    def root_value(self, g: int) -> float:
+        """Mean value of the root for its player to move."""
+        n = self.tree.node_n[g, ROOT]
+        return float(self.tree.node_w[g, ROOT] / n) if n > 0 else 0.0
+
+    def root_q(self, g: int) -> np.ndarray:
+        """Q(root, a) (0 where unvisited), ``float32[A]``."""
+        n = self.tree.edge_n[g, ROOT]
+        return np.where(n > 0, self.tree.edge_w[g, ROOT] / np.maximum(n, 1), 0.0).astype(np.float32)
+
+    def root_prior(self, g: int) -> np.ndarray:
+        return np.maximum(self.tree.prior[g, ROOT], 0.0)
+
+    def root_expanded(self, g: int) -> bool:
+        return bool(self.tree.status[g, ROOT] == EXPANDED)
+
+    def add_root_noise(self, g: int, rng: np.random.Generator, *, alpha: float, fraction: float) -> None:
+        """Mix Dirichlet(alpha) noise into the root's priors over its legal moves
+        (AlphaZero: P = (1 - fraction) P + fraction * eta)."""
+        prior = self.tree.prior[g, ROOT]
+        legal = prior != ILLEGAL
+        if not legal.any() or fraction <= 0:
+            return
+        eta = rng.dirichlet(np.full(int(legal.sum()), alpha))
+        prior[legal] = (1.0 - fraction) * prior[legal] + fraction * eta
+
+
+def search_bytes(game: Game, *, games: int, simulations: int, leaves_per_round: int = 8,
+                 keep_leaf_states: bool = False) -> int:
+    """The bytes ``Search(game, games=..., simulations=..., leaves_per_round=...,
+    keep_leaf_states=...)`` preallocates, counted without allocating anything, so that
+    a config can be refused before a worker runs out of memory. The sizes are Python
+    integers throughout: an absurd config gives a huge number, never an overflow.
+
+    The tree's four ``[G, M, A]`` arrays dominate, 16 bytes per edge with M = 2 *
+    simulations + 2 * leaves_per_round + 2: 64 games of 19x19 Go at 800 simulations
+    take 64 * 1618 * 362 * 16 bytes = 0.56 GiB.
+    """
+    g, m, a = games, max_nodes(simulations, leaves_per_round), game.num_actions
+    height, width = game.board_shape
+    cells = height * width
+    state = game.initial_state()
+    s = state.shape[0]
+    t = game.history_length
+    batch = games * leaves_per_round
+    # One row per array the constructor makes, in its order: (shape, dtype).
+    arrays: list[tuple[tuple[int, ...], DTypeLike]] = [
+        # the settings the kernels read
+        ((NUM_SETTINGS,), np.float64),
+        # the initial state, the tree (new_tree)
+        ((s,), state.dtype),
+        ((g, m, a), np.int32), ((g, m, a), np.float32), ((g, m, a), np.float32), ((g, m, a), np.float32),
+        ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.int32),
+        ((g, m), np.int32), ((g, m), np.int8), ((g, m), np.float32), ((g,), np.int32),
+        ((g, s), state.dtype), ((g, max(t - 1, 1), cells), np.int8), ((g,), np.int32),
+        # the scratch of one walk (new_scratch)
+        ((s,), state.dtype), ((captured_capacity(cells),), np.int32), ((t, cells), np.int8),
+        ((m,), np.int32), ((a,), np.bool_), ((m,), np.int32),
+        # the leaf batch and its bookkeeping
+        ((batch, *game.planes_shape), np.uint8), ((batch if keep_leaf_states else 1, s), np.int32),
+        ((batch,), np.int32), ((batch,), np.int32), ((2,), np.int64), ((g,), np.bool_), ((g,), np.float32),
+    ]
+    return sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in arrays)

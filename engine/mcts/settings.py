@@ -1,0 +1,66 @@
+"""The search's settings, by name, and the one place they become the compiled walk's
+parameters: a float64 array read through the named slots below. An array, not a
+NamedTuple of scalars, because the walk is called once per round and numba
+dispatches a call with the array in about a third of the time (1.2 us against 4,
+measured)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "SearchSettings",
+    "PUCT",
+    "UCT",
+    "LEAVES_PER_ROUND",
+    "FORMULA",
+    "KEEP_LEAF_STATES",
+    "C_PUCT",
+    "FPU_REDUCTION",
+    "VIRTUAL_LOSS",
+    "NUM_SETTINGS",
+]
+
+PUCT, UCT = 0, 1  # selection formulas: AlphaZero's, or plain UCT for rollout MCTS
+_FORMULAS = {"puct": PUCT, "uct": UCT}
+
+# The slots of SearchSettings.to_array().
+LEAVES_PER_ROUND, FORMULA, KEEP_LEAF_STATES, C_PUCT, FPU_REDUCTION, VIRTUAL_LOSS, NUM_SETTINGS = range(7)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a Search walks its trees (AlphaZero's and KataGo's defaults).
+
+    ``c_puct`` is PUCT's exploration constant (UCT's c with ``formula="uct"``);
+    ``fpu_reduction`` makes an unvisited move's Q the node's value minus this
+    (first-play urgency); each round walks up to ``leaves_per_round`` times per game,
+    each walk counting ``virtual_loss`` lost visits on its path until its leaf is
+    backed up; ``keep_leaf_states`` keeps the leaves' positions (rollout evaluators).
+    """
+
+    c_puct: float = 1.25
+    fpu_reduction: float = 0.25
+    leaves_per_round: int = 8
+    virtual_loss: float = 1.0
+    formula: str = "puct"
+    keep_leaf_states: bool = False
+
+    def __post_init__(self) -> None:
+        if self.leaves_per_round < 1:
+            raise ValueError(f"leaves_per_round must be at least 1, got {self.leaves_per_round}")
+        if self.formula not in _FORMULAS:
+            raise ValueError(f"formula must be 'puct' or 'uct', not {self.formula!r}")
+
+    def to_array(self) -> np.ndarray:
+        """``float64[NUM_SETTINGS]``, what the compiled walk reads."""
+        out = np.zeros(NUM_SETTINGS, dtype=np.float64)
+        out[LEAVES_PER_ROUND] = self.leaves_per_round
+        out[FORMULA] = _FORMULAS[self.formula]
+        out[KEEP_LEAF_STATES] = bool(self.keep_leaf_states)
+        out[C_PUCT] = self.c_puct
+        out[FPU_REDUCTION] = self.fpu_reduction
+        out[VIRTUAL_LOSS] = self.virtual_loss
+        return out
