@@ -8,10 +8,9 @@ run's keys hash to one slot and the registry's MULTI/EXEC also works on a cluste
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import Any
-
-import numpy as np
 
 __all__ = ["RunKeys", "version_id", "as_bytes"]
 
@@ -20,9 +19,13 @@ _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 
 def version_id(version: int) -> str:
     """A model generation as the zero-padded id used in keys, paths and labels: ``000042``."""
-    if isinstance(version, bool) or not isinstance(version, int | np.integer) or version < 0:
+    try:  # ints and numpy's integers; not bools, floats or strings
+        index = None if isinstance(version, bool) else operator.index(version)
+    except TypeError:
+        index = None
+    if index is None or index < 0:
         raise ValueError(f"a model version is a non-negative integer, got {version!r}")
-    return f"{int(version):06d}"
+    return f"{index:06d}"
 
 
 class RunKeys:

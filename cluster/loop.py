@@ -26,9 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tengen.cluster.config import TengenConfig
-from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.keys import version_id
 from tengen.cluster.registry import blob_sha256
+from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.engine.network import build_network, weights_from_bytes, weights_to_bytes, write_atomically
 
 __all__ = ["TrainingLoop", "TOTALS", "stop_on_sigterm"]

@@ -25,6 +25,8 @@ import re
 import secrets
 from pathlib import Path
 
+from tengen.cluster.keys import version_id
+
 __all__ = ["RunDir", "RunDirError", "RUN_FORMAT"]
 
 #: run.json's format version
@@ -91,7 +93,7 @@ class RunDir:
         return self.redis / "connection.json"
 
     def model(self, version: int) -> Path:
-        return self.models / f"{int(version):06d}.safetensors"
+        return self.models / f"{version_id(version)}.safetensors"
 
     # -- the run's identity -------------------------------------------------------------------
     def holds_run(self) -> bool:

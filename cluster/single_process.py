@@ -26,9 +26,10 @@ from pathlib import Path
 from tengen.cluster.actors import stream_maxlen
 from tengen.cluster.codec import encode_game, game_decoder
 from tengen.cluster.config import TengenConfig, load_config
+from tengen.cluster.keys import version_id
 from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
-from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.registry import LocalModelRegistry
+from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.stream import LocalSampleStream
 from tengen.engine.network import CompiledModel, build_network, load_weights_file
 from tengen.learner.learner import Learner
@@ -109,7 +110,7 @@ class SingleProcessRun:
                                      games=config.selfplay.games_in_flight, model_version=best)
         self._last_report = time.monotonic()
         if resume:
-            self.log(f"resumed at step {self.learner.trainer.step}, best {self.loop.best_version:06d}")
+            self.log(f"resumed at step {self.learner.trainer.step}, best {version_id(self.loop.best_version)}")
 
     # -- what the rest of the program reads ----------------------------------------------
     @property
