@@ -29,6 +29,7 @@ from tengen.cluster.config import TengenConfig
 from tengen.cluster.keys import version_id
 from tengen.cluster.registry import blob_sha256
 from tengen.cluster.run_dir import RunDir, RunDirError
+from tengen.engine.interfaces import ModelRegistryLike
 from tengen.engine.network import build_network, weights_from_bytes, weights_to_bytes, write_atomically
 
 __all__ = ["TrainingLoop", "TOTALS", "stop_on_sigterm"]
@@ -41,7 +42,7 @@ class TrainingLoop:
     """The loop's state and decisions. ``registry`` is the run's model registry (Redis
     or in-process); ``metrics`` records Prometheus metrics inside Ray (None: none)."""
 
-    def __init__(self, config: TengenConfig, files: RunDir, registry: Any, *, log: Callable[[str], None],
+    def __init__(self, config: TengenConfig, files: RunDir, registry: ModelRegistryLike, *, log: Callable[[str], None],
                  metrics: Any = None, minutes: float | None = None):
         self.config = config
         self.files = files

@@ -97,9 +97,10 @@ def _promoted_already(version: int, best: int | None, last_entry: bytes | str | 
     return best == int(version) and last_entry is not None and json.loads(last_entry)["version"] == int(version)
 
 
-def _ladder_entry(version: int, sha256: str, elo: float | None, result: dict) -> dict:
+def _ladder_entry(version: int, sha256: str, elo: float | None, result: dict, at: float | None) -> dict:
     return {"version": int(version), "id": version_id(version), "sha256": sha256,
-            "elo": None if elo is None else float(elo), "result": result, "time": time.time()}
+            "elo": None if elo is None else float(elo), "result": result,
+            "time": time.time() if at is None else float(at)}
 
 
 def _notification(version: int, sha256: str) -> str:
@@ -174,11 +175,11 @@ class ModelRegistry(ModelRegistryLike):
             raise _not_held(version)
         return sha256.decode()
 
-    def promote(self, version: int, *, elo: float | None, result: dict) -> None:
+    def promote(self, version: int, *, elo: float | None, result: dict, at: float | None = None) -> None:
         """Make ``version`` the best, append it to the Elo ladder and notify the
         subscribers, all in one MULTI/EXEC."""
         sha256 = self.sha256(version)
-        entry = dumps(_ladder_entry(version, sha256, elo, result))
+        entry = dumps(_ladder_entry(version, sha256, elo, result, at))
 
         def promote_once(client: redis.Redis) -> None:
             best: Any = client.get(self.keys.best)
@@ -288,9 +289,9 @@ class LocalModelRegistry(ModelRegistryLike):
             raise _not_held(version)
         return str(model["sha256"])
 
-    def promote(self, version: int, *, elo: float | None, result: dict) -> None:
+    def promote(self, version: int, *, elo: float | None, result: dict, at: float | None = None) -> None:
         sha256 = self.sha256(version)
-        entry, note = dumps(_ladder_entry(version, sha256, elo, result)), _notification(version, sha256)
+        entry, note = dumps(_ladder_entry(version, sha256, elo, result, at)), _notification(version, sha256)
         with self._lock:
             if _promoted_already(version, self._best, self._ladder[-1] if self._ladder else None):
                 return  # as idempotent as the Redis registry

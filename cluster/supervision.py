@@ -14,6 +14,7 @@ The driver keeps no per-part state of its own beyond this: ``report()`` is what
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,11 +31,19 @@ class CrashLoop(RuntimeError):
 
 
 def describe_error(error: BaseException) -> str:
-    """One line for ``error``: its type and the first line of its message (a Ray task
-    error's first line names the remote exception)."""
+    """One line for ``error``: its type and what went wrong. A Ray task error's first
+    line names the remote exception; an actor whose constructor raised carries only
+    the remote traceback in its text, whose last ``Name: message`` line is the one that
+    says why (e.g. a path that cannot be written), so that line is the one kept."""
     cause = root_cause(error)
-    text = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {text[0] if text else ''}"[:_ERROR_CHARS]
+    lines = [_ANSI.sub("", line).rstrip() for line in str(cause).strip().splitlines()]
+    raised = [line for line in lines[1:] if _RAISED.match(line)]
+    text = raised[-1] if raised else (lines[0] if lines else "")
+    return f"{type(cause).__name__}: {text}"[:_ERROR_CHARS]
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
 
 def root_cause(error: BaseException) -> BaseException:

@@ -102,8 +102,9 @@ class ModelRegistryLike(WeightSource, CandidateSink, Protocol):
     """The run's model registry: candidates, the best version, the Elo ladder, and
     promotions with a notification to subscribers."""
 
-    def promote(self, version: int, *, elo: float | None, result: dict) -> None:
-        """Make ``version`` the best and append it to the ladder, once (a repeat is a no-op)."""
+    def promote(self, version: int, *, elo: float | None, result: dict, at: float | None = None) -> None:
+        """Make ``version`` the best and append it to the ladder, once (a repeat is a no-op);
+        ``at`` is the promotion's time when a ladder is rebuilt (default now)."""
         ...
 
     def ladder(self) -> list[dict]: ...

@@ -10,7 +10,9 @@ share one run and go in order, each injecting its own fault.
 
 from __future__ import annotations
 
+import json
 import signal
+from pathlib import Path
 
 import chaos_harness as chaos
 import pytest
@@ -88,6 +90,17 @@ def main_job(tmp_path_factory):
         yield run
     finally:
         run.stop(signal.SIGKILL)
+
+
+def test_the_password_reaches_no_actor_through_its_environment(main_job):
+    # The embedded Redis's password goes to the actors through Ray's object store: not
+    # runtime_env (which Ray's dashboard shows), nor any process's environment.
+    password = json.loads(RunDir(main_job.run_dir).connection.read_text())["password"]
+    actors = {pid: title for pid, title in chaos.descendants(main_job.pid).items() if title.startswith("ray::")}
+    assert any(title.startswith("ray::SelfPlayActor") for title in actors.values()), actors
+    for pid in actors:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        assert password.encode() not in environ and b"TENGEN_REDIS_PASSWORD=" not in environ, actors[pid]
 
 
 def test_a_killed_embedded_redis_is_restarted_by_its_driver(main_job):

@@ -4,6 +4,7 @@ game codec, the sample stream and the model registry (and their in-process twins
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
 import re
 import socket
@@ -150,6 +151,14 @@ def test_a_driver_killed_with_sigkill_takes_its_server_along(tmp_path):
     # ... and the next owner of the directory starts cleanly on the same AOF.
     with EmbeddedRedis(data_dir=tmp_path) as again:
         assert again.client().ping() and again.stopped_orphan is None
+
+
+def test_the_server_runs_in_its_own_session(tmp_path):
+    # A Ctrl-C at the terminal goes to the driver's process group, not to Redis: the
+    # driver's final checkpoint and save still need it.
+    with EmbeddedRedis(data_dir=tmp_path) as server:
+        assert os.getsid(server.pid) == server.pid != os.getsid(0)
+        assert os.getpgid(server.pid) != os.getpgid(0)
 
 
 def test_one_server_per_directory(tmp_path):

@@ -1,0 +1,76 @@
+"""What the driver does with a part that fails: a growing pause before each new one,
+each error logged in full once, and a stop with the error when the same part keeps
+failing; then the same on a real run whose learner cannot start."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tengen.cluster.config import parse_config
+from tengen.cluster.driver import ClusterRun
+from tengen.cluster.supervision import CrashLoop, Supervisor, describe_error
+
+
+def test_pauses_grow_and_a_crash_loop_stops_with_the_error():
+    lines: list[str] = []
+    supervisor = Supervisor(failures=4, window_s=60, log=lines.append)
+    error = RuntimeError("storage is read-only\nTraceback (most recent call last): ...")
+    # The first replacement at once, then 2 s, 4 s: bounded backoff.
+    assert [supervisor.failed("learner", error) for _ in range(3)] == [0.0, 2.0, 4.0]
+    with pytest.raises(CrashLoop, match="learner failed 4 times in a row within 60 s each.*storage is read-only"):
+        supervisor.failed("learner", error)
+    # The whole error (a Ray task error carries the remote traceback) once, then one line.
+    assert "Traceback" in lines[0] and all("Traceback" not in line for line in lines[1:])
+    assert lines[1] == "learner failed again: RuntimeError: storage is read-only"
+    assert supervisor.report()["learner"]["last_error"] == "RuntimeError: storage is read-only"
+
+
+def test_a_success_or_a_quiet_spell_resets_the_count():
+    supervisor = Supervisor(failures=2, window_s=0.2, log=lambda line: None)
+    supervisor.failed("worker w001", ValueError("x"))
+    supervisor.succeeded("worker w001")
+    supervisor.failed("worker w001", ValueError("x"))  # not two in a row: a success came between
+    time.sleep(0.3)
+    supervisor.failed("worker w001", ValueError("x"))  # nor this: the last was long ago
+    report = supervisor.report()["worker w001"]
+    assert report["restarts"] == 3 and report["failures_in_a_row"] == 1
+
+
+def test_parts_are_counted_apart():
+    supervisor = Supervisor(failures=2, window_s=60, log=lambda line: None)
+    supervisor.failed("worker w000", ValueError("x"))
+    supervisor.failed("worker w001", ValueError("x"))
+    supervisor.failed("gatekeeper", ValueError("x"))
+    with pytest.raises(CrashLoop, match="worker w000"):
+        supervisor.failed("worker w000", ValueError("x"))
+
+
+def test_an_error_is_described_by_its_root_cause():
+    class Wrapper(Exception):
+        def __init__(self, cause):
+            super().__init__("ray task failed")
+            self.cause = cause
+
+    assert describe_error(Wrapper(OSError("disk full"))) == "OSError: disk full"
+
+
+def test_a_run_whose_learner_cannot_start_stops_with_the_reason(tmp_path):
+    """A config that cannot work (checkpoints to a place that cannot be written):
+    the learner fails, is replaced, fails again, and the run stops saying why."""
+    config = parse_config({
+        "game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8},
+        "mcts": {"simulations": 8, "leaves_per_round": 4},
+        "train": {"batch_size": 32, "min_positions": 64, "candidate_every": 25, "replay_window": 5000},
+        "cluster": {"workers": 1, "games_per_worker": 8, "crash_loop_failures": 3},
+        "storage": "/proc/tengen-cannot-write-here",
+        "stop": {"minutes": 3},
+    })
+    lines: list[str] = []
+    summary = ClusterRun(config, tmp_path / "run", log=lines.append).run()
+    log = "\n".join(lines)
+    assert summary["error"] and "learner failed 3 times in a row" in summary["error"], log
+    assert "tengen-cannot-write-here" in summary["error"], summary["error"]
+    assert summary["minutes"] < 2.5, "stopped by the crash loop, not by the time limit"
+    assert log.count("learner lost") + log.count("learner failed") >= 3
