@@ -225,7 +225,7 @@ def _run_train(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from tengen.cluster.config import ConfigError, load_config, parse_config
+    from tengen.cluster.config import ConfigError, load_config
     from tengen.cluster.run_control import RunDirError, check_run_dir
 
     if args.resume_if_exists:
@@ -243,12 +243,18 @@ def _run_train(args: argparse.Namespace) -> int:
             check_run_dir(Path(args.run_dir), resume=args.resume)
         config = load_config(args.config or Path(args.run_dir) / "config.yaml")
         saved = load_config(Path(args.run_dir) / "config.yaml") if args.resume else config
-        if args.metrics_port is not None:
-            # Through the schema, so the flag meets the same checks as the config key.
-            data = config.model_dump(mode="json")
-            data["ray"] = {**data["ray"], "metrics_export_port": args.metrics_port,
-                           "address": args.address or data["ray"]["address"]}
-            config = parse_config(data, "--metrics-port")
+        if args.minutes is not None and args.minutes <= 0:
+            return _fail("train", "--minutes must be positive")
+        if args.workers is not None and args.workers < 1:
+            return _fail("train", "--workers must be at least 1")
+        if args.redis and "@" in args.redis.split("//", 1)[-1]:
+            return _fail("train", "put the Redis password in TENGEN_REDIS_PASSWORD, not in --redis")
+        # The flags are the config's keys: through the schema, so they meet its checks,
+        # and into the run directory's config.yaml, so --resume runs on the same.
+        changes: dict[str, object] = {"stop.minutes": args.minutes, "ray.metrics_export_port": args.metrics_port}
+        if not args.single_process:
+            changes.update({"ray.address": args.address, "redis.url": args.redis, "cluster.workers": args.workers})
+        config = config.with_changes(changes)
     except (ConfigError, RunDirError) as e:
         return _fail("train", e)
     if args.resume:
@@ -257,12 +263,6 @@ def _run_train(args: argparse.Namespace) -> int:
         if (saved.game, saved.network) != (config.game, config.network):
             return _fail("train", f"{args.config} has another game or network than the run in {args.run_dir}; "
                          "resume with the run's own config (leave the config out)")
-    if args.minutes is not None and args.minutes <= 0:
-        return _fail("train", "--minutes must be positive")
-    if args.workers is not None and args.workers < 1:
-        return _fail("train", "--workers must be at least 1")
-    if args.redis and "@" in args.redis.split("//", 1)[-1]:
-        return _fail("train", "put the Redis password in TENGEN_REDIS_PASSWORD, not in --redis")
     run_dir = args.run_dir or f"runs/{config.game.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     # Said before anything slow (TensorFlow, Ray, the kernels' compilation) starts.
     print(_train_headline(config, args, run_dir), flush=True)
@@ -272,7 +272,7 @@ def _run_train(args: argparse.Namespace) -> int:
         from tengen.cluster.single_process import SingleProcessRun
 
         try:
-            run = SingleProcessRun(config, run_dir, minutes=args.minutes, resume=args.resume)
+            run = SingleProcessRun(config, run_dir, resume=args.resume)
         except (FileNotFoundError, RunDirError) as e:
             return _fail("train", e)
         run.run()  # Ctrl-C and SIGTERM stop it cleanly, with a checkpoint
@@ -280,8 +280,7 @@ def _run_train(args: argparse.Namespace) -> int:
     from tengen.cluster.driver import ClusterRun
 
     try:
-        summary = ClusterRun(config, run_dir, address=args.address, redis_url=args.redis, minutes=args.minutes,
-                             workers=args.workers, resume=args.resume).run()
+        summary = ClusterRun(config, run_dir, resume=args.resume).run()
     except RunDirError as e:  # a Redis that holds this run id already
         return _fail("train", e)
     if summary.get("error"):
@@ -315,16 +314,15 @@ def _train_headline(config: TengenConfig, args: argparse.Namespace, run_dir: str
     if args.single_process:
         where = "in this process (no Ray, no Redis)"
     else:
-        address = args.address or config.ray.address
-        redis_url = args.redis or config.redis.url
+        address, redis_url = config.ray.address, config.redis.url
         where = (f"on the Ray cluster at {address}" if address else "on a local Ray") + (
             f" with the Redis at {redis_url}" if redis_url else " with an embedded Redis")
     gpus = _local_gpus()
-    if not args.single_process and (args.address or config.ray.address):
+    if not args.single_process and config.ray.address:
         devices = "the cluster's CPUs and GPUs"
     else:
         devices = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else "CPU"
-    minutes = args.minutes if args.minutes is not None else config.stop.minutes
+    minutes = config.stop.minutes
     limits = [f"{minutes:g} minutes" if minutes is not None else "",
               f"{config.stop.steps} steps" if config.stop.steps else "",
               f"{config.stop.promotions} promotions" if config.stop.promotions else ""]
@@ -532,7 +530,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_ray_logs()
         if args.command in _LOADS_A_MODEL:
             _start_tensorflow_quietly()
-    return int(args.handler(args))
+    try:
+        return int(args.handler(args))
+    except BrokenPipeError:
+        # `tengen config show go9 | head`: the reader left, which is not an error of ours.
+        # SIGPIPE stays ignored (Python's default), so a lost Redis or Ray socket is an
+        # exception to handle, not a silent death; stdout goes to /dev/null so the flush
+        # at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # what a shell reports for a command ended by SIGPIPE
 
 
 if __name__ == "__main__":

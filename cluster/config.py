@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -430,6 +431,20 @@ class TengenConfig(_Strict):
         g = self.gating
         return {"kind": g.rule, "elo0": g.elo0, "elo1": g.elo1, "alpha": g.alpha, "beta": g.beta,
                 "max_games": g.max_games, "threshold": g.threshold, "games": g.games}
+
+    def with_changes(self, changes: Mapping[str, object], source: str = "the command line") -> TengenConfig:
+        """This config with ``changes`` (dotted keys: ``{"stop.minutes": 5}``) made through
+        the schema, so an override meets the same checks as the key in a file and the
+        run directory's config.yaml says what the run used. A None value changes nothing."""
+        data = self.model_dump(mode="json")
+        for key, value in changes.items():
+            if value is None:
+                continue
+            section, _, name = key.partition(".")
+            if section not in data or not isinstance(data[section], dict) or name not in data[section]:
+                raise ConfigError(f"{source}: {key} is not a config key")
+            data[section][name] = value
+        return parse_config(data, source)
 
     def to_yaml(self) -> str:
         """The config as written into a run directory (every default spelled out)."""

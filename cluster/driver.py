@@ -70,14 +70,16 @@ class ClusterRun:
     def __init__(self, config: TengenConfig, run_dir: str | Path, *, address: str | None = None,
                  redis_url: str | None = None, minutes: float | None = None, workers: int | None = None,
                  resume: bool = False, log: Callable[[str], None] = print):
-        self.config = config
+        # The arguments are overrides of the config's keys: folded in, so that the run
+        # directory's config.yaml is what the run used (and --resume uses it again).
+        config = self.config = config.with_changes({"ray.address": address, "redis.url": redis_url,
+                                                    "stop.minutes": minutes, "cluster.workers": workers})
         self.run_dir = Path(run_dir)
         self.files = RunDir(self.run_dir)
         self.run_id = ""  # from run.json, once run() has made or read it
-        self.address = address or config.ray.address
-        self.redis_url = redis_url or config.redis.url
-        self.minutes = minutes
-        self.requested_workers = workers or config.cluster.workers
+        self.address = config.ray.address
+        self.redis_url = config.redis.url
+        self.requested_workers = config.cluster.workers
         self.resume = resume
         self._print = log
         self.game = config.game.make()
@@ -212,7 +214,7 @@ class ClusterRun:
         stream = SampleStream(client, self.run_id, maxlen=stream_maxlen(cfg))
         status = StatusBoard(client, self.run_id)
         metrics = RunMetrics(self.run_id)
-        loop = self.loop = TrainingLoop(cfg, self.files, registry, log=self.log, metrics=metrics, minutes=self.minutes)
+        loop = self.loop = TrainingLoop(cfg, self.files, registry, log=self.log, metrics=metrics)
         best = loop.begin(resume=self.resume)
         blob, _ = registry.fetch(best)
         self._config_dict = cfg.model_dump(mode="json")

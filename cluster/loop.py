@@ -43,13 +43,13 @@ class TrainingLoop:
     or in-process); ``metrics`` records Prometheus metrics inside Ray (None: none)."""
 
     def __init__(self, config: TengenConfig, files: RunDir, registry: ModelRegistryLike, *, log: Callable[[str], None],
-                 metrics: Any = None, minutes: float | None = None):
+                 metrics: Any = None):
         self.config = config
         self.files = files
         self.registry = registry
         self.log = log
         self.metrics = metrics
-        self.minutes = minutes if minutes is not None else config.stop.minutes
+        self.minutes = config.stop.minutes
         self.game = config.game.make()
         self.best_version = 0
         self.promotions = 0

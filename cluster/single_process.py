@@ -75,7 +75,7 @@ class SingleProcessRun:
 
     def __init__(self, config: TengenConfig, run_dir: str | Path, *, minutes: float | None = None,
                  resume: bool = False, log: Callable[[str], None] = print):
-        self.config = config
+        config = self.config = config.with_changes({"stop.minutes": minutes})  # into config.yaml too
         self.files = RunDir(run_dir)
         self.run_dir = self.files.path
         if resume and (self.run_dir / OLD_CHECKPOINT).exists() and not self.files.identity.exists():
@@ -91,7 +91,7 @@ class SingleProcessRun:
         self.game = config.game.make()
         self.registry = LocalModelRegistry(self.run_id)
         self.stream = LocalSampleStream(self.run_id, maxlen=stream_maxlen(config))
-        self.loop = TrainingLoop(config, self.files, self.registry, log=self.log, minutes=minutes)
+        self.loop = TrainingLoop(config, self.files, self.registry, log=self.log)
         best = self.loop.begin(resume=resume)
         self.best = build_model(config)
         self.best_eval = CompiledModel(self.best)

@@ -154,9 +154,20 @@ def test_train_says_first_what_it_does_and_keeps_the_terminal_quiet(tmp_path):
     assert first == (f"tengen train: tictactoe in this process (no Ray, no Redis), CPU, into {tmp_path / 'run'} "
                      "(0.2 minutes or 10000 steps); the first games wait for the search kernels to compile"), first
     assert done.stderr == "", done.stderr
+    # The flag is the config's stop.minutes, and the run directory says so.
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["stop"]["minutes"] == 0.2
     done = tengen("config", "show", "go9")
     assert done.returncode == 0 and "game:" in done.stdout
     assert done.stderr == "", done.stderr
+
+
+def test_a_reader_that_leaves_early_is_no_error():
+    """``tengen config show go9 | head -1``: the pipe closes before tengen writes."""
+    shown = subprocess.Popen([sys.executable, "-m", "tengen.cluster.cli", "config", "show", "go9"], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    shown.stdout.close()
+    _, stderr = shown.communicate(timeout=120)
+    assert shown.returncode == 141 and stderr == b"", stderr.decode()
 
 
 def test_verbose_lets_tensorflow_start_up_through(tmp_path):

@@ -136,6 +136,17 @@ def test_absurd_values_name_the_field(data, field):
         parse_config(data, "test.yaml")
 
 
+def test_command_line_overrides_go_through_the_schema():
+    config = parse_config(ttt())
+    changed = config.with_changes({"stop.minutes": 5, "cluster.workers": 3, "redis.url": None})
+    assert (changed.stop.minutes, changed.cluster.workers, changed.redis.url) == (5, 3, None)
+    assert config.stop.minutes is None  # frozen: a new config, the old one as it was
+    with pytest.raises(ConfigError, match="the command line: stop.minutes: Input should be greater than 0"):
+        config.with_changes({"stop.minutes": -1})
+    with pytest.raises(ConfigError, match="stop.hours is not a config key"):
+        config.with_changes({"stop.hours": 1})
+
+
 def test_a_sane_schedule_and_bounds_still_parse():
     config = parse_config(ttt(train={"learning_rate": [[0, 0.2], [1000, 0.02]]}, gating={"elo0": -10, "elo1": 10},
                               selfplay={"full_search_fraction": 0.5, "cheap_simulations": 64},
