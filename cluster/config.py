@@ -223,6 +223,10 @@ class GatingConfig(_Strict):
     alpha: float = Field(default=0.05, gt=0, lt=0.5)
     beta: float = Field(default=0.05, gt=0, lt=0.5)
     max_games: int = Field(default=400, ge=1)
+    #: an SPRT at max_games undecided: promote on the LLR's sign (``llr``), on a score
+    #: above cap_threshold (``score``), or keep the best (``reject``); engine/gating.py
+    at_cap: Literal["reject", "llr", "score"] = "llr"
+    cap_threshold: float = Field(default=0.55, gt=0, lt=1)
     threshold: float = Field(default=0.55, gt=0, lt=1)
     games: int = Field(default=400, ge=1)
     simulations: int | None = Field(default=None, ge=1)
@@ -430,7 +434,8 @@ class TengenConfig(_Strict):
     def gating_rule_kwargs(self) -> dict:
         g = self.gating
         return {"kind": g.rule, "elo0": g.elo0, "elo1": g.elo1, "alpha": g.alpha, "beta": g.beta,
-                "max_games": g.max_games, "threshold": g.threshold, "games": g.games}
+                "max_games": g.max_games, "threshold": g.threshold, "games": g.games,
+                "at_cap": g.at_cap, "cap_threshold": g.cap_threshold}
 
     def with_changes(self, changes: Mapping[str, object], source: str = "the command line") -> TengenConfig:
         """This config with ``changes`` (dotted keys: ``{"stop.minutes": 5}``) made through

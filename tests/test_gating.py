@@ -112,11 +112,33 @@ def test_sprt_rule_decisions_by_hand():
     # 20/20/60: 0.050199 * (0.6 - 1.050199) * 100 / 0.32 = -7.062 <= -2.944
     assert rule.decide(20, 20, 60) == "reject"
     # 200/0/200 (score 0.5, var 0.25): 0.050199 * (1 - 1.050199) * 400 / 0.5 = -2.016, no verdict,
-    # but 400 games is the cap: a truncated test keeps the current best.
+    # but 400 games is the cap, where the LLR below zero rejects.
     assert rule.llr(200, 0, 200) == pytest.approx(-2.016, abs=1e-3)
     assert rule.decide(200, 0, 200) == Decision.REJECT
     assert rule.decide(199, 0, 199) == Decision.CONTINUE
     assert GatingRule("sprt", max_games=10).decide(5, 0, 5) == Decision.REJECT
+
+
+def test_an_sprt_at_its_cap_is_decided_by_the_fallback():
+    # 37-7-16 in 60 games (the run that issue 12 describes): score 40.5/60 = 0.675, var
+    # (37 * 0.325**2 + 7 * 0.175**2 + 16 * 0.675**2) / 60 = 0.19021, LLR
+    # 0.050199 * (1.35 - 1.050199) * 60 / 0.38042 = 2.374: short of 2.944, no verdict.
+    assert GatingRule("sprt", max_games=60).llr(37, 7, 16) == pytest.approx(2.374, abs=1e-3)
+    assert GatingRule("sprt", max_games=60, at_cap="reject").decide(37, 7, 16) == Decision.REJECT
+    assert GatingRule("sprt", max_games=60, at_cap="llr").decide(37, 7, 16) == Decision.PROMOTE
+    assert GatingRule("sprt", max_games=60, at_cap="score").decide(37, 7, 16) == Decision.PROMOTE  # 0.675 > 0.55
+    # 30-4-26: score 32/60 = 0.5333, var 0.23222, LLR 0.050199 * (1.06667 - 1.050199) * 60 / 0.46444 = 0.107,
+    # above 0: the LLR's sign promotes it, while AlphaGo Zero's 55% does not.
+    assert GatingRule("sprt", max_games=60).llr(30, 4, 26) == pytest.approx(0.107, abs=1e-3)
+    assert GatingRule("sprt", max_games=60, at_cap="llr").decide(30, 4, 26) == Decision.PROMOTE
+    assert GatingRule("sprt", max_games=60, at_cap="score").decide(30, 4, 26) == Decision.REJECT
+    assert GatingRule("sprt", max_games=60, at_cap="score", cap_threshold=0.5).decide(30, 4, 26) == "promote"
+    # Before the cap the test goes on; a verdict of the test itself stays the test's.
+    assert GatingRule("sprt", max_games=60, at_cap="llr").decide(30, 4, 25) == Decision.CONTINUE
+    assert GatingRule("sprt", max_games=60, at_cap="llr").decided_by(30, 4, 26) == "cap:llr"
+    assert GatingRule("sprt", max_games=100, at_cap="llr").decided_by(60, 20, 20) == "sprt"
+    with pytest.raises(ValueError, match="at_cap"):
+        GatingRule("sprt", at_cap="coin")  # type: ignore[arg-type]
 
 
 def test_threshold_rule_classic_tutorial_by_hand():
@@ -202,9 +224,23 @@ def test_sprt_simulation_decides_right(true_elo, expected, at_least):
 def test_sprt_simulation_false_promotions_are_rare():
     # At elo0 (equal strength) promotions should be about alpha = 5% of the runs.
     rng = np.random.default_rng(7)
-    rule = GatingRule("sprt")
+    rule = GatingRule("sprt", at_cap="reject")  # the test itself, not its fallback at the cap
     promotions = sum(_run_sprt(rule, 0.0, rng)[0] == Decision.PROMOTE for _ in range(50))
     assert promotions <= 5
+
+
+def test_what_the_fallback_at_a_60_game_cap_buys_and_costs():
+    """At 60 games the SPRT rarely decides a +100 candidate, so rejecting at the cap
+    throws most good candidates away; the LLR's sign keeps them, at the price of
+    promoting an equal one about a third of the time and a weaker one seldom."""
+    def promoted(at_cap: str, elo: float, seed: int) -> float:
+        rng, rule = np.random.default_rng(seed), GatingRule("sprt", max_games=60, at_cap=at_cap)  # type: ignore[arg-type]
+        return float(np.mean([_run_sprt(rule, elo, rng)[0] == Decision.PROMOTE for _ in range(200)]))
+
+    assert promoted("reject", 100.0, 1) < 0.5  # about 0.32
+    assert promoted("llr", 100.0, 1) > 0.9  # about 0.97
+    assert 0.2 < promoted("llr", 0.0, 2) < 0.5  # about 0.35
+    assert promoted("llr", -35.0, 3) < 0.2  # about 0.1
 
 
 def test_elo_interval_covers_the_truth_in_simulation():

@@ -53,6 +53,7 @@ class Gatekeeper:
             "wins": result.wins, "draws": result.draws, "losses": result.losses,
             "elo": result.elo.elo, "elo_low": result.elo.low, "elo_high": result.elo.high,
             "llr": self.rule.llr(result.wins, result.draws, result.losses) if self.rule.kind == "sprt" else None,
+            "by": self.rule.decided_by(result.wins, result.draws, result.losses),
         }
         if result.decision == Decision.PROMOTE:
             ladder = self.registry.ladder()
