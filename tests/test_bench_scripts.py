@@ -1,0 +1,40 @@
+"""The benchmarks are programs people run by hand, rarely: each must at least import
+against today's package (a renamed function once broke one unnoticed), and the CPU
+sampler that bench/learn_connect4.py reports with must see a real process's time."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+from cpu_by_part import CpuByPart, part_of  # noqa: E402
+
+
+def test_every_bench_script_imports():
+    names = sorted(path.stem for path in BENCH.glob("*.py"))
+    assert "learn_connect4" in names and "chaos" in names
+    done = subprocess.run([sys.executable, "-c", f"import {', '.join(names)}"], cwd=BENCH,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_parts_are_known_by_their_ray_names():
+    assert part_of("ray::SelfPlayActor.run_for") == "self-play"
+    assert part_of("ray::InferenceServer.evaluate") == "inference"
+    assert part_of("/usr/lib/redis-server 127.0.0.1:6379") == "redis"
+    assert part_of("/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet --node") == \
+        "ray (raylet, gcs, dashboard, logs)"
+    assert part_of("python -m tengen.cluster.cli train connect4") is None  # the driver, by its pid
+
+
+def test_the_sampler_counts_a_busy_child_as_the_driver():
+    busy = "import time\nend = time.process_time() + 1.5\nwhile time.process_time() < end: pass\n"
+    with subprocess.Popen([sys.executable, "-c", busy]) as child:
+        sampler = CpuByPart(child.pid, every_s=0.2).start()
+        child.wait(timeout=60)
+        time.sleep(0.3)
+    seconds = sampler.stop()
+    assert 1.0 <= seconds.get("driver", 0.0) <= 2.5, seconds
