@@ -40,11 +40,12 @@ os.environ.update(TF_ENV)
 import numpy as np  # noqa: E402
 import ray  # noqa: E402
 
-from tengen.engine.network import CompiledModel, build_network  # noqa: E402
+from tengen.engine.network import CompiledModel  # noqa: E402
+from tengen.engine.network_spec import NetworkSpec  # noqa: E402
 from tengen.workers.inference_server import InferenceServer  # noqa: E402
 
-CPU_NET = {"input_shape": (6, 7, 3), "num_actions": 7, "blocks": 5, "filters": 64, "l2": 1e-4, "value_hidden": 64}
-GPU_NET = {"input_shape": (9, 9, 17), "num_actions": 82, "blocks": 10, "filters": 128, "l2": 1e-4, "value_hidden": 128}
+CPU_NET = NetworkSpec(input_shape=(6, 7, 3), num_actions=7, blocks=5, filters=64, l2=1e-4, value_hidden=64)
+GPU_NET = NetworkSpec(input_shape=(9, 9, 17), num_actions=82, blocks=10, filters=128, l2=1e-4, value_hidden=128)
 
 
 class Client:
@@ -69,9 +70,9 @@ class Client:
         return done
 
 
-def random_planes(net: dict, batch: int, seed: int) -> np.ndarray:
+def random_planes(net: NetworkSpec, batch: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    return rng.integers(0, 2, size=(batch, *net["input_shape"]), dtype=np.uint8)
+    return rng.integers(0, 2, size=(batch, *net.input_shape), dtype=np.uint8)
 
 
 def raw_rate(model: CompiledModel, planes: np.ndarray, seconds: float) -> float:
@@ -98,7 +99,7 @@ def server_rate(server, clients: list, seconds: float) -> tuple[float, float, di
 
 def compare(
     *,
-    net: dict,
+    net: NetworkSpec,
     clients: int,
     request: int,
     max_batch: int,
@@ -109,11 +110,11 @@ def compare(
 ) -> float:
     merged = clients * request
     print(
-        f"-- net {net['blocks']}x{net['filters']} {net['input_shape']}, {clients} clients x {request} rows "
+        f"-- net {net.blocks}x{net.filters} {net.input_shape}, {clients} clients x {request} rows "
         f"(merged {merged}), max_batch {max_batch}, mixed_precision {mixed_precision}, threads {THREADS}",
         flush=True,
     )
-    raw = CompiledModel(build_network(**net, mixed_precision=mixed_precision))
+    raw = CompiledModel(net.build(mixed_precision=mixed_precision))
     raw_planes = random_planes(net, merged, seed=1)
     raw(raw_planes)  # trace outside the timing
     raw_rate(raw, raw_planes, warmup)

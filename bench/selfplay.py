@@ -30,12 +30,12 @@ import numpy as np
 
 from tengen.cluster.config import load_config
 from tengen.cluster.driver import ClusterRun
-from tengen.engine.network import CompiledModel, build_network
+from tengen.engine.network import CompiledModel
 
 
 def raw_evaluations_per_s(config, seconds: float = 10.0) -> float:
     game = config.game.make()
-    model = CompiledModel(build_network(**config.network_kwargs()))
+    model = CompiledModel(config.network_spec().build())
     planes = np.random.default_rng(0).integers(0, 2, size=(128, *game.planes_shape), dtype=np.uint8)
     model(planes)
     calls, start = 0, time.perf_counter()
@@ -49,7 +49,7 @@ def batch1_loop_evaluations_per_s(config, seconds: float = 30.0) -> float:
     """The classic tutorial's loop: a recursive PUCT search calling the model on one
     position at a time (a tf.function call, not predict), self-play move by move."""
     game = config.game.make()
-    model = CompiledModel(build_network(**config.network_kwargs()), buckets=(1,))
+    model = CompiledModel(config.network_spec().build(), buckets=(1,))
     simulations, c_puct = config.mcts.simulations, config.mcts.c_puct
     rng = np.random.default_rng(0)
 

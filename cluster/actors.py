@@ -153,9 +153,8 @@ class LearnerActor:
         self.registry = ModelRegistry(client, run_id)
         self.metrics = RunMetrics(run_id)
         self.learner = Learner(
-            game=self.config.game.make(), network=self.config.network_kwargs(), source=self.stream,
-            registry=self.registry, decode=_decoder(self.config), storage=storage, seed=seed,
-            **self.config.learner_kwargs(),
+            game=self.config.game.make(), network=self.config.network_spec(), options=self.config.learner_options(),
+            source=self.stream, registry=self.registry, decode=_decoder(self.config), storage=storage, seed=seed,
         )
         self._steps = self.learner.trainer.step
         self._read = self.learner.positions_read
@@ -199,7 +198,7 @@ class GatekeeperActor:
         self.config = parse_config(config)
         self.registry = ModelRegistry(redis_for(self.config, redis_url, password, component="gatekeeper"), run_id)
         self.metrics = RunMetrics(run_id)
-        self.gatekeeper = Gatekeeper(game=self.config.game.make(), network=self.config.network_kwargs(),
+        self.gatekeeper = Gatekeeper(game=self.config.game.make(), network=self.config.network_spec(),
                                      registry=self.registry, seed=seed, **self.config.gatekeeper_kwargs())
 
     def gate(self, candidate: int, best: int) -> dict:

@@ -28,8 +28,10 @@ from pydantic import (
 )
 
 from tengen.engine.games import Game, GoGame, make_game
-from tengen.engine.gating import MAX_ELO
+from tengen.engine.gating import MAX_ELO, GatingRule
 from tengen.engine.mcts import search_bytes
+from tengen.engine.network_spec import NetworkSpec
+from tengen.learner.options import LearnerOptions
 from tengen.learner.storage import check_storage_url
 
 __all__ = [
@@ -394,10 +396,12 @@ class TengenConfig(_Strict):
         return storage
 
     # -- the config as keyword arguments of the library (one mapping for both drivers)
-    def network_kwargs(self) -> dict:
+    def network_spec(self) -> NetworkSpec:
         game = self.game.make()
-        return {"input_shape": game.planes_shape, "num_actions": game.num_actions, "blocks": self.network.blocks,
-                "filters": self.network.filters, "l2": self.network.l2, "value_hidden": self.network.value_hidden}
+        height, width, channels = game.planes_shape
+        return NetworkSpec(input_shape=(height, width, channels), num_actions=game.num_actions,
+                           blocks=self.network.blocks, filters=self.network.filters, l2=self.network.l2,
+                           value_hidden=self.network.value_hidden)
 
     def selfplay_kwargs(self) -> dict:
         mcts, sp = self.mcts, self.selfplay
@@ -411,31 +415,28 @@ class TengenConfig(_Strict):
             "no_resign_fraction": sp.no_resign_fraction,
         }
 
-    def learner_kwargs(self) -> dict:
+    def learner_options(self) -> LearnerOptions:
         """``Learner``'s training options (both wirings build it from these)."""
         train = self.train
-        return {"batch_size": train.batch_size, "optimizer": train.optimizer, "learning_rate": self.learning_rate(),
-                "momentum": train.momentum, "replay_window": train.replay_window,
-                "min_positions": train.min_positions, "max_reuse": train.max_reuse,
-                "candidate_every": train.candidate_every}
+        rate = train.learning_rate
+        return LearnerOptions(batch_size=train.batch_size, optimizer=train.optimizer,
+                              learning_rate=[list(x) for x in rate] if isinstance(rate, list) else rate,
+                              momentum=train.momentum, replay_window=train.replay_window,
+                              min_positions=train.min_positions, max_reuse=train.max_reuse,
+                              candidate_every=train.candidate_every)
 
     def gatekeeper_kwargs(self) -> dict:
         """``Gatekeeper``'s match options (both wirings build it from these)."""
         g, mcts = self.gating, self.mcts
-        return {"rule": self.gating_rule_kwargs(), "simulations": g.simulations or mcts.simulations,
+        return {"rule": self.gating_rule(), "simulations": g.simulations or mcts.simulations,
                 "games_in_flight": g.games_in_flight, "temperature_moves": g.temperature_moves,
                 "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
                 "leaves_per_round": mcts.leaves_per_round}
 
-    def learning_rate(self) -> float | list[list[float]]:
-        rate = self.train.learning_rate
-        return [list(x) for x in rate] if isinstance(rate, list) else rate
-
-    def gating_rule_kwargs(self) -> dict:
+    def gating_rule(self) -> GatingRule:
         g = self.gating
-        return {"kind": g.rule, "elo0": g.elo0, "elo1": g.elo1, "alpha": g.alpha, "beta": g.beta,
-                "max_games": g.max_games, "threshold": g.threshold, "games": g.games,
-                "at_cap": g.at_cap, "cap_threshold": g.cap_threshold}
+        return GatingRule(g.rule, elo0=g.elo0, elo1=g.elo1, alpha=g.alpha, beta=g.beta, max_games=g.max_games,
+                          threshold=g.threshold, games=g.games, at_cap=g.at_cap, cap_threshold=g.cap_threshold)
 
     def with_changes(self, changes: Mapping[str, object], source: str = "the command line") -> TengenConfig:
         """This config with ``changes`` (dotted keys: ``{"stop.minutes": 5}``) made through

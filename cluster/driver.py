@@ -222,7 +222,7 @@ class ClusterRun:
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
         self._start_learner()
         learner_node = ray.get(self.learner.node_id.remote(), timeout=300) if gpus else None
-        pool = self.pool = InferencePool(run=self.run_id, network=cfg.network_kwargs(), max_batch=cfg.cluster.max_batch,
+        pool = self.pool = InferencePool(run=self.run_id, network=cfg.network_spec(), max_batch=cfg.cluster.max_batch,
                                          batch_timeout_ms=cfg.cluster.batch_timeout_ms)
         first_servers = pool.start(blob, best, learner_node=learner_node, learner_gpus=gpus)
         self._start_gatekeeper()

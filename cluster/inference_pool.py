@@ -24,6 +24,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.metrics import RunMetrics
+from tengen.engine.network_spec import NetworkSpec
 from tengen.workers.inference_server import InferenceServer
 
 __all__ = ["InferencePool", "learner_gpu_share", "CPU_SERVER"]
@@ -54,7 +55,7 @@ class _Server:
 
 
 class InferencePool:
-    def __init__(self, *, run: str, network: dict, max_batch: int, batch_timeout_ms: float):
+    def __init__(self, *, run: str, network: NetworkSpec, max_batch: int, batch_timeout_ms: float):
         self.run = run
         self.network = network
         self.max_batch = max_batch

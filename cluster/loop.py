@@ -30,7 +30,7 @@ from tengen.cluster.keys import version_id
 from tengen.cluster.registry import blob_sha256
 from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.engine.interfaces import ModelRegistryLike
-from tengen.engine.network import build_network, weights_from_bytes, weights_to_bytes, write_atomically
+from tengen.engine.network import weights_from_bytes, weights_to_bytes, write_atomically
 
 __all__ = ["TrainingLoop", "TOTALS", "stop_on_sigterm"]
 
@@ -76,7 +76,7 @@ class TrainingLoop:
         if best is None and resume:
             best = self._ladder_from_disk()
         if best is None:
-            model = build_network(**self.config.network_kwargs())
+            model = self.config.network_spec().build()
             self.registry.publish(0, weights_to_bytes(model, metadata={"version": 0}),
                                   {"step": 0, "game": self.game.name})
             self.registry.promote(0, elo=0.0, result={"initial": True})
@@ -176,7 +176,7 @@ class TrainingLoop:
         weights), and ladder.json."""
         files = self.files
         blob, _ = self.registry.fetch(self.best_version)
-        weights_from_bytes(build_network(**self.config.network_kwargs()), blob)  # fits the config
+        weights_from_bytes(self.config.network_spec().build(), blob)  # fits the config
         files.best.mkdir(parents=True, exist_ok=True)
         write_atomically(files.best / "model.safetensors", blob)
         if not files.model(self.best_version).exists():

@@ -31,7 +31,7 @@ from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
 from tengen.cluster.registry import LocalModelRegistry
 from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.stream import LocalSampleStream
-from tengen.engine.network import CompiledModel, build_network, load_weights_file
+from tengen.engine.network import CompiledModel, load_weights_file
 from tengen.learner.learner import Learner
 from tengen.workers.gatekeeper import Gatekeeper
 from tengen.workers.selfplay_worker import SelfPlayWorker
@@ -48,7 +48,7 @@ _REPORT_S = 5.0
 
 
 def build_model(config: TengenConfig):
-    return build_network(**config.network_kwargs())
+    return config.network_spec().build()
 
 
 def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
@@ -96,11 +96,10 @@ class SingleProcessRun:
         self.best = build_model(config)
         self.best_eval = CompiledModel(self.best)
         self.best_eval.load_weights_blob(self.registry.fetch(best)[0])
-        self.learner = Learner(game=self.game, network=config.network_kwargs(), source=self.stream,
-                               registry=self.registry, decode=game_decoder(self.game),
-                               storage=config.storage or str(self.files.learner), seed=config.seed,
-                               **config.learner_kwargs())
-        self.gatekeeper = Gatekeeper(game=self.game, network=config.network_kwargs(), registry=self.registry,
+        self.learner = Learner(game=self.game, network=config.network_spec(), options=config.learner_options(),
+                               source=self.stream, registry=self.registry, decode=game_decoder(self.game),
+                               storage=config.storage or str(self.files.learner), seed=config.seed)
+        self.gatekeeper = Gatekeeper(game=self.game, network=config.network_spec(), registry=self.registry,
                                      seed=config.seed + 1, **config.gatekeeper_kwargs())
         # A fresh incarnation per process: its games' ids never repeat an earlier session's.
         self._incarnation = f"{_WORKER}.{secrets.token_hex(3)}"

@@ -31,8 +31,10 @@ import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.interfaces import CandidateSink, SampleSource
-from tengen.engine.network import build_network, weights_to_bytes
+from tengen.engine.network import weights_to_bytes
+from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import GameRecord
+from tengen.learner.options import LearnerOptions
 from tengen.learner.replay import ReplayWindow
 from tengen.learner.storage import open_storage
 from tengen.learner.trainer import Trainer
@@ -52,20 +54,13 @@ class Learner:
         self,
         *,
         game: Game,
-        network: dict,
+        network: NetworkSpec,
+        options: LearnerOptions,
         source: SampleSource,
         registry: CandidateSink,
         decode: Callable[[bytes], GameRecord],
         storage: str | Path,
         seed: int,
-        batch_size: int = 256,
-        optimizer: str = "sgd",
-        learning_rate: float | list = 0.02,
-        momentum: float = 0.9,
-        replay_window: int = 100_000,
-        min_positions: int = 2_000,
-        max_reuse: float = 4.0,
-        candidate_every: int = 1_000,
         consumer: str = "learner-0",
     ):
         self.game = game
@@ -73,14 +68,16 @@ class Learner:
         self.registry = registry
         self.decode = decode
         self.storage = open_storage(storage)
-        self.batch_size = batch_size
-        self.min_positions = min_positions
-        self.max_reuse = max_reuse
-        self.candidate_every = candidate_every
+        self.options = options
+        self.batch_size = options.batch_size
+        self.min_positions = options.min_positions
+        self.max_reuse = options.max_reuse
+        self.candidate_every = options.candidate_every
         self.consumer = consumer
-        self.model = build_network(**network)
-        self.trainer = Trainer(model=self.model, optimizer=optimizer, learning_rate=learning_rate, momentum=momentum)
-        self.window = ReplayWindow(capacity=replay_window, planes_shape=game.planes_shape,
+        self.model = network.build()
+        self.trainer = Trainer(model=self.model, optimizer=options.optimizer, learning_rate=options.learning_rate,
+                               momentum=options.momentum)
+        self.window = ReplayWindow(capacity=options.replay_window, planes_shape=game.planes_shape,
                                    num_actions=game.num_actions)
         self.rng = np.random.default_rng(seed)
         #: the version number the next candidate gets (the best is 0 at the start)

@@ -151,7 +151,7 @@ def test_a_sane_schedule_and_bounds_still_parse():
     config = parse_config(ttt(train={"learning_rate": [[0, 0.2], [1000, 0.02]]}, gating={"elo0": -10, "elo1": 10},
                               selfplay={"full_search_fraction": 0.5, "cheap_simulations": 64},
                               mcts={"simulations": 64}))
-    assert config.learning_rate() == [[0, 0.2], [1000, 0.02]]
+    assert config.learner_options().learning_rate == [[0, 0.2], [1000, 0.02]]
     assert parse_config(go(size=9, komi=-81)).game.make().komi == -81.0
     # elo0 < elo1 is the SPRT's: a threshold rule ignores both
     assert parse_config(ttt(gating={"rule": "threshold", "elo0": 35, "elo1": 0})).gating.elo0 == 35

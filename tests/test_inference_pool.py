@@ -14,7 +14,7 @@ from ray.cluster_utils import Cluster
 
 from tengen.cluster.config import parse_config
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
-from tengen.engine.network import build_network, weights_to_bytes
+from tengen.engine.network import weights_to_bytes
 
 CONFIG = parse_config({"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8}})
 
@@ -33,7 +33,7 @@ def gpu_cluster():
 
 
 def new_pool() -> InferencePool:
-    return InferencePool(run="pool-test", network=CONFIG.network_kwargs(), max_batch=64, batch_timeout_ms=2.0)
+    return InferencePool(run="pool-test", network=CONFIG.network_spec(), max_batch=64, batch_timeout_ms=2.0)
 
 
 def test_the_learner_gets_half_a_lone_gpu_or_a_whole_one():
@@ -42,7 +42,7 @@ def test_the_learner_gets_half_a_lone_gpu_or_a_whole_one():
 
 def test_a_server_per_gpu_and_workers_spread_over_them(gpu_cluster):
     cluster, one_gpu, one_gpu_id, two_gpus_id = gpu_cluster
-    blob = weights_to_bytes(build_network(**CONFIG.network_kwargs()), metadata={"version": 0})
+    blob = weights_to_bytes(CONFIG.network_spec().build(), metadata={"version": 0})
     pool = new_pool()
     # The learner took a whole GPU of the two-GPU node: that node keeps one for a server.
     started = pool.start(blob, 0, learner_node=two_gpus_id, learner_gpus=1.0)

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from tengen.cluster.metrics import RunMetrics
-from tengen.engine.network import CompiledModel, blob_sha256, build_network, weights_to_bytes
+from tengen.engine.network import CompiledModel, blob_sha256, weights_to_bytes
+from tengen.engine.network_spec import NetworkSpec
 from tengen.workers.inference_server import InferenceServer
 
 # connect4-shaped planes, a one-block net: small enough to trace in well under a second
-NET = {"input_shape": (6, 7, 3), "num_actions": 7, "blocks": 1, "filters": 8, "l2": 1e-4, "value_hidden": 16}
+NET = NetworkSpec(input_shape=(6, 7, 3), num_actions=7, blocks=1, filters=8, l2=1e-4, value_hidden=16)
 LONG_MS = 30_000.0  # a timeout that never fires within a test
 
 
@@ -23,7 +24,7 @@ def net_and_blob(seed: int):
     import keras
 
     keras.utils.set_random_seed(seed)
-    model = build_network(**NET)
+    model = NET.build()
     return model, weights_to_bytes(model, metadata={"seed": seed})
 
 
@@ -35,7 +36,7 @@ def nets():
 
 def planes(batch: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    return rng.integers(0, 2, size=(batch, *NET["input_shape"]), dtype=np.uint8)
+    return rng.integers(0, 2, size=(batch, *NET.input_shape), dtype=np.uint8)
 
 
 def server_for(blob: bytes, **kwargs) -> InferenceServer:

@@ -11,11 +11,17 @@ from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import SelfPlay
 from tengen.learner.learner import CHECKPOINT_FILE, Learner
+from tengen.learner.options import LearnerOptions
 
 GAME = make_game("tictactoe")
-NETWORK = {"input_shape": GAME.planes_shape, "num_actions": GAME.num_actions, "blocks": 1, "filters": 8}
+NETWORK = NetworkSpec(input_shape=GAME.planes_shape, num_actions=GAME.num_actions, blocks=1, filters=8, l2=1e-4,
+                      value_hidden=64)
+#: what the learner tests train with: small batches, an early first step, a candidate often
+OPTIONS = LearnerOptions(batch_size=16, optimizer="sgd", learning_rate=0.02, momentum=0.9, replay_window=100_000,
+                         min_positions=32, max_reuse=2.0, candidate_every=10)
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +30,8 @@ def games():
 
 
 def make_learner(stream, registry, storage):
-    return Learner(game=GAME, network=NETWORK, source=stream, registry=registry, decode=game_decoder(GAME),
-                   storage=storage, seed=3, batch_size=16, min_positions=32, max_reuse=2.0, candidate_every=10)
+    return Learner(game=GAME, network=NETWORK, options=OPTIONS, source=stream, registry=registry,
+                   decode=game_decoder(GAME), storage=storage, seed=3)
 
 
 def test_learner_reads_trains_publishes_and_resumes(redis_client, tmp_path, games):

@@ -44,7 +44,7 @@ from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.network import build_network, weights_from_bytes
+from tengen.engine.network import weights_from_bytes
 from tengen.engine.selfplay import SelfPlay
 from tengen.learner.learner import CHECKPOINT_FILE, Learner
 from tengen.learner.storage import FsspecStorage, LocalStorage, open_storage
@@ -341,26 +341,27 @@ def test_urls_that_open_here_pass_without_connecting():
 
 # -- a learner killed and resumed on sftp -------------------------------------------------
 GAME = make_game("tictactoe")
-NETWORK = {"input_shape": GAME.planes_shape, "num_actions": GAME.num_actions, "blocks": 1, "filters": 8}
 CANDIDATE_EVERY = 10
+#: the learner's run config, the same in the killed child and in the one that resumes
+CONFIG = {"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8},
+          "train": {"batch_size": 16, "min_positions": 32, "max_reuse": 2.0, "candidate_every": CANDIDATE_EVERY}}
 
 LEARNER = """
 import json, os, sys, time
 from tengen.cluster.codec import game_decoder
+from tengen.cluster.config import parse_config
 from tengen.cluster.redis_server import connect
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.learner.learner import Learner
 
-redis_url, run_id, storage = sys.argv[1:4]
+redis_url, run_id, storage, config = sys.argv[1:4] + [parse_config(json.loads(sys.argv[4]))]
 client = connect(redis_url)  # the password from TENGEN_REDIS_PASSWORD
 game = make_game("tictactoe")
-learner = Learner(game=game, network={"input_shape": game.planes_shape, "num_actions": game.num_actions,
-                                      "blocks": 1, "filters": 8},
+learner = Learner(game=game, network=config.network_spec(), options=config.learner_options(),
                   source=SampleStream(client, run_id, maxlen=10_000), registry=ModelRegistry(client, run_id),
-                  decode=game_decoder(game), storage=storage, seed=3, batch_size=16, min_positions=32,
-                  max_reuse=2.0, candidate_every=10)
+                  decode=game_decoder(game), storage=storage, seed=3)
 while not (stats := learner.step(seconds=0.5))["published"]:
     pass
 print(json.dumps(stats["published"]), flush=True)
@@ -376,9 +377,10 @@ def test_a_killed_learner_resumes_from_its_sftp_checkpoint(redis_client, redis_s
     stream.add_many([encode_game(g, worker_id="w0") for g in games])
     url = sftp_server.url("resume/learner")
 
-    child = subprocess.Popen([sys.executable, "-c", LEARNER, redis_server.url, run_id, url], stdout=subprocess.PIPE,
-                             text=True, cwd=ROOT, env=_child_env({"TENGEN_REDIS_PASSWORD": redis_server.password,
-                                                                  "FSSPEC_SFTP_KEY_FILENAME": sftp_key}))
+    child = subprocess.Popen([sys.executable, "-c", LEARNER, redis_server.url, run_id, url, json.dumps(CONFIG)],
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                             env=_child_env({"TENGEN_REDIS_PASSWORD": redis_server.password,
+                                             "FSSPEC_SFTP_KEY_FILENAME": sftp_key}))
     try:
         assert child.stdout is not None
         line = child.stdout.readline()
@@ -390,14 +392,14 @@ def test_a_killed_learner_resumes_from_its_sftp_checkpoint(redis_client, redis_s
         child.kill()
     assert registry.candidates() == published
 
-    again = Learner(game=GAME, network=NETWORK, source=stream, registry=registry, decode=game_decoder(GAME),
-                    storage=url, seed=3, batch_size=16, min_positions=32, max_reuse=2.0,
-                    candidate_every=CANDIDATE_EVERY)
+    config = parse_config(CONFIG)
+    again = Learner(game=GAME, network=config.network_spec(), options=config.learner_options(), source=stream,
+                    registry=registry, decode=game_decoder(GAME), storage=url, seed=3)
     assert again.resumed and again.next_version == published[-1] + 1
     # Version v was published (and checkpointed) at step v * candidate_every.
     assert again.trainer.step == published[-1] * CANDIDATE_EVERY
     # The weights are the last candidate's.
-    last = build_network(**NETWORK)
+    last = config.network_spec().build()
     weights_from_bytes(last, registry.fetch(published[-1])[0])
     for restored, candidate in zip(again.model.get_weights(), last.get_weights(), strict=True):
         np.testing.assert_array_equal(restored, candidate)

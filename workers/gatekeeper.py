@@ -16,20 +16,22 @@ from tengen.engine.arena import MctsPlayer, play_match
 from tengen.engine.games.base import Game
 from tengen.engine.gating import Decision, GatingRule
 from tengen.engine.interfaces import ModelRegistryLike
-from tengen.engine.network import CompiledModel, build_network
+from tengen.engine.network import CompiledModel
+from tengen.engine.network_spec import NetworkSpec
 
 __all__ = ["Gatekeeper"]
 
 
 class Gatekeeper:
-    def __init__(self, *, game: Game, network: dict, registry: ModelRegistryLike, rule: dict, simulations: int,
+    def __init__(self, *, game: Game, network: NetworkSpec, registry: ModelRegistryLike, rule: GatingRule,
+                 simulations: int,
                  games_in_flight: int, temperature_moves: int, c_puct: float, fpu_reduction: float,
                  leaves_per_round: int, seed: int):
         self.game = game
         self.registry = registry
-        self.rule = GatingRule(**rule)
+        self.rule = rule
         self.rng = np.random.default_rng(seed)
-        self.models = [build_network(**network), build_network(**network)]
+        self.models = [network.build(), network.build()]
         self.evaluators = [CompiledModel(m) for m in self.models]
         self.slots = games_in_flight
         self.player_options: dict[str, Any] = dict(

@@ -33,14 +33,14 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from tengen.engine.network import CompiledModel, blob_sha256, build_network, gpu_available, share_gpu_memory
+from tengen.engine.network import CompiledModel, blob_sha256, gpu_available, share_gpu_memory
+from tengen.engine.network_spec import NetworkSpec
 
 __all__ = ["InferenceServer", "MetricsRecorder"]
 
@@ -68,8 +68,7 @@ class MetricsRecorder(Protocol):
 class InferenceServer:
     """Batches ``evaluate`` requests from many workers into single compiled model calls.
 
-    ``network`` holds ``build_network``'s keyword arguments (``input_shape``,
-    ``num_actions``, ``blocks``, ``filters``, ``l2``, ``value_hidden``); ``weights`` is a
+    ``network`` is the network's spec (the run config's ``network_spec()``); ``weights`` is a
     weights blob to start from (None: fresh initialisation, for tests and benches).
     ``mixed_precision`` None means on when TensorFlow sees a GPU. ``run`` tags its
     metrics (inside Ray) with the run's id.
@@ -78,7 +77,7 @@ class InferenceServer:
     def __init__(
         self,
         *,
-        network: Mapping[str, Any],
+        network: NetworkSpec,
         weights: bytes | None = None,
         version: int = 0,
         max_batch: int = 1024,
@@ -97,7 +96,7 @@ class InferenceServer:
         self.clients = int(clients)
         share_gpu_memory()
         self.mixed_precision = gpu_available() if mixed_precision is None else bool(mixed_precision)
-        model = build_network(**dict(network), mixed_precision=self.mixed_precision)
+        model = network.build(mixed_precision=self.mixed_precision)
         self._model = CompiledModel(model)
         if weights is not None:
             self._model.load_weights_blob(bytes(weights))

@@ -1,0 +1,35 @@
+"""``NetworkSpec``: what a network is built from, as one typed value that crosses
+process boundaries (Ray pickles it to the learner, the inference servers and the
+gatekeeper) without TensorFlow: building is ``spec.build()``.
+
+The run config makes it (``TengenConfig.network_spec()``: the game's planes and
+actions, the config's network section), so its defaults are the schema's alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import keras
+
+__all__ = ["NetworkSpec"]
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    input_shape: tuple[int, int, int]  # the game's planes, (H, W, C)
+    num_actions: int
+    blocks: int
+    filters: int
+    l2: float
+    value_hidden: int
+
+    def build(self, *, mixed_precision: bool = False) -> keras.Model:
+        """The network (engine/network.py's ``build_network``), untrained."""
+        from tengen.engine.network import build_network
+
+        return build_network(input_shape=self.input_shape, num_actions=self.num_actions, blocks=self.blocks,
+                             filters=self.filters, l2=self.l2, value_hidden=self.value_hidden,
+                             mixed_precision=mixed_precision)
