@@ -67,6 +67,7 @@ __all__ = [
     "encode_game",
     "decode_game",
     "decode_game_meta",
+    "entry_identity",
     "game_decoder",
 ]
 
@@ -317,6 +318,23 @@ def decode_game_meta(
     meta = GameMeta(version=version, worker_id=header["worker_id"], created=float(header["created"]),
                     game_id=header.get("game_id"))
     return record, meta
+
+
+def entry_identity(
+    blob: bytes,
+    *,
+    planes_shape: tuple[int, ...] | list[int],
+    num_actions: int,
+    max_positions: int = MAX_POSITIONS,
+) -> tuple[str | None, float]:
+    """``(game_id, created)`` of an entry (the id None in version 1), without building
+    its arrays: for readers that pick games before they decode them. Raises
+    ``SampleFormatError`` for what is not an entry at all."""
+    header = _unpack(blob, _max_decompressed(tuple(int(n) for n in planes_shape), num_actions, max_positions))
+    game_id: Any = header.get("game_id")
+    created: Any = header.get("created")
+    return (game_id if isinstance(game_id, str) else None,
+            float(created) if _is_number(created) and math.isfinite(created) else 0.0)
 
 
 def _max_decompressed(planes_shape: tuple[int, ...], num_actions: int, max_positions: int) -> int:
