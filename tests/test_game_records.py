@@ -4,6 +4,11 @@ comments, the other games as one plain line, each read back."""
 from __future__ import annotations
 
 import calendar
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +25,7 @@ from tengen.engine.game_records import (
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay
-from tengen.engine.sgf import read_sgf
+from tengen.engine.sgf import load_sgf, read_sgf
 
 GO5 = make_game("go", size=5, komi=7.5)
 C4 = make_game("connect4")
@@ -125,3 +130,71 @@ def test_what_cannot_be_written_is_refused():
         write_plain(TTT, FinishedGame(moves=(4,), resigned_by=1, players=("a b", "c")))
     with pytest.raises(GameTextError, match="one entry per move"):
         FinishedGame(moves=(1, 2), search_value=(0.0,), search_visits=(1,), full_search=(True,))
+
+
+# -- read back by Sabaki's SGF parser --------------------------------------------------------
+
+NODE_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "node"
+SGF_PACKAGE = "@sabaki/sgf@3"  # tested with 3.4.7
+
+
+@pytest.fixture(scope="module")
+def sabaki_sgf() -> Path:
+    """@sabaki/sgf installed by npm into .cache/node (skips only when that fails)."""
+    modules = NODE_CACHE / "node_modules"
+    if (modules / "@sabaki" / "sgf" / "package.json").exists():
+        return modules
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if not npm or not node:
+        pytest.skip("cannot install @sabaki/sgf: no node and npm")
+    done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_CACHE), SGF_PACKAGE],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.skip(f"cannot install {SGF_PACKAGE}: npm install failed:\n{done.stderr}")
+    return modules
+
+
+def sabaki_read(modules: Path, *paths: Path) -> list[dict]:
+    script = Path(__file__).resolve().parent / "sabaki_sgf.js"
+    done = subprocess.run(["node", str(script), *map(str, paths)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NODE_PATH": str(modules)})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_sgf_that_tengen_writes_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path):
+    game = make_game("go", size=9, komi=7.5)
+    selfplay = SelfPlay(game, games=2, simulations=16, seed=8, leaves_per_round=4, full_search_fraction=0.5,
+                        cheap_simulations=4, model_version=42)
+    records = selfplay.play(uniform_evaluator(game.num_actions), games=2)
+    games = [FinishedGame.from_record(r, players=("000042", "000042"), when=MAY_DAY) for r in records]
+    games.append(FinishedGame(moves=(40, 81, 30), resigned_by=0, players=("000041", "000042")))  # W+R, a pass
+    paths = []
+    for i, finished in enumerate(games):
+        path = tmp_path / f"{i}.sgf"
+        path.write_text(write_game(game, finished), encoding="utf-8")
+        paths.append(path)
+    for finished, path, seen in zip(games, paths, sabaki_read(sabaki_sgf, *paths), strict=True):
+        ours = load_sgf(path)  # sgfmill's reading, through engine/sgf.py
+        root = seen["root"]
+        assert root["SZ"] == ["9"] and float(root["KM"][0]) == ours.komi == 7.5
+        assert root["RE"] == [ours.result] == [result_text(game, finished)]
+        assert root["RU"] == [ours.rules] and root["PB"][0] == finished.players[0] == ours.players[0]
+        assert root["PW"][0] == finished.players[1]
+        # the moves, as Sabaki's vertices [x, y] from the top left; sgfmill writes a pass
+        # as FF[3]'s B[tt], off a 9x9 board, which Sabaki plays as a pass (as it does B[])
+        expected = [None if a == game.pass_action else [a % 9, a // 9] for a in finished.moves]
+        assert [None if v is None or max(v) >= 9 else v for v in (m["vertex"] for m in seen["moves"])] == expected
+        assert {m["point"] for m, a in zip(seen["moves"], finished.moves, strict=True) if a == game.pass_action} <= {
+            "tt", ""}
+        assert [m["color"] for m in seen["moves"]] == ["BW"[i % 2] for i in range(len(finished.moves))]
+        assert [m["comment"] for m in seen["moves"]] == [m.comment for m in ours.moves]
+        if finished.has_search:
+            assert seen["dates"] == [[2024, 5, 1]] and ours.date == "2024-05-01"
+            parsed = [parse_move_comment(m["comment"]) for m in seen["moves"]]
+            assert [p[1] for p in parsed] == list(finished.search_visits)
+            assert [p[2] for p in parsed] == list(finished.full_search)
+            assert np.allclose([p[0] for p in parsed], finished.search_value, atol=5e-4)
+        else:
+            assert all(m["comment"] is None for m in seen["moves"])
+    assert load_sgf(paths[-1]).result == "W+R"
