@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_cli import tengen_loading
 
 from tengen.cluster.codec import decode_game, encode_game, game_decoder
 from tengen.cluster.config import parse_config
@@ -162,6 +163,12 @@ def test_tengen_games_reads_a_live_runs_stream(redis_server, redis_client, tmp_p
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["w000.ab-1.txt", "w000.ab-2.txt", "w000.ab-3.txt"]
     line = (tmp_path / "out" / "w000.ab-3.txt").read_text()
     assert read_plain(line, TTT)[0].players == ("000000", "000000")
+
+
+def test_tengen_games_loads_neither_tensorflow_nor_ray(go_run, tmp_path):
+    done, modules = tengen_loading(tmp_path, "games", "--run-dir", str(go_run), "--last", "1")
+    assert done.returncode == 0, done.stderr
+    assert "tensorflow" not in modules and "ray" not in modules
 
 
 def test_tengen_games_says_what_is_wrong():
