@@ -33,7 +33,7 @@ from tengen.cluster.run_dir import RunDir
 from tengen.engine.game_records import FinishedGame, GameTextError, file_suffix, write_game
 from tengen.engine.games.base import Game
 
-__all__ = ["GameSample", "ENTRY_SUFFIX", "SCAN", "game_number"]
+__all__ = ["GameSample", "NewestEntries", "ENTRY_SUFFIX", "SCAN", "game_number"]
 
 #: a kept game's stream entry
 ENTRY_SUFFIX = ".game"
