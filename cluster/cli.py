@@ -374,6 +374,31 @@ def _run_scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_games(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "games", help="list a run's newest finished games, or write them as SGF / plain files",
+        description="Reads the newest self-play games from the run's Redis stream while it runs, else from "
+        "the sample it keeps in games/, and lists them or (--export DIR) writes each as SGF (Go) or a "
+        "plain line (the other games).")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--last", type=int, default=10, help="how many of the newest games (default: 10)")
+    p.add_argument("--export", default=None, metavar="DIR", help="write the games into DIR")
+    p.set_defaults(handler=_run_games)
+
+
+def _run_games(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tengen.cluster.config import ConfigError
+    from tengen.cluster.games_export import export_games
+
+    try:
+        export_games(Path(args.run_dir), last=args.last, export=Path(args.export) if args.export else None)
+    except (FileNotFoundError, ValueError, ConfigError, OSError) as e:
+        return _fail("games", e)
+    return 0
+
+
 def _add_bestmove(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "bestmove",
@@ -483,6 +508,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_train,
     _add_status,
     _add_scale,
+    _add_games,
     _add_bestmove,
     _add_gtp,
     _add_selfplay_demo,

@@ -13,8 +13,10 @@ Header fields (version 1): ``format`` = ``"tengen-game"``, ``version`` = 1, ``ga
 ``game_id``: the game's identity (its worker incarnation and sequence number), so that
 an entry written twice (a write retried after a lost reply) is read once; and its zstd
 frame carries a checksum, so that a flipped byte is caught, not decoded into another
-game. Readers take both versions. Arrays, each with its numpy dtype string, shape and
-raw little-endian bytes:
+game. Version 3 may add three arrays of what the search saw at each move played (all
+three or none; a record made without them, as by a test, still encodes). Readers take
+versions 1 to 3; the search arrays of a version 1 or 2 entry are None. Arrays, each
+with its numpy dtype string, shape and raw little-endian bytes:
 
 - ``planes``  ``|u1`` ``[L, H, W, C]``, encoding ``packbits``: the 0/1 feature planes
   through ``np.packbits`` over the C-order flattening (8x smaller before zstd; the
@@ -25,7 +27,13 @@ raw little-endian bytes:
   mantissa (relative error up to 4.9e-4 per entry) would change the training targets
   and use up half of the 1e-3 row-sum tolerance. float32 round-trips exactly.
 - ``value``   ``<f4`` ``[L]``, encoding ``raw``: the result from each mover's view;
-- ``moves``   ``<i4`` ``[n]``, encoding ``raw``: every move played (n >= L).
+- ``moves``   ``<i4`` ``[n]``, encoding ``raw``: every move played (n >= L);
+- ``search_value``  ``<f4`` ``[n]``, ``raw`` (version 3): the root value Q(root) of the
+  search that chose each move, from the mover's view, in [-1, 1];
+- ``search_visits`` ``<i4`` ``[n]``, ``raw`` (version 3): the root's visit count N(root)
+  then (the subtree kept from the move before included), >= 0;
+- ``full_search``   ``|u1`` ``[n]``, ``raw`` (version 3): 1 where the move had a full
+  search, 0 where playout-cap randomisation gave it a cheap one.
 
 ``decode_game`` checks everything before it builds a record and raises
 ``SampleFormatError`` with the reason; a consumer counts and skips such entries.
@@ -59,14 +67,15 @@ __all__ = [
     "encode_game",
     "decode_game",
     "decode_game_meta",
+    "entry_identity",
     "game_decoder",
 ]
 
 FORMAT_TAG = "tengen-game"
 #: the version ``encode_game`` writes
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: the versions ``decode_game`` reads
-KNOWN_VERSIONS = (1, 2)
+KNOWN_VERSIONS = (1, 2, 3)
 #: compressed entries larger than this are refused before anything is decompressed
 MAX_BLOB_BYTES = 32 * 1024 * 1024
 #: recorded positions per game (a 19x19 game is capped well below this)
@@ -88,7 +97,7 @@ _HEADER_KEYS_V1 = frozenset({
     "format", "version", "game", "worker_id", "model_version", "outcome", "resigned",
     "would_resign", "length", "created", "arrays",
 })
-_HEADER_KEYS = {1: _HEADER_KEYS_V1, 2: _HEADER_KEYS_V1 | {"game_id"}}
+_HEADER_KEYS = {1: _HEADER_KEYS_V1, 2: _HEADER_KEYS_V1 | {"game_id"}, 3: _HEADER_KEYS_V1 | {"game_id"}}
 _ARRAY_KEYS = frozenset({"dtype", "shape", "encoding", "data"})
 #: name -> (dtype string, encoding) for version 1
 _ARRAYS_V1 = {
@@ -97,6 +106,13 @@ _ARRAYS_V1 = {
     "value": ("<f4", "raw"),
     "moves": ("<i4", "raw"),
 }
+#: the per-move search arrays version 3 adds (all three or none)
+_SEARCH_ARRAYS = {
+    "search_value": ("<f4", "raw"),
+    "search_visits": ("<i4", "raw"),
+    "full_search": ("|u1", "raw"),
+}
+_ARRAYS = _ARRAYS_V1 | _SEARCH_ARRAYS
 
 
 class SampleFormatError(ValueError):
@@ -153,6 +169,7 @@ def encode_game(record: GameRecord, *, worker_id: str, created: float | None = N
         planes_shape=planes.shape, policy=policy, value=value, moves=moves, num_actions=policy.shape[1],
         outcome=outcome, model_version=record.model_version, would_resign=record.would_resign,
     )
+    search = _search_arrays(record, len(moves))
     if not isinstance(worker_id, str) or len(worker_id) > _MAX_WORKER_ID:
         raise SampleFormatError(f"worker_id must be a string of at most {_MAX_WORKER_ID} characters")
     game_id = record.game_id if record.game_id is not None else secrets.token_hex(8)
@@ -175,9 +192,44 @@ def encode_game(record: GameRecord, *, worker_id: str, created: float | None = N
             "policy": _array_entry("<f4", policy.shape, "raw", policy),
             "value": _array_entry("<f4", value.shape, "raw", value),
             "moves": _array_entry("<i4", moves.shape, "raw", moves),
-        },
+        } | {name: _array_entry(_ARRAYS[name][0], data.shape, "raw", data) for name, data in search.items()},
     }
     return _COMPRESSOR.compress(msgpack.packb(header, use_bin_type=True))
+
+
+def _search_arrays(record: GameRecord, moves: int) -> dict[str, np.ndarray]:
+    """The record's search arrays as they go on the wire ({} when it has none)."""
+    given = {"search_value": record.search_value, "search_visits": record.search_visits,
+             "full_search": record.full_search}
+    if all(a is None for a in given.values()):
+        return {}
+    if any(a is None for a in given.values()):
+        raise SampleFormatError("search_value, search_visits and full_search go together: all three or none")
+    full = np.asarray(given["full_search"])
+    if full.dtype != np.bool_ and full.size and not np.isin(full, (0, 1)).all():
+        raise SampleFormatError("full_search must hold only 0/1 values")
+    visits = np.asarray(given["search_visits"])
+    if visits.size and not np.issubdtype(visits.dtype, np.integer):
+        raise SampleFormatError(f"search_visits must be integers, got {visits.dtype}")
+    arrays = {"search_value": np.ascontiguousarray(given["search_value"], dtype="<f4"),
+              "search_visits": np.ascontiguousarray(visits, dtype="<i4"),
+              "full_search": np.ascontiguousarray(full, dtype=np.uint8)}
+    _check_search(arrays, moves)
+    return arrays
+
+
+def _check_search(arrays: dict[str, np.ndarray], moves: int) -> None:
+    """The search arrays' rules, the writer's and the reader's."""
+    for name, data in arrays.items():
+        if data.shape != (moves,):
+            raise SampleFormatError(f"lengths disagree: {name} is {list(data.shape)}, the game has {moves} moves")
+    value = arrays["search_value"]
+    if value.size and not (np.isfinite(value).all() and np.abs(value).max() <= 1.0):
+        raise SampleFormatError("search_value holds numbers outside [-1, 1]")
+    if arrays["search_visits"].size and arrays["search_visits"].min() < 0:
+        raise SampleFormatError("search_visits holds negative counts")
+    if arrays["full_search"].size and arrays["full_search"].max() > 1:
+        raise SampleFormatError("full_search must hold only 0/1 values")
 
 
 def _array_entry(dtype: str, shape: tuple[int, ...], encoding: str, data: np.ndarray) -> dict:
@@ -245,6 +297,9 @@ def decode_game_meta(
         planes_shape=planes.shape, policy=policy, value=value, moves=moves, num_actions=num_actions,
         outcome=header["outcome"], model_version=header["model_version"], would_resign=header["would_resign"],
     )
+    search = {name: _read_array(arrays, name, (len(moves),)) for name in _SEARCH_ARRAYS if name in arrays}
+    if search:
+        _check_search(search, len(moves))
     record = GameRecord(
         game=header["game"],
         planes=planes,
@@ -256,17 +311,38 @@ def decode_game_meta(
         resigned=header["resigned"],
         would_resign=header["would_resign"],
         game_id=header.get("game_id"),
+        search_value=search.get("search_value"),
+        search_visits=search.get("search_visits"),
+        full_search=search["full_search"].astype(np.bool_) if search else None,
     )
     meta = GameMeta(version=version, worker_id=header["worker_id"], created=float(header["created"]),
                     game_id=header.get("game_id"))
     return record, meta
 
 
+def entry_identity(
+    blob: bytes,
+    *,
+    planes_shape: tuple[int, ...] | list[int],
+    num_actions: int,
+    max_positions: int = MAX_POSITIONS,
+) -> tuple[str | None, float]:
+    """``(game_id, created)`` of an entry (the id None in version 1), without building
+    its arrays: for readers that pick games before they decode them. Raises
+    ``SampleFormatError`` for what is not an entry at all."""
+    header = _unpack(blob, _max_decompressed(tuple(int(n) for n in planes_shape), num_actions, max_positions))
+    game_id: Any = header.get("game_id")
+    created: Any = header.get("created")
+    return (game_id if isinstance(game_id, str) else None,
+            float(created) if _is_number(created) and math.isfinite(created) else 0.0)
+
+
 def _max_decompressed(planes_shape: tuple[int, ...], num_actions: int, max_positions: int) -> int:
     """An upper bound on an honest entry's decompressed size for this game."""
     cells = math.prod(planes_shape)
     per_position = (cells + 7) // 8 + 4 * num_actions + 4 + 64  # + msgpack framing slack
-    return _HEADER_ALLOWANCE + max_positions * per_position + 4 * MAX_MOVES
+    per_move = 4 + 4 + 4 + 1  # moves, search_value, search_visits, full_search
+    return _HEADER_ALLOWANCE + max_positions * per_position + per_move * MAX_MOVES
 
 
 def _unpack(blob: Any, max_output: int) -> dict:
@@ -319,8 +395,9 @@ def _check_header(header: dict, game_name: str) -> int:
     created = header["created"]
     if not _is_number(created) or not math.isfinite(created) or created < 0:
         raise SampleFormatError(f"created must be a unix time, got {created!r}")
-    if not isinstance(header["arrays"], dict) or set(header["arrays"]) != set(_ARRAYS_V1):
-        raise SampleFormatError(f"arrays must be exactly {sorted(_ARRAYS_V1)}")
+    allowed = [set(_ARRAYS_V1)] + ([set(_ARRAYS)] if version >= 3 else [])
+    if not isinstance(header["arrays"], dict) or set(header["arrays"]) not in allowed:
+        raise SampleFormatError(" or ".join(f"arrays must be exactly {sorted(a)}" for a in allowed))
     return int(version)
 
 
@@ -330,7 +407,7 @@ def _read_array(arrays: dict, name: str, shape: tuple[int, ...] | None) -> np.nd
     entry = arrays[name]
     if not isinstance(entry, dict) or set(entry) != _ARRAY_KEYS:
         raise SampleFormatError(f"{name}: must be a map with {sorted(_ARRAY_KEYS)}")
-    dtype, encoding = _ARRAYS_V1[name]
+    dtype, encoding = _ARRAYS[name]
     if entry["dtype"] != dtype:
         raise SampleFormatError(f"{name}: dtype {entry['dtype']!r}, expected {dtype!r}")
     if entry["encoding"] != encoding:

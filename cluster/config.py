@@ -46,6 +46,7 @@ __all__ = [
     "RayConfig",
     "RedisConfig",
     "ClusterConfig",
+    "RunConfig",
     "TengenConfig",
     "config_path",
     "load_config",
@@ -316,6 +317,19 @@ class ClusterConfig(_Strict):
     crash_loop_s: float = Field(default=300.0, gt=0, le=86_400)
 
 
+class RunConfig(_Strict):
+    """What the run directory keeps besides models and status (cluster/run_dir.py)."""
+
+    #: keep every K-th finished self-play game of each worker (by its number there) in
+    #: games/, as its codec entry and as SGF or a plain line; 0 keeps none
+    keep_game_every: int = Field(default=50, ge=0)
+    #: the most self-play games kept there (the oldest go first)
+    keep_games_max: int = Field(default=200, ge=1)
+    #: the newest gating matches whose games games/gating/ keeps, each game as SGF or
+    #: a plain line; 0 keeps none
+    keep_gating_matches: int = Field(default=10, ge=0)
+
+
 class TengenConfig(_Strict):
     game: GameConfig
     network: NetworkConfig = NetworkConfig()
@@ -327,6 +341,7 @@ class TengenConfig(_Strict):
     ray: RayConfig = RayConfig()
     redis: RedisConfig = RedisConfig()
     cluster: ClusterConfig = ClusterConfig()
+    run: RunConfig = RunConfig()
     #: where checkpoints go: a local path or any fsspec URL (``s3://``, ``gs://``,
     #: ``sftp://``; learner/storage.py); default: inside the run directory
     storage: str | None = None

@@ -571,8 +571,12 @@ class ClusterRun:
     # -- the run's state ------------------------------------------------------------------
     def _report(self, stream: SampleStream, status: StatusBoard, memory: dict, *, redis: bool = True) -> None:
         """The loop's status line with what this wiring adds (workers, servers, Redis),
-        also on the run's status board while Redis answers."""
+        also on the run's status board while Redis answers; the run directory's sample
+        of games is read from the stream then too."""
         assert self.loop is not None
+        if redis:
+            loop = self.loop
+            self._try_redis(lambda: loop.keep_games(stream))
         line = self.loop.report(
             mean_batch=round(self.server_stats.get("mean_batch_size", 0.0), 1), workers=len(self.workers),
             target_workers=self.target_workers, inference_servers=len(self.pool.servers) if self.pool else 0,

@@ -13,7 +13,10 @@ and rates, its stop conditions and its status lines have one implementation.
 A run directory ends up with the same files either way (cluster/run_dir.py):
 ``best/``, ``models/<version>.safetensors`` (every promoted model, as the registry's
 blob), ``ladder.json`` (the registry's ladder), ``status.json`` and ``status.jsonl``
-(the last status line, and all of them), ``learner/learner.ckpt``.
+(the last status line, and all of them), ``learner/learner.ckpt``, and ``games/``:
+a sample of finished self-play games (``keep_games``, which each wiring calls with
+its stream on its status pass) and the games of the latest gating matches
+(cluster/game_sample.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tengen.cluster.config import TengenConfig
+from tengen.cluster.game_sample import GameSample, NewestEntries
 from tengen.cluster.keys import version_id
 from tengen.cluster.registry import blob_sha256
 from tengen.cluster.run_dir import RunDir, RunDirError
@@ -63,6 +67,8 @@ class TrainingLoop:
         #: why the run stopped early (a crash loop, Redis away too long), else None
         self.error: str | None = None
         self.started = time.monotonic()
+        self.games = GameSample(files, self.game, every=config.run.keep_game_every, keep=config.run.keep_games_max,
+                                matches=config.run.keep_gating_matches, log=log)
         self._last_counts: dict[str, tuple[str, dict]] = {}  # worker -> (incarnation, its counters)
         self._last_totals: tuple[dict, float] = (dict(self.totals), self.started)
 
@@ -150,7 +156,10 @@ class TrainingLoop:
 
     def gated(self, result: dict) -> int | None:
         """A gating result: a promoted candidate becomes the best (on disk too), a
-        rejected one's weights leave the registry; returns the version promoted."""
+        rejected one's weights leave the registry; returns the version promoted. The
+        match's ``games`` go to the run directory, not into the status line."""
+        self.games.write_match(result)
+        result = {key: value for key, value in result.items() if key != "games"}
         self.last_gating = result
         self.log(f"gating {version_id(result['candidate'])} vs {version_id(result['best'])}: "
                  f"{result['wins']}-{result['draws']}-{result['losses']}, Elo {result['elo']:+.0f} "
@@ -183,6 +192,11 @@ class TrainingLoop:
             write_atomically(files.model(self.best_version), blob)
         (files.best / "config.yaml").write_text(self.config.to_yaml())
         write_atomically(files.ladder, json.dumps(self.registry.ladder(), indent=2).encode())
+
+    def keep_games(self, stream: NewestEntries) -> int:
+        """Keep the sample's games among those the stream got since the last call;
+        returns how many games were kept."""
+        return len(self.games.scan(stream)) // 2
 
     # -- stop and report --------------------------------------------------------------------
     def should_stop(self) -> bool:

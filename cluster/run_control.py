@@ -26,7 +26,7 @@ from tengen.cluster.run_dir import RunDir, RunDirError
 # The registry and stream modules are imported where a live Redis answers: they load
 # the engine (numba, for GameRecord), which a run directory's status does not need.
 
-__all__ = ["RunDirError", "check_run_dir", "read_status", "request_workers"]
+__all__ = ["RunDirError", "check_run_dir", "live_client", "read_status", "request_workers", "STATUS_WAIT_S"]
 
 #: how long `tengen status` waits for a live run's Redis before it reads the directory
 STATUS_WAIT_S = 3.0
@@ -45,7 +45,7 @@ def _outage_s(files: RunDir) -> float:
         return 120.0
 
 
-def _client(files: RunDir, *, wait_s: float) -> RedisLike | None:
+def live_client(files: RunDir, *, wait_s: float) -> RedisLike | None:
     """A client of the run's Redis if it answers within ``wait_s``, else None."""
     policy = OutagePolicy(outage_s=wait_s, connect_timeout_s=min(5.0, wait_s))
     try:
@@ -77,7 +77,7 @@ def read_status(run_dir: Path) -> dict:
         status["components"] = status["last_report"].get("components", {})
     if files.ladder.exists():
         status["ladder"] = json.loads(files.ladder.read_text())
-    client = _client(files, wait_s=STATUS_WAIT_S)
+    client = live_client(files, wait_s=STATUS_WAIT_S)
     if client is not None:
         from tengen.cluster.registry import ModelRegistry
         from tengen.cluster.status_board import StatusBoard, memory_by_part
@@ -108,7 +108,7 @@ def request_workers(run_dir: Path, workers: int) -> None:
     files = RunDir(run_dir)
     if not files.holds_run():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
-    client = _client(files, wait_s=_outage_s(files))
+    client = live_client(files, wait_s=_outage_s(files))
     if client is None:
         raise ConnectionError(f"the run in {run_dir} is not running (its Redis does not answer)")
     from tengen.cluster.status_board import StatusBoard

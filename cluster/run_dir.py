@@ -9,6 +9,11 @@
     best/                   the best model (model.safetensors, config.yaml)
     models/                 every promoted model, by version (000042.safetensors)
     learner/                the learner's checkpoint, unless ``storage`` names another place
+    games/                  a sample of finished self-play games (``run.keep_game_every``): each
+                            as its stream entry (<id>.game, cluster/codec.py) and as SGF (Go) or
+                            a plain line (<id>.sgf, <id>.txt: engine/game_records.py);
+                            games/gating/<candidate>-<best>/ holds matches' games the same way;
+                            games/scanned.json, how far the sample has looked (for --resume)
     redis/                  the embedded Redis: its AOF, config, log, and connection.json
 
 The run id names the run's keys in Redis and labels its metrics. It used to be the
@@ -27,7 +32,7 @@ from pathlib import Path
 
 from tengen.cluster.keys import version_id
 
-__all__ = ["RunDir", "RunDirError", "RUN_FORMAT"]
+__all__ = ["RunDir", "RunDirError", "RUN_FORMAT", "game_file_name"]
 
 #: run.json's format version
 RUN_FORMAT = 1
@@ -40,6 +45,12 @@ class RunDirError(ValueError):
 
 def _id_part(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:100] or "run"
+
+
+def game_file_name(game_id: str, suffix: str) -> str:
+    """A game's file name, its id made safe for any file system (``w003.1f2e:17`` ->
+    ``w003.1f2e-17.sgf``)."""
+    return f"{_id_part(game_id.replace(':', '-'))}{suffix}"
 
 
 class RunDir:
@@ -82,6 +93,22 @@ class RunDir:
     @property
     def learner(self) -> Path:
         return self.path / "learner"
+
+    @property
+    def games(self) -> Path:
+        return self.path / "games"
+
+    @property
+    def games_scanned(self) -> Path:
+        return self.games / "scanned.json"
+
+    def game_file(self, game_id: str, suffix: str) -> Path:
+        """A kept game's file: ``games/<id><suffix>`` (``game_file_name``)."""
+        return self.games / game_file_name(game_id, suffix)
+
+    def gating_games(self, candidate: int, best: int) -> Path:
+        """The folder of one match's games."""
+        return self.games / "gating" / f"{version_id(candidate)}-{version_id(best)}"
 
     @property
     def redis(self) -> Path:
@@ -131,6 +158,13 @@ class RunDir:
         tmp.write_text(json.dumps({"format": RUN_FORMAT, "run_id": run_id}) + "\n")
         os.replace(tmp, self.identity)
         return run_id
+
+    def write(self, path: Path, data: bytes) -> None:
+        """Write a file of the run atomically (a reader never sees half of it)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
 
     def write_private(self, path: Path, data: bytes) -> None:
         """Write a file readable by the owner alone, from its first byte (never briefly

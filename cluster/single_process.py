@@ -182,6 +182,7 @@ class SingleProcessRun:
 
     def _report(self) -> None:
         self._last_report = time.monotonic()
+        self.loop.keep_games(self.stream)
         self.loop.report(mode="single-process", workers=1, inference_servers=0, stream_length=self.stream.length(),
                          reuse=round(float(self.learner.window.reuse), 3))
 

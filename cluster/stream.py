@@ -28,7 +28,7 @@ from tengen.cluster.redis_client import RedisLike, call_with_retry
 from tengen.engine.interfaces import Decode, Entry, SampleSink, SampleSource
 from tengen.engine.selfplay import GameRecord
 
-__all__ = ["SampleStream", "LocalSampleStream", "ENTRY_FIELD", "ERROR_RING"]
+__all__ = ["SampleStream", "LocalSampleStream", "ENTRY_FIELD", "ERROR_RING", "entry_order"]
 
 #: the stream entry field that holds the game blob
 ENTRY_FIELD = b"g"
@@ -102,6 +102,24 @@ class _SampleStreamBase(SampleSink, SampleSource):
         """The stored entries up to ``end``, newest first; ``count``: about how many the
         caller wants (a page size)."""
         raise NotImplementedError
+
+    def newest_entries(self, *, count: int, after: bytes | None = None) -> list[tuple[bytes, bytes]]:
+        """Up to ``count`` entries as stored, ``(id, blob)``, newest first, only those
+        after the entry ``after`` (an id); nothing is decoded. For readers that keep
+        some games (the run directory's sample, ``tengen games``)."""
+        out: list[tuple[bytes, bytes]] = []
+        if count < 1:
+            return out
+        floor = entry_order(after) if after is not None else None
+        for entry_id, fields in self._newest_first(None, count):
+            if floor is not None and entry_order(entry_id) <= floor:
+                break
+            blob = fields.get(ENTRY_FIELD) if fields else None
+            if blob is not None:
+                out.append((entry_id, bytes(blob)))
+            if len(out) >= count:
+                break
+        return out
 
     # -- decoding ------------------------------------------------------------------------
     def _decode(self, entry_id: bytes, fields: dict | None, decode: Decode) -> GameRecord | None:
@@ -279,6 +297,13 @@ class SampleStream(_SampleStreamBase):
             if len(page) < want:
                 return
             top = b"(" + as_bytes(page[-1][0])
+
+
+def entry_order(entry_id: bytes | str) -> tuple[int, int]:
+    """A stream entry id (``1714566000000-3``) as what orders it."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _stream_entries(reply: Any) -> list[_Raw]:

@@ -21,7 +21,7 @@ from tengen.engine.games.base import Game
 from tengen.engine.gating import Decision, EloEstimate, GatingRule, estimate_elo
 from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, choose_move
 
-__all__ = ["Player", "MctsPlayer", "RolloutMctsPlayer", "RandomPlayer", "MatchResult", "play_match"]
+__all__ = ["Player", "MctsPlayer", "RolloutMctsPlayer", "RandomPlayer", "PlayedGame", "MatchResult", "play_match"]
 
 
 class Player(Protocol):
@@ -104,14 +104,25 @@ class RandomPlayer:
 
 
 @dataclass(frozen=True)
+class PlayedGame:
+    """One finished game of a match, in the order the games ended."""
+
+    moves: tuple[int, ...]
+    first_is_black: bool  # whether the first player moved first (Go: black)
+    outcome: float  # +1 / 0 / -1 for the player who moved first
+
+
+@dataclass(frozen=True)
 class MatchResult:
-    """The first player's results against the second."""
+    """The first player's results against the second, and the games that were played
+    to the end (those cut off by an early decision are not)."""
 
     wins: int
     draws: int
     losses: int
     decision: Decision
     elo: EloEstimate
+    played: tuple[PlayedGame, ...] = ()
 
     @property
     def games(self) -> int:
@@ -140,6 +151,8 @@ def play_match(
     started = 0
     states: list[np.ndarray | None] = [None] * slots
     first_is_black = [True] * slots
+    moves: list[list[int]] = [[] for _ in range(slots)]
+    played: list[PlayedGame] = []
     decision = rule.decide(0, 0, 0) if rule else Decision.CONTINUE
 
     def start(slot: int) -> None:
@@ -147,6 +160,7 @@ def play_match(
         state = game.initial_state()
         states[slot] = state
         first_is_black[slot] = started % 2 == 0
+        moves[slot] = []
         first.new_game(slot, state)
         second.new_game(slot, state)
         started += 1
@@ -164,10 +178,12 @@ def play_match(
                 state = states[slot]
                 assert state is not None
                 game.play(state, action)
+                moves[slot].append(int(action))
                 first.advance(slot, action)
                 second.advance(slot, action)
                 if not game.is_terminal(state):
                     continue
+                played.append(PlayedGame(tuple(moves[slot]), first_is_black[slot], game.outcome(state)))
                 result = game.outcome(state) * (1 if first_is_black[slot] else -1)
                 wins, draws, losses = wins + (result > 0), draws + (result == 0), losses + (result < 0)
                 states[slot] = None
@@ -181,4 +197,4 @@ def play_match(
         decision = rule.decide(wins, draws, losses) if rule else Decision.CONTINUE
         if decision == Decision.CONTINUE:
             decision = Decision.PROMOTE if wins + 0.5 * draws > 0.5 * max(wins + draws + losses, 1) else Decision.REJECT
-    return MatchResult(wins, draws, losses, decision, estimate_elo(wins, draws, losses))
+    return MatchResult(wins, draws, losses, decision, estimate_elo(wins, draws, losses), tuple(played))

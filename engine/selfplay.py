@@ -42,6 +42,13 @@ class GameRecord:
     would_resign: int | None = None
     #: who played it and its number there (``w003.1f2e:17``), once a worker names it
     game_id: str | None = None
+    #: per move played, aligned with ``moves`` (None in records from before format 3):
+    #: the search's root value Q(root) from the mover's view, float32 [n]
+    search_value: np.ndarray | None = None
+    #: the root's visit count N(root) when the move was chosen (with the reused subtree), int32 [n]
+    search_visits: np.ndarray | None = None
+    #: whether the move had a full search (playout-cap randomisation makes others cheap), bool [n]
+    full_search: np.ndarray | None = None
 
     @property
     def length(self) -> int:
@@ -55,6 +62,9 @@ class _Game:
     policies: list = field(default_factory=list)
     movers: list = field(default_factory=list)
     moves: list = field(default_factory=list)
+    root_values: list = field(default_factory=list)  # per move: Q(root) for the mover
+    root_visits: list = field(default_factory=list)  # per move: N(root)
+    full_searches: list = field(default_factory=list)  # per move: a full search or a cheap one
     full_search: bool = True
     needs_noise: bool = True
     no_resign: bool = False
@@ -190,7 +200,8 @@ class SelfPlay:
         state = self.search.root_state(g)
         mover = self.game.to_play(state)
         visits = self.search.root_visits(g)
-        if self.resign_threshold is not None and self.search.root_value(g) < self.resign_threshold:
+        root_value = self.search.root_value(g)
+        if self.resign_threshold is not None and root_value < self.resign_threshold:
             if not info.no_resign:
                 return self._finish(g, resigned_by=mover)
             if info.would_resign is None:
@@ -203,6 +214,9 @@ class SelfPlay:
         info.state_history.append(state.copy())
         del info.state_history[: -max(self.game.history_length - 1, 1)]
         info.moves.append(action)
+        info.root_values.append(root_value)
+        info.root_visits.append(int(self.search.tree.node_n[g, 0]))
+        info.full_searches.append(info.full_search)
         self.search.advance(g, action)
         self.moves_played += 1
         if self.game.is_terminal(self.search.root_state(g)):
@@ -229,6 +243,9 @@ class SelfPlay:
             model_version=self.model_version,
             resigned=resigned_by is not None,
             would_resign=info.would_resign,
+            search_value=np.array(info.root_values, dtype=np.float32),
+            search_visits=np.array(info.root_visits, dtype=np.int32),
+            full_search=np.array(info.full_searches, dtype=np.bool_),
         )
         self._games[g] = self._new_game()
         self.search.reset(g)

@@ -2,7 +2,7 @@
 
 A record is the board size, komi and the main line as events: ``Setup`` (stones
 put on or taken off the board, SGF's AB/AW/AE) and ``Move`` (a colour's move or
-pass). Points are this project's actions (row-major from the top-left, pass is
+pass, with the node's comment, SGF's C, if any). Points are this project's actions (row-major from the top-left, pass is
 N * N); sgfmill counts rows from the bottom, which only this module knows.
 Variations other than the main line are ignored on reading.
 """
@@ -34,6 +34,7 @@ class Setup:
 class Move:
     color: int  # 0 black, 1 white
     action: int  # N * N: pass
+    comment: str | None = None  # the move node's C[]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class GoRecord:
     rules: str | None = None
     players: tuple[str | None, str | None] = (None, None)
     application: tuple[str, str] | None = None  # AP: the program's name and version
+    date: str | None = None  # DT: when it was played, ``YYYY-MM-DD``
 
     @property
     def moves(self) -> list[Move]:
@@ -99,13 +101,13 @@ def read_sgf(data: bytes | str) -> GoRecord:
         except ValueError as e:
             raise SgfError(f"bad node: {e}") from None
         if color is not None:
-            events.append(Move(0 if color == "b" else 1, _action(size, point)))
+            events.append(Move(0 if color == "b" else 1, _action(size, point), _text(node, "C")))
     to_play = None
     if root.has_property("PL"):
         to_play = 0 if root.get("PL") == "b" else 1
-    text = {key: _text(root, key) for key in ("RE", "RU", "PB", "PW")}
+    text = {key: _text(root, key) for key in ("RE", "RU", "PB", "PW", "DT")}
     return GoRecord(size=size, komi=komi, events=tuple(events), to_play=to_play, handicap=int(handicap),
-                    result=text["RE"], rules=text["RU"], players=(text["PB"], text["PW"]))
+                    result=text["RE"], rules=text["RU"], players=(text["PB"], text["PW"]), date=text["DT"])
 
 
 def _text(node: sgf.Node, key: str) -> str | None:
@@ -135,7 +137,7 @@ def write_sgf(record: GoRecord) -> str:
     if record.handicap:
         root.set("HA", record.handicap)
     for key, value in (("RU", record.rules), ("PB", record.players[0]), ("PW", record.players[1]),
-                       ("RE", record.result)):
+                       ("RE", record.result), ("DT", record.date)):
         if value:
             root.set(key, value)
     if record.application:
@@ -148,7 +150,10 @@ def write_sgf(record: GoRecord) -> str:
                                     [_point(size, a) for a in event.empty])
             continue
         at_root = False
-        game.extend_main_sequence().set_move("bw"[event.color], _point(size, event.action))
+        node = game.extend_main_sequence()
+        node.set_move("bw"[event.color], _point(size, event.action))
+        if event.comment:
+            node.set("C", event.comment)
     if record.to_play is not None and not record.moves:
         root.set("PL", "bw"[record.to_play])
     return game.serialise().decode("utf-8")

@@ -250,3 +250,21 @@ def test_elo_interval_covers_the_truth_in_simulation():
     counts = rng.multinomial(200, _wdl_probabilities(true_elo), size=200)
     covered = [estimate_elo(*map(int, wdl)).low <= true_elo <= estimate_elo(*map(int, wdl)).high for wdl in counts]
     assert 0.9 <= np.mean(covered) <= 0.99
+
+
+def test_a_match_hands_back_its_finished_games():
+    from tengen.engine.arena import RandomPlayer, play_match
+    from tengen.engine.games import make_game
+
+    ttt = make_game("tictactoe")
+    result = play_match(ttt, RandomPlayer(ttt, "a"), RandomPlayer(ttt, "b"), games=7, slots=3,
+                        rng=np.random.default_rng(5))
+    assert len(result.played) == result.games == 7
+    # colours alternate by the order games start: four with the first player moving first
+    assert sum(g.first_is_black for g in result.played) == 4
+    score = 0.0
+    for g in result.played:
+        state, _ = ttt.state_from_moves(list(g.moves))  # legal, in order
+        assert ttt.is_terminal(state) and ttt.outcome(state) == g.outcome
+        score += g.outcome if g.first_is_black else -g.outcome
+    assert score == result.wins - result.losses

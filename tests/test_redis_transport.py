@@ -261,6 +261,10 @@ def test_codec_round_trips_real_games(records, name):
         assert back.planes.dtype == np.uint8 and np.array_equal(back.planes, record.planes)
         assert back.policy.dtype == np.float32 and np.array_equal(back.policy, record.policy)  # float32: exact
         assert np.array_equal(back.value, record.value) and np.array_equal(back.moves, record.moves)
+        # what the search saw at each move, exactly
+        assert back.search_value.dtype == np.float32 and np.array_equal(back.search_value, record.search_value)
+        assert back.search_visits.dtype == np.int32 and np.array_equal(back.search_visits, record.search_visits)
+        assert back.full_search.dtype == np.bool_ and np.array_equal(back.full_search, record.full_search)
         assert (back.outcome, back.model_version, back.resigned, back.would_resign) == (
             record.outcome, 3, record.resigned, record.would_resign)
         assert back.planes.flags.writeable and back.policy.flags.writeable
@@ -281,10 +285,35 @@ def test_version_1_entries_still_read(records):
     header = _header(record)
     header["version"] = 1
     del header["game_id"]
+    for name in ("search_value", "search_visits", "full_search"):
+        del header["arrays"][name]
     back, meta = decode_game_meta(_pack(header), planes_shape=C4.planes_shape, num_actions=C4.num_actions,
                                   game_name=C4.name)
     assert meta.version == 1 and meta.game_id is None and back.game_id is None
     assert np.array_equal(back.moves, record.moves)
+    assert back.search_value is None and back.search_visits is None and back.full_search is None
+
+
+def test_version_2_entries_still_read_without_search_arrays(records):
+    record = records["connect4"][0]
+    header = _header(record)
+    header["version"] = 2
+    for name in ("search_value", "search_visits", "full_search"):
+        del header["arrays"][name]
+    back, meta = decode_game_meta(_pack(header), planes_shape=C4.planes_shape, num_actions=C4.num_actions,
+                                  game_name=C4.name)
+    assert meta.version == 2 and back.game_id == header["game_id"] and np.array_equal(back.moves, record.moves)
+    assert back.search_value is None and back.search_visits is None and back.full_search is None
+
+
+def test_a_record_without_search_arrays_still_encodes(records):
+    bare = dataclasses.replace(records["connect4"][0], search_value=None, search_visits=None, full_search=None)
+    back = DECODE_C4(encode_game(bare, worker_id="w"))
+    assert back.search_value is None and np.array_equal(back.moves, bare.moves)
+    with pytest.raises(SampleFormatError, match="all three or none"):
+        encode_game(dataclasses.replace(bare, search_value=np.zeros(bare.length, np.float32)), worker_id="w")
+    with pytest.raises(SampleFormatError, match="search_visits is \\[2\\], the game has"):
+        encode_game(dataclasses.replace(records["connect4"][0], search_visits=np.zeros(2, np.int32)), worker_id="w")
 
 
 def test_a_flipped_byte_is_caught_by_the_frame_checksum(records):
@@ -346,7 +375,7 @@ def _corrupt(record: GameRecord, case: str) -> bytes:
     if case == "format tag":
         h["format"] = "leela-chunk"
     elif case == "version":
-        h["version"] = 3
+        h["version"] = 4
     elif case == "version 1 with a game id":
         h["version"] = 1
     elif case == "version type":
@@ -392,6 +421,18 @@ def _corrupt(record: GameRecord, case: str) -> bytes:
         h["arrays"]["planes"]["data"] = bytes(data)
     elif case == "outcome":
         h["outcome"] = 3.0
+    elif case == "version 2 with search arrays":
+        h["version"] = 2
+    elif case == "half the search arrays":
+        del h["arrays"]["search_visits"]
+    elif case == "search value range":
+        _set_array(h, "search_value", np.full(len(record.moves), -1.5, "<f4"))
+    elif case == "search visits negative":
+        _set_array(h, "search_visits", np.full(len(record.moves), -1, "<i4"))
+    elif case == "full search not 0/1":
+        _set_array(h, "full_search", np.full(len(record.moves), 2, "|u1"))
+    elif case == "search value length":
+        _set_array(h, "search_value", np.zeros(len(record.moves) + 1, "<f4"))
     elif case == "bomb":
         return zstandard.ZstdCompressor().compress(bytes(50_000_000))
     elif case == "bomb without size":
@@ -410,7 +451,13 @@ CORRUPTIONS = {
     "pickle": "not a zstd frame",
     "zstd pickle": "not msgpack",
     "format tag": "format tag is 'leela-chunk'",
-    "version": "unknown format version 3; this reader knows version(s) 1, 2",
+    "version": "unknown format version 4; this reader knows version(s) 1, 2, 3",
+    "version 2 with search arrays": "arrays must be exactly ['moves', 'planes', 'policy', 'value']",
+    "half the search arrays": "arrays must be exactly",
+    "search value range": "search_value holds numbers outside [-1, 1]",
+    "search visits negative": "search_visits holds negative counts",
+    "full search not 0/1": "full_search must hold only 0/1 values",
+    "search value length": "search_value: shape",
     "version 1 with a game id": "unexpected ['game_id']",
     "version type": "unknown format version 1.0",
     "extra field": "unexpected ['surprise']",

@@ -51,6 +51,26 @@ def test_playout_cap_randomisation_records_only_full_searches():
     assert 0.1 * moves < recorded < 0.45 * moves
 
 
+def test_each_move_keeps_what_its_search_saw():
+    selfplay = SelfPlay(C4, games=8, simulations=48, seed=1, full_search_fraction=0.25, cheap_simulations=8)
+    for r in selfplay.play(uniform_evaluator(7), games=8):
+        assert r.search_value.shape == r.search_visits.shape == r.full_search.shape == (r.length,)
+        assert r.full_search.dtype == np.bool_ and r.full_search.sum() == len(r.value)  # full ones are recorded
+        # a move is played once its root has the visits its search was given (a kept subtree may hold more)
+        assert (r.search_visits[r.full_search] >= 48).all() and (r.search_visits[~r.full_search] >= 8).all()
+        assert (np.abs(r.search_value) <= 1).all()
+
+
+def test_the_winning_move_is_chosen_with_a_winning_value():
+    # Tic-tac-toe with 64 simulations: the move that completes a line backs up +1 on
+    # every visit, so the root's value for its mover is positive when it is played.
+    records = SelfPlay(TTT, games=4, simulations=64, seed=3).play(uniform_evaluator(9), games=8)
+    decided = [r for r in records if r.outcome != 0]
+    assert decided
+    for r in decided:
+        assert r.search_value[-1] > 0.5, r.search_value
+
+
 def test_resignation_and_the_games_that_may_not_resign():
     # With a uniform evaluator the root value is 0 until a forced loss shows up; a
     # threshold just below 0 makes resignations common.

@@ -62,6 +62,9 @@ def test_both_leave_the_same_files(runs):
         # models/ holds each promoted model exactly as the registry held it
         assert (run_dir / "models" / f"{promoted:06d}.safetensors").read_bytes() == (
             run_dir / "best" / "model.safetensors").read_bytes()
+        # the sample of games: each incarnation's game 0 at least, as entry and SGF
+        kept = sorted((run_dir / "games").glob("*.game"))
+        assert kept and all(p.with_suffix(".sgf").exists() for p in kept), name
 
 
 def test_the_ladder_and_status_have_one_format(runs):

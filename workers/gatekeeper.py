@@ -40,7 +40,9 @@ class Gatekeeper:
         self.matches = 0
 
     def gate(self, candidate: int, best: int) -> dict:
-        """Play ``candidate`` against ``best``; promote on a pass. Returns the result."""
+        """Play ``candidate`` against ``best``; promote on a pass. Returns the result,
+        with ``games``: each finished game's moves and whether the candidate moved first
+        (kept off the ladder, which holds the rest)."""
         for evaluate, version in zip(self.evaluators, (candidate, best), strict=True):
             blob, _ = self.registry.fetch(version)
             evaluate.load_weights_blob(blob)
@@ -61,4 +63,5 @@ class Gatekeeper:
             ladder = self.registry.ladder()
             base = (ladder[-1].get("elo") or 0.0) if ladder else 0.0
             self.registry.promote(candidate, elo=base + (result.elo.elo if result.games else 0.0), result=summary)
-        return summary
+        return summary | {"games": [{"moves": list(g.moves), "candidate_black": g.first_is_black}
+                                    for g in result.played]}

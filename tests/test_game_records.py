@@ -1,0 +1,200 @@
+"""Finished games as files (engine/game_records.py): Go as SGF with the search's
+comments, the other games as one plain line, each read back."""
+
+from __future__ import annotations
+
+import calendar
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tengen.engine.game_records import (
+    FinishedGame,
+    GameTextError,
+    parse_move_comment,
+    read_plain,
+    result_text,
+    write_game,
+    write_plain,
+)
+from tengen.engine.games import make_game
+from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.selfplay import SelfPlay
+from tengen.engine.sgf import load_sgf, read_sgf
+
+GO5 = make_game("go", size=5, komi=7.5)
+C4 = make_game("connect4")
+TTT = make_game("tictactoe")
+#: 2024-05-01 13:20 UTC
+MAY_DAY = calendar.timegm((2024, 5, 1, 13, 20, 0, 0, 0, 0))
+
+
+def test_a_go_self_play_game_as_sgf_keeps_moves_result_players_date_and_search():
+    selfplay = SelfPlay(GO5, games=2, simulations=16, seed=4, leaves_per_round=4, full_search_fraction=0.5,
+                        cheap_simulations=4, model_version=12)
+    record = selfplay.play(uniform_evaluator(GO5.num_actions), games=1)[0]
+    finished = FinishedGame.from_record(record, players=("000012", "000012"), when=MAY_DAY)
+    back = read_sgf(write_game(GO5, finished))
+    assert (back.size, back.komi, back.players, back.date) == (5, 7.5, ("000012", "000012"), "2024-05-01")
+    assert back.rules == "Tromp-Taylor (area scoring, simple ko)"
+    assert [m.action for m in back.moves] == record.moves.tolist()
+    assert [m.color for m in back.moves] == [i % 2 for i in range(record.length)]  # no handicap: B, W, B...
+    state, _ = GO5.state_from_moves(record.moves.tolist())
+    assert back.result == GO5.score_text(state) != ""
+    comments = [parse_move_comment(m.comment or "") for m in back.moves]
+    assert all(c is not None for c in comments)
+    values, visits, full, colors = (list(x) for x in zip(*comments, strict=True))
+    assert np.allclose(values, record.search_value, atol=5e-4)
+    assert visits == record.search_visits.tolist() and full == record.full_search.tolist()
+    assert colors == [m.color for m in back.moves]
+    assert not all(full) and any(full), "playout caps should give both kinds of move"
+
+
+@pytest.mark.parametrize(("komi", "moves", "resigned_by", "result"), [
+    (7.5, [25, 25], None, "W+7.5"),  # two passes on an empty board: komi decides
+    (0.0, [25, 25], None, "0"),  # and without komi it is a draw
+    (7.5, [12, 25, 25], None, "B+17.5"),  # one black stone owns the whole 5x5 board: 25 - 7.5
+    (7.5, [12], 1, "B+R"),  # white resigned
+    (7.5, [], 0, "W+R"),
+])
+def test_go_results_are_the_rules_area_score_or_a_resignation(komi, moves, resigned_by, result):
+    game = make_game("go", size=5, komi=komi)
+    finished = FinishedGame(moves=tuple(moves), resigned_by=resigned_by)
+    assert result_text(game, finished) == result
+    assert read_sgf(write_game(game, finished)).result == result
+
+
+def test_a_connect_four_game_is_one_plain_line_and_reads_back():
+    # X (first) stacks column 1 four times; O answers in column 2
+    finished = FinishedGame(moves=(0, 1, 0, 1, 0, 1, 0), players=("000003", "000002"), when=MAY_DAY,
+                            search_value=(0.1, -0.25, 0.5, -0.75, 0.9, -1.0, 1.0),
+                            search_visits=(48, 52, 60, 8, 70, 80, 90),
+                            full_search=(True, True, True, False, True, True, True))
+    line = write_plain(C4, finished)
+    assert line == ("format=1 game=connect4 first=000003 second=000002 date=2024-05-01 result=1-0 end=rules "
+                    "moves=1,2,1,2,1,2,1 values=+0.100,-0.250,+0.500,-0.750,+0.900,-1.000,+1.000 "
+                    "visits=48,52,60,8,70,80,90 full=1,1,1,0,1,1,1")
+    back, result = read_plain(line, C4)
+    assert result == "1-0"
+    assert back.moves == finished.moves and back.players == finished.players
+    assert back.search_value == finished.search_value and back.search_visits == finished.search_visits
+    assert back.full_search == finished.full_search
+    assert write_plain(C4, back) == line  # the date comes back as the same day
+
+
+def test_tic_tac_toe_draws_resignations_and_unknown_players():
+    draw = FinishedGame(moves=(0, 4, 8, 1, 7, 6, 2, 5, 3))  # X O X / X O O / O X X: no line
+    assert write_plain(TTT, draw) == "format=1 game=tictactoe first=- second=- result=1/2-1/2 end=rules " \
+                                     "moves=1,5,9,2,8,7,3,6,4"
+    resigned = FinishedGame(moves=(4,), resigned_by=1)
+    line = write_plain(TTT, resigned)
+    assert "result=1-0 end=resignation" in line
+    assert read_plain(line, TTT)[0] == resigned
+
+
+def test_self_play_records_of_the_small_games_read_back():
+    for game in (C4, TTT):
+        for record in SelfPlay(game, games=3, simulations=8, seed=2).play(uniform_evaluator(game.num_actions), 3):
+            finished = FinishedGame.from_record(record, players=("000000", "000000"))
+            back, result = read_plain(write_game(game, finished), game)
+            assert back.moves == tuple(record.moves.tolist())
+            assert result == {1.0: "1-0", -1.0: "0-1", 0.0: "1/2-1/2"}[record.outcome]
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ("format=2 game=connect4 first=a second=b result=1-0 end=rules moves=1", "format '2' is not"),
+    ("format=1 game=connect4 first=a second=b result=1-0 moves=1", "missing fields: end"),
+    ("format=1 game=tictactoe first=a second=b result=1-0 end=rules moves=1", "a 'tictactoe' game"),
+    ("format=1 game=connect4 first=a second=b result=1-0 end=rules moves=1,8", "expected a column 1..7"),
+    ("format=1 game=connect4 first=a second=b result=1-0 end=rules moves=1,2,1", "not finished"),
+    ("format=1 game=connect4 first=a second=b result=0-1 end=rules moves=1,2,1,2,1,2,1", "says 0-1 but"),
+    ("format=1 game=connect4 first=a second=b result=1-0 end=rules moves=1 colour=red", "'colour=red' is not"),
+    ("format=1 game=connect4 first=a second=b result=1-0 end=resignation moves=1 values=+0.1", "all three"),
+])
+def test_a_bad_plain_line_is_refused_with_the_reason(line, why):
+    with pytest.raises(GameTextError, match=why):
+        read_plain(line, C4)
+
+
+def test_what_cannot_be_written_is_refused():
+    with pytest.raises(GameTextError, match="not finished"):
+        write_game(GO5, FinishedGame(moves=(12,)))
+    with pytest.raises(GameTextError, match="move 2"):
+        write_game(GO5, FinishedGame(moves=(12, 12), resigned_by=0))
+    with pytest.raises(GameTextError, match="no spaces"):
+        write_plain(TTT, FinishedGame(moves=(4,), resigned_by=1, players=("a b", "c")))
+    with pytest.raises(GameTextError, match="one entry per move"):
+        FinishedGame(moves=(1, 2), search_value=(0.0,), search_visits=(1,), full_search=(True,))
+
+
+# -- read back by Sabaki's SGF parser --------------------------------------------------------
+
+NODE_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "node"
+SGF_PACKAGE = "@sabaki/sgf@3"  # tested with 3.4.7
+
+
+@pytest.fixture(scope="module")
+def sabaki_sgf() -> Path:
+    """@sabaki/sgf installed by npm into .cache/node (skips only when that fails)."""
+    modules = NODE_CACHE / "node_modules"
+    if (modules / "@sabaki" / "sgf" / "package.json").exists():
+        return modules
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if not npm or not node:
+        pytest.skip("cannot install @sabaki/sgf: no node and npm")
+    done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_CACHE), SGF_PACKAGE],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.skip(f"cannot install {SGF_PACKAGE}: npm install failed:\n{done.stderr}")
+    return modules
+
+
+def sabaki_read(modules: Path, *paths: Path) -> list[dict]:
+    script = Path(__file__).resolve().parent / "sabaki_sgf.js"
+    done = subprocess.run(["node", str(script), *map(str, paths)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NODE_PATH": str(modules)})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_sgf_that_tengen_writes_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path):
+    game = make_game("go", size=9, komi=7.5)
+    selfplay = SelfPlay(game, games=2, simulations=16, seed=8, leaves_per_round=4, full_search_fraction=0.5,
+                        cheap_simulations=4, model_version=42)
+    records = selfplay.play(uniform_evaluator(game.num_actions), games=2)
+    games = [FinishedGame.from_record(r, players=("000042", "000042"), when=MAY_DAY) for r in records]
+    games.append(FinishedGame(moves=(40, 81, 30), resigned_by=0, players=("000041", "000042")))  # W+R, a pass
+    paths = []
+    for i, finished in enumerate(games):
+        path = tmp_path / f"{i}.sgf"
+        path.write_text(write_game(game, finished), encoding="utf-8")
+        paths.append(path)
+    for finished, path, seen in zip(games, paths, sabaki_read(sabaki_sgf, *paths), strict=True):
+        ours = load_sgf(path)  # sgfmill's reading, through engine/sgf.py
+        root = seen["root"]
+        assert root["SZ"] == ["9"] and float(root["KM"][0]) == ours.komi == 7.5
+        assert root["RE"] == [ours.result] == [result_text(game, finished)]
+        assert root["RU"] == [ours.rules] and root["PB"][0] == finished.players[0] == ours.players[0]
+        assert root["PW"][0] == finished.players[1]
+        # the moves, as Sabaki's vertices [x, y] from the top left; sgfmill writes a pass
+        # as FF[3]'s B[tt], off a 9x9 board, which Sabaki plays as a pass (as it does B[])
+        expected = [None if a == game.pass_action else [a % 9, a // 9] for a in finished.moves]
+        assert [None if v is None or max(v) >= 9 else v for v in (m["vertex"] for m in seen["moves"])] == expected
+        assert {m["point"] for m, a in zip(seen["moves"], finished.moves, strict=True) if a == game.pass_action} <= {
+            "tt", ""}
+        assert [m["color"] for m in seen["moves"]] == ["BW"[i % 2] for i in range(len(finished.moves))]
+        assert [m["comment"] for m in seen["moves"]] == [m.comment for m in ours.moves]
+        if finished.has_search:
+            assert seen["dates"] == [[2024, 5, 1]] and ours.date == "2024-05-01"
+            parsed = [parse_move_comment(m["comment"]) for m in seen["moves"]]
+            assert [p[1] for p in parsed] == list(finished.search_visits)
+            assert [p[2] for p in parsed] == list(finished.full_search)
+            assert np.allclose([p[0] for p in parsed], finished.search_value, atol=5e-4)
+        else:
+            assert all(m["comment"] is None for m in seen["moves"])
+    assert load_sgf(paths[-1]).result == "W+R"
