@@ -64,6 +64,8 @@ class TrainingLoop:
         self.reported_games: dict[str, int] = {}
         #: candidates published and not yet gated, oldest first
         self.pending: list[int] = []
+        #: the candidate in the match now (its weights stay until the match is decided)
+        self.in_match: int | None = None
         #: why the run stopped early (a crash loop, Redis away too long), else None
         self.error: str | None = None
         self.started = time.monotonic()
@@ -140,19 +142,23 @@ class TrainingLoop:
 
     def learner_reported(self, stats: dict) -> None:
         self.learner_stats = stats
-        self.pending.extend(stats.get("published", []))
+        published = stats.get("published", [])
+        self.pending.extend(published)
+        if published:  # bounded however slowly matches go, not only at each gating
+            self._prune()
 
     def next_match(self) -> int | None:
         """The candidate to gate now: only the newest is worth a match."""
         if not self.pending:
             return None
-        candidate = self.pending[-1]
+        candidate = self.in_match = self.pending[-1]
         self.pending.clear()
         return candidate
 
     def match_cut_off(self, candidate: int) -> None:
         """A match that did not finish decided nothing: play it again (or a newer one)."""
         self.pending.insert(0, candidate)
+        self.in_match = None
 
     def gated(self, result: dict) -> int | None:
         """A gating result: a promoted candidate becomes the best (on disk too), a
@@ -176,8 +182,16 @@ class TrainingLoop:
             self.log(f"promoted {version_id(promoted)}")
         else:
             self.registry.discard(result["candidate"])
-        self.registry.prune(keep_candidates=self.config.redis.keep_candidates, keep=self.pending)
+        self.in_match = None
+        self._prune()
         return promoted
+
+    def _prune(self) -> None:
+        """Weights in the registry: the best, the newest ``redis.keep_candidates``, the
+        next to be gated (only the newest waiting is) and the one in a match (a match
+        played again fetches it)."""
+        keep = [*self.pending[-1:], *([] if self.in_match is None else [self.in_match])]
+        self.registry.prune(keep_candidates=self.config.redis.keep_candidates, keep=keep)
 
     # -- the run directory ----------------------------------------------------------------
     def save_best(self) -> None:

@@ -1,0 +1,65 @@
+"""The training loop's decisions, driven by hand with the in-process registry: what
+both wirings do with what their parts report."""
+
+import pytest
+
+from tengen.cluster.config import parse_config
+from tengen.cluster.loop import TrainingLoop
+from tengen.cluster.registry import LocalModelRegistry, RegistryError
+from tengen.cluster.run_dir import RunDir
+
+CONFIG = parse_config({"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8},
+                       "redis": {"keep_candidates": 3}})
+
+
+def held(registry: LocalModelRegistry) -> set[int]:
+    """The versions whose weights the registry still holds."""
+    versions = set()
+    for version in registry.candidates():
+        try:
+            registry.fetch(version)
+            versions.add(version)
+        except RegistryError:
+            pass
+    return versions
+
+
+@pytest.fixture
+def loop(tmp_path):
+    files = RunDir(tmp_path / "run")
+    files.path.mkdir()
+    files.create_identity()
+    loop = TrainingLoop(CONFIG, files, LocalModelRegistry("loop-test"), log=lambda line: None)
+    assert loop.begin(resume=False) == 0
+    return loop
+
+
+def test_weights_stay_bounded_while_a_slow_match_runs(loop):
+    registry = loop.registry
+    registry.publish(1, b"candidate 1", {})
+    loop.learner_reported({"step": 10, "published": [1]})
+    assert loop.next_match() == 1  # a match starts; it outlasts eight more candidates
+    for version in range(2, 10):
+        registry.publish(version, f"candidate {version}".encode(), {})
+        loop.learner_reported({"step": 10 * version, "published": [version]})
+    # The best (0), the one in the match (1), the newest three: nothing else.
+    assert held(registry) == {0, 1, 7, 8, 9}
+    loop.gated({"candidate": 1, "best": 0, "decision": "reject", "wins": 0, "draws": 0, "losses": 4, "elo": -400})
+    assert held(registry) == {0, 7, 8, 9}
+    assert loop.next_match() == 9  # only the newest is worth a match
+
+
+def test_a_match_cut_off_is_played_again_on_the_newest_candidate(loop):
+    registry = loop.registry
+    for version in range(1, 3):
+        registry.publish(version, f"candidate {version}".encode(), {})
+    loop.learner_reported({"step": 20, "published": [1, 2]})
+    assert loop.next_match() == 2
+    loop.match_cut_off(2)  # the gatekeeper died mid-match: it decided nothing
+    assert loop.next_match() == 2 and 2 in held(registry)
+    loop.match_cut_off(2)  # and again; meanwhile the learner went on
+    for version in range(3, 8):
+        registry.publish(version, f"candidate {version}".encode(), {})
+        loop.learner_reported({"step": 10 * version, "published": [version]})
+    assert loop.next_match() == 7
+    assert held(registry) == {0, 5, 6, 7}
