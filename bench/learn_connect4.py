@@ -36,96 +36,14 @@ minutes on 2 cores). Run it alone: other work on the machine takes the run's CPU
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from cpu_by_part import CpuByPart, table
 from grade_connect4 import Grades, SearchSettings, grade_model, ratio_lines, table_header, table_row
 from label_connect4 import DEFAULT_PATH, read_positions
+from training_run import marks_in, ratio_lines_cluster_vs_single, train
 
-from tengen.cluster.keys import version_id
-from tengen.cluster.run_dir import RunDir
 from tengen.cluster.single_process import load_model
 from tengen.engine.network import CompiledModel
-
-MARKS = "marks"
-ROOT = Path(__file__).resolve().parent.parent
-TARGET_CLUSTER_VS_SINGLE = 0.9
-
-
-def train(mode: str, args: argparse.Namespace) -> dict:
-    """``tengen train`` in ``mode`` for ``--minutes`` into RUN_DIR/<mode>; its rates and CPU by part."""
-    run_dir = Path(args.run_dir) / mode
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    command = [sys.executable, "-m", "tengen.cluster.cli", "train", args.config, "--run-dir", str(run_dir),
-               "--minutes", str(args.minutes)] + (["--single-process"] if mode == "single" else [])
-    print(f"{mode}: {' '.join(command[2:])}", flush=True)
-    started = time.monotonic()
-    with subprocess.Popen(command, cwd=ROOT) as run:
-        cpu = CpuByPart(run.pid).start()
-        code = run.wait()
-    wall_s = time.monotonic() - started
-    seconds = cpu.stop()
-    if code != 0:
-        raise SystemExit(f"{mode}: tengen train exited with {code}; see {run_dir / 'log.txt'}")
-    last = json.loads(RunDir(run_dir).status.read_text())
-    minutes = last["elapsed_s"] / 60
-    rates = {"mode": mode, "run_dir": run_dir, "minutes": minutes, "games": last["games"],
-             "steps": last["learner_step"], "games_per_min": last["games"] / minutes,
-             "steps_per_min": last["learner_step"] / minutes, "promotions": last["promotions"]}
-    print(f"{mode}: {rates['games']} games, {rates['steps']} learner steps, {rates['promotions']} promotions in "
-          f"{minutes:.1f} min: {rates['games_per_min']:.0f} games/min, {rates['steps_per_min']:.0f} steps/min")
-    for line in table(seconds, wall_s, os.cpu_count() or 1):
-        print(f"  {line}")
-    save_marks(run_dir, args.eval_every, args.minutes)
-    return rates
-
-
-def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
-    """The best model at every ``every`` minutes of the run and at its end, from its
-    ladder, models/ and status history, as ``marks/<minutes>min/`` directories."""
-    files = RunDir(run_dir)
-    statuses = [json.loads(line) for line in files.status_history.read_text().splitlines() if line.strip()]
-    ladder = json.loads(files.ladder.read_text())
-    started = statuses[0]["time"] - statuses[0]["elapsed_s"]
-    marks, at = [], every
-    times = []
-    while at < minutes:
-        times.append(at)
-        at += every
-    times.append(statuses[-1]["elapsed_s"] / 60)
-    for at in times:
-        until = started + at * 60
-        best = [entry for entry in ladder if entry["time"] <= until][-1]
-        before = [line for line in statuses if line["time"] <= until + 1e-6]
-        status = before[-1] if before else {"games": 0, "learner_step": 0}
-        mark = run_dir / MARKS / f"{at:06.1f}min"
-        mark.mkdir(parents=True, exist_ok=True)
-        shutil.copy(files.model(int(best["version"])), mark / "model.safetensors")
-        shutil.copy(files.config, mark / "config.yaml")
-        (mark / "mark.json").write_text(json.dumps({
-            "trained_minutes": round(at, 2), "version": version_id(int(best["version"])),
-            "games": status["games"], "step": status["learner_step"]}, indent=2))
-        print(f"  {at:5.1f} min: games {status['games']} steps {status['learner_step']} best "
-              f"{version_id(int(best['version']))} -> {mark}", flush=True)
-        marks.append(mark)
-    return marks
-
-
-def models_in(checkpoint: Path, which: str) -> list[Path]:
-    """A model directory itself, or a run directory's marks (all, or the last)."""
-    if (checkpoint / "model.safetensors").exists():
-        return [checkpoint]
-    marks = sorted(path for path in (checkpoint / MARKS).glob("*min") if (path / "model.safetensors").exists())
-    if not marks:
-        raise SystemExit(f"{checkpoint}: neither a model directory nor a run directory with {MARKS}/")
-    return marks if which == "all" else marks[-1:]
 
 
 def grade(models: list[Path], args: argparse.Namespace) -> None:
@@ -169,17 +87,17 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.grade_only:
-        grade(models_in(Path(args.grade_only), args.grade_marks), args)
+        grade(marks_in(Path(args.grade_only), args.grade_marks), args)
         return
     modes = ["single", "cluster"] if args.mode == "both" else [args.mode]
-    runs = {mode: train(mode, args) for mode in modes}
+    runs = {mode: train(mode, config=args.config, run_dir=Path(args.run_dir) / mode, minutes=args.minutes,
+                        every=args.eval_every) for mode in modes}
     if args.mode == "both":
-        for key in ("games_per_min", "steps_per_min"):
-            ratio = runs["cluster"][key] / max(runs["single"][key], 1e-9)
-            print(f"RATIO cluster_vs_single_{key} {ratio:.3f} vs single target {TARGET_CLUSTER_VS_SINGLE}")
+        for line in ratio_lines_cluster_vs_single(runs["cluster"], runs["single"]):
+            print(line)
     if not args.no_grade:
         for mode in modes:
-            grade(models_in(runs[mode]["run_dir"], args.grade_marks), args)
+            grade(marks_in(runs[mode]["run_dir"], args.grade_marks), args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,104 @@
+"""One training run of a benchmark: ``tengen train`` itself, in either wiring, with
+where its CPU goes (cpu_by_part.py) and, afterwards, its marks: the best model at
+every N minutes, taken from the run directory (ladder.json, models/, status.jsonl)
+so that training is never paused for them. bench/learn_connect4.py and
+bench/learn_go9.py train through it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cpu_by_part import CpuByPart, table
+
+from tengen.cluster.keys import version_id
+from tengen.cluster.run_dir import RunDir
+
+__all__ = ["MARKS", "TARGET_CLUSTER_VS_SINGLE", "train", "save_marks", "marks_in", "ratio_lines_cluster_vs_single"]
+
+MARKS = "marks"
+ROOT = Path(__file__).resolve().parent.parent
+#: issue 12: the main job plays and trains at least this share of --single-process's rate
+TARGET_CLUSTER_VS_SINGLE = 0.9
+
+
+def train(mode: str, *, config: str, run_dir: Path, minutes: float, every: float) -> dict:
+    """``tengen train config`` in ``mode`` (cluster: the README's main job; single:
+    ``--single-process``) for ``minutes`` into ``run_dir``, with marks every ``every``
+    minutes; its rates, and its CPU by part printed."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    command = [sys.executable, "-m", "tengen.cluster.cli", "train", config, "--run-dir", str(run_dir),
+               "--minutes", str(minutes)] + (["--single-process"] if mode == "single" else [])
+    print(f"{mode}: {' '.join(command[2:])}", flush=True)
+    started = time.monotonic()
+    with subprocess.Popen(command, cwd=ROOT) as run:
+        cpu = CpuByPart(run.pid).start()
+        code = run.wait()
+    wall_s = time.monotonic() - started
+    seconds = cpu.stop()
+    if code != 0:
+        raise SystemExit(f"{mode}: tengen train exited with {code}; see {run_dir / 'log.txt'}")
+    last = json.loads(RunDir(run_dir).status.read_text())
+    minutes = last["elapsed_s"] / 60
+    rates = {"mode": mode, "run_dir": run_dir, "minutes": minutes, "games": last["games"],
+             "steps": last["learner_step"], "games_per_min": last["games"] / minutes,
+             "steps_per_min": last["learner_step"] / minutes, "promotions": last["promotions"]}
+    print(f"{mode}: {rates['games']} games, {rates['steps']} learner steps, {rates['promotions']} promotions in "
+          f"{minutes:.1f} min: {rates['games_per_min']:.0f} games/min, {rates['steps_per_min']:.0f} steps/min")
+    for line in table(seconds, wall_s, os.cpu_count() or 1):
+        print(f"  {line}")
+    save_marks(run_dir, every, minutes)
+    return rates
+
+
+def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
+    """The best model at every ``every`` minutes of the run and at its end, from its
+    ladder, models/ and status history, as ``marks/<minutes>min/`` directories."""
+    files = RunDir(run_dir)
+    statuses = [json.loads(line) for line in files.status_history.read_text().splitlines() if line.strip()]
+    ladder = json.loads(files.ladder.read_text())
+    started = statuses[0]["time"] - statuses[0]["elapsed_s"]
+    marks, at = [], every
+    times = []
+    while at < minutes:
+        times.append(at)
+        at += every
+    times.append(statuses[-1]["elapsed_s"] / 60)
+    for at in times:
+        until = started + at * 60
+        best = [entry for entry in ladder if entry["time"] <= until][-1]
+        before = [line for line in statuses if line["time"] <= until + 1e-6]
+        status = before[-1] if before else {"games": 0, "learner_step": 0}
+        mark = run_dir / MARKS / f"{at:06.1f}min"
+        mark.mkdir(parents=True, exist_ok=True)
+        shutil.copy(files.model(int(best["version"])), mark / "model.safetensors")
+        shutil.copy(files.config, mark / "config.yaml")
+        (mark / "mark.json").write_text(json.dumps({
+            "trained_minutes": round(at, 2), "version": version_id(int(best["version"])),
+            "games": status["games"], "step": status["learner_step"]}, indent=2))
+        print(f"  {at:5.1f} min: games {status['games']} steps {status['learner_step']} best "
+              f"{version_id(int(best['version']))} -> {mark}", flush=True)
+        marks.append(mark)
+    return marks
+
+
+def marks_in(checkpoint: Path, which: str = "all") -> list[Path]:
+    """A model directory itself, or a run directory's marks (all, or the last)."""
+    if (checkpoint / "model.safetensors").exists():
+        return [checkpoint]
+    marks = sorted(path for path in (checkpoint / MARKS).glob("*min") if (path / "model.safetensors").exists())
+    if not marks:
+        raise SystemExit(f"{checkpoint}: neither a model directory nor a run directory with {MARKS}/")
+    return marks if which == "all" else marks[-1:]
+
+
+def ratio_lines_cluster_vs_single(cluster: dict, single: dict) -> list[str]:
+    return [f"RATIO cluster_vs_single_{key} {cluster[key] / max(single[key], 1e-9):.3f} vs single target "
+            f"{TARGET_CLUSTER_VS_SINGLE}" for key in ("games_per_min", "steps_per_min")]
