@@ -410,6 +410,7 @@ class TengenConfig(_Strict):
             "simulations": mcts.simulations, "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
             "leaves_per_round": mcts.leaves_per_round, "virtual_loss": mcts.virtual_loss,
             "dirichlet_alpha": mcts.dirichlet_alpha, "dirichlet_fraction": mcts.dirichlet_fraction,
+            **self.search_kwargs(),
             "temperature_schedule": sp.temperature_schedule, "temperature_moves": sp.temperature_moves,
             "temperature": sp.temperature, "full_search_fraction": sp.full_search_fraction,
             "cheap_simulations": sp.cheap_simulations, "resign_threshold": sp.resign_threshold,
@@ -430,7 +431,7 @@ class TengenConfig(_Strict):
         return {"rule": self.gating_rule_kwargs(), "simulations": g.simulations or mcts.simulations,
                 "games_in_flight": g.games_in_flight, "temperature_moves": g.temperature_moves,
                 "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
-                "leaves_per_round": mcts.leaves_per_round}
+                "leaves_per_round": mcts.leaves_per_round, **self.search_kwargs()}
 
     def search_kwargs(self) -> dict:
         """Which search, and Gumbel's constants (self-play and gating alike)."""

@@ -147,6 +147,9 @@ def test_the_search_is_puct_unless_a_config_says_gumbel():
     gumbel = parse_config(ttt(mcts={"search": "gumbel", "gumbel_considered": 4, "gumbel_c_scale": 0.1}))
     assert gumbel.search_kwargs() == {"search": "gumbel", "gumbel_considered": 4, "gumbel_c_visit": 50.0,
                                       "gumbel_c_scale": 0.1}
+    # both self-play and the gatekeeper's players get them
+    assert gumbel.selfplay_kwargs().items() >= gumbel.search_kwargs().items()
+    assert gumbel.gatekeeper_kwargs().items() >= gumbel.search_kwargs().items()
 
 
 def test_a_sane_schedule_and_bounds_still_parse():

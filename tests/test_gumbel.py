@@ -159,14 +159,9 @@ def reachable(game):
     return found
 
 
-def test_with_a_perfect_ish_evaluator_gumbel_plays_an_optimal_tictactoe_move_everywhere():
-    # The evaluator: exact minimax values, and a policy with half its mass spread over
-    # the optimal moves, half over all legal ones. Below the root Gumbel's rule is
-    # greedy (argmax of pi' - N share): with uniform priors it can keep to the first
-    # move that holds up and never try the one that wins, so the prior must help.
-    # With 16 simulations below the root, noise drawn as in self-play, every one of
-    # the 4,520 positions gets an optimal move (with 8, 132 do not).
-    positions = reachable(TTT)
+def perfect_ish_evaluator(positions):
+    """Tic-tac-toe: exact minimax values, and a policy with half its mass spread over
+    the optimal moves, half over all legal ones."""
     table = {}
     for state in positions:
         legal = TTT.legal_mask(state).astype(np.float32)
@@ -179,6 +174,17 @@ def test_with_a_perfect_ish_evaluator_gumbel_plays_an_optimal_tictactoe_move_eve
         found = [table[p.tobytes()] for p in planes]
         return np.array([f[0] for f in found], np.float32), np.array([f[1] for f in found], np.float32)
 
+    return evaluate
+
+
+def test_with_a_perfect_ish_evaluator_gumbel_plays_an_optimal_tictactoe_move_everywhere():
+    # Below the root Gumbel's rule is greedy (argmax of pi' - N share): with uniform
+    # priors it can keep to the first move that holds up and never try the one that
+    # wins, so the prior must help. With 16 simulations below the root, noise drawn as
+    # in self-play, every one of the 4,520 positions gets an optimal move (with 8, 132
+    # do not).
+    positions = reachable(TTT)
+    evaluate = perfect_ish_evaluator(positions)
     search = gumbel_search(TTT, games=len(positions), simulations=17)
     rng = np.random.default_rng(2)
     for g, state in enumerate(positions):
@@ -267,3 +273,13 @@ def test_the_rule_below_the_root_is_argmax_of_improved_policy_minus_visit_share(
                                  t.raw_value[0, 0], np.float32(50.0), np.float32(1.0),
                                  np.zeros(7, np.float32))
         assert chosen == expected, simulations
+
+
+def test_an_arena_player_with_gumbel_search_never_loses_to_a_random_player():
+    from tengen.engine.arena import MctsPlayer, RandomPlayer, play_match
+
+    # Noise in the first 2 moves of each game so that the games differ, none after.
+    player = MctsPlayer(TTT, perfect_ish_evaluator(reachable(TTT)), slots=20, simulations=17, search="gumbel",
+                        temperature_moves=2)
+    result = play_match(TTT, player, RandomPlayer(TTT), games=40, slots=20, rng=np.random.default_rng(0))
+    assert result.games == 40 and result.losses == 0 and result.wins >= 30, result

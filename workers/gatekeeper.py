@@ -24,7 +24,8 @@ __all__ = ["Gatekeeper"]
 class Gatekeeper:
     def __init__(self, *, game: Game, network: dict, registry: ModelRegistryLike, rule: dict, simulations: int,
                  games_in_flight: int, temperature_moves: int, c_puct: float, fpu_reduction: float,
-                 leaves_per_round: int, seed: int):
+                 leaves_per_round: int, seed: int, search: str = "puct", gumbel_considered: int = 16,
+                 gumbel_c_visit: float = 50.0, gumbel_c_scale: float = 1.0):
         self.game = game
         self.registry = registry
         self.rule = GatingRule(**rule)
@@ -34,7 +35,8 @@ class Gatekeeper:
         self.slots = games_in_flight
         self.player_options: dict[str, Any] = dict(
             slots=games_in_flight, simulations=simulations, c_puct=c_puct, fpu_reduction=fpu_reduction,
-            leaves_per_round=leaves_per_round, temperature_moves=temperature_moves)
+            leaves_per_round=leaves_per_round, temperature_moves=temperature_moves, search=search,
+            gumbel_considered=gumbel_considered, gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale)
         self.matches = 0
 
     def gate(self, candidate: int, best: int) -> dict:
