@@ -12,6 +12,10 @@ same run, each on one core.
   game's search is the same sequential UCT as the bot's), the rollouts of a round in
   one compiled call (``RolloutEvaluator``).
 
+- Gumbel AlphaZero's search (``search="gumbel"``, m = 16, noise drawn for every
+  search) against our PUCT of the first item, the same games, leaves per round and
+  evaluator: the cost of a simulation under each rule (target: the same).
+
 Every search starts from the initial position. The sides take short turns in
 alternation and each keeps its best turn (see ``interleaved_best``).
 
@@ -20,9 +24,10 @@ alternation and each keeps its best turn (see ``interleaved_best``).
 ``tengen`` from DIR and takes its turns in the same alternation: a change to the
 search is measured against the code before it in the same run.
 
-    python bench/mcts.py [--simulations 800] [--baseline DIR]
+    python bench/mcts.py [--simulations 800] [--baseline DIR] [--only-gumbel]
 
-Ends with one ``RATIO`` line per game and peer (see DESIGN.md).
+Ends with one ``RATIO`` line per game and peer (see DESIGN.md), and ``RATIO
+gumbel_vs_puct_sims_per_s`` for the slower of the games.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ TARGETS = {("connect4", "uniform"): 50.0, ("go9", "uniform"): 30.0,
            ("connect4", "rollout"): 5.0, ("go9", "rollout"): 5.0}
 #: the baseline's speed over ours that counts as no loss: the noise of best-of-six turns here
 BASELINE_TARGET = 0.95
+#: Gumbel's speed over PUCT's: the same cost per simulation
+GUMBEL_TARGET = 1.0
 #: UCT's exploration constant on both sides of the rollout comparison
 UCT_C = 2.0
 #: games (label) -> (make_game arguments, OpenSpiel name, OpenSpiel parameters)
@@ -112,12 +119,20 @@ class OpenSpielCppSide(_Side):
 
 class OurSide(_Side):
     """Our search of many games at once: ``kind`` "uniform" (PUCT, uniform evaluator,
-    64 games, 8 leaves per round) or "rollout" (UCT, one random rollout per leaf,
-    32 games, 1 leaf per round)."""
+    64 games, 8 leaves per round), "gumbel" (the same with Gumbel's search, each
+    game's noise drawn before each search) or "rollout" (UCT, one random rollout per
+    leaf, 32 games, 1 leaf per round)."""
 
     def __init__(self, game, simulations: int, kind: str):
         self.simulations = simulations
-        if kind == "uniform":
+        self._noise: np.random.Generator | None = None
+        if kind == "gumbel":
+            self.search = Search(game, games=64, simulations=simulations, leaves_per_round=8, search="gumbel",
+                                 gumbel_considered=16)
+            self._noise = np.random.default_rng(0)
+            evaluate = uniform_evaluator(game.num_actions)
+            self._run = lambda: self.search.run(evaluate)
+        elif kind == "uniform":
             self.search = Search(game, games=64, simulations=simulations, leaves_per_round=8, c_puct=1.25,
                                  fpu_reduction=0.0)
             evaluate = uniform_evaluator(game.num_actions)
@@ -133,6 +148,8 @@ class OurSide(_Side):
         search = self.search
         for g in range(search.games):
             search.reset(g)
+            if self._noise is not None:
+                search.sample_gumbel(g, self._noise)
         self._run()
         return search.games * self.simulations
 
@@ -196,7 +213,8 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=6, help="alternating turns per side and game")
     parser.add_argument("--baseline", type=Path, help="another tengen checkout to measure our search against")
     parser.add_argument("--games", nargs="+", choices=sorted(CASES), default=list(CASES))
-    parser.add_argument("--serve", choices=["uniform", "rollout"], help=argparse.SUPPRESS)
+    parser.add_argument("--only-gumbel", action="store_true", help="only our PUCT against our Gumbel search")
+    parser.add_argument("--serve", choices=["uniform", "gumbel", "rollout"], help=argparse.SUPPRESS)
     parser.add_argument("--game", choices=sorted(CASES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -204,18 +222,22 @@ def main() -> None:
         return
     print(f"ours: tengen from {Path(tengen.__file__).resolve().parent.parent}", flush=True)
     ratios = []
+    gumbel_ratios = []
     for label in args.games:
         make_args, spiel_name, spiel_params = CASES[label]
         game = make_game(**make_args)
-        sides: dict[str, object] = {
-            "ours": OurSide(game, args.simulations, "uniform"),
-            "OpenSpiel MCTSBot (Python)": OpenSpielPythonSide(spiel_name, spiel_params, args.simulations),
-            "ours, rollouts": OurSide(game, args.simulations, "rollout"),
-            "OpenSpiel MCTSBot (C++), rollouts": OpenSpielCppSide(spiel_name, spiel_params, args.simulations),
-        }
+        sides: dict[str, object] = {"ours": OurSide(game, args.simulations, "uniform"),
+                                    "ours, gumbel": OurSide(game, args.simulations, "gumbel")}
+        if not args.only_gumbel:
+            sides.update({
+                "OpenSpiel MCTSBot (Python)": OpenSpielPythonSide(spiel_name, spiel_params, args.simulations),
+                "ours, rollouts": OurSide(game, args.simulations, "rollout"),
+                "OpenSpiel MCTSBot (C++), rollouts": OpenSpielCppSide(spiel_name, spiel_params, args.simulations),
+            })
         if args.baseline:
             sides["baseline"] = BaselineSide(args.baseline, label, args.simulations, "uniform")
-            sides["baseline, rollouts"] = BaselineSide(args.baseline, label, args.simulations, "rollout")
+            if not args.only_gumbel:
+                sides["baseline, rollouts"] = BaselineSide(args.baseline, label, args.simulations, "rollout")
         rates = dict(zip(sides, interleaved_best(list(sides.values()), args.seconds, args.slices),
                          strict=True))
         for name, rate in rates.items():
@@ -223,16 +245,22 @@ def main() -> None:
         for side in sides.values():
             if isinstance(side, BaselineSide):
                 side.close()
+        gumbel_ratios.append(rates["ours, gumbel"] / rates["ours"])
+        print(f"{label:9s} gumbel / puct: {gumbel_ratios[-1]:.2f}", flush=True)
+        if args.baseline:
+            ratios.append((f"{label}_sims_per_s", rates["ours"] / rates["baseline"], "baseline", BASELINE_TARGET))
+        if args.only_gumbel:
+            continue
         ratios.append((f"{label}_sims_per_s", rates["ours"] / rates["OpenSpiel MCTSBot (Python)"],
                        "openspiel_mctsbot", TARGETS[label, "uniform"]))
         ratios.append((f"{label}_rollout_sims_per_s", rates["ours, rollouts"]
                        / rates["OpenSpiel MCTSBot (C++), rollouts"], "pyspiel_cpp", TARGETS[label, "rollout"]))
         if args.baseline:
-            ratios.append((f"{label}_sims_per_s", rates["ours"] / rates["baseline"], "baseline", BASELINE_TARGET))
             ratios.append((f"{label}_rollout_sims_per_s", rates["ours, rollouts"] / rates["baseline, rollouts"],
                            "baseline", BASELINE_TARGET))
     for metric, ratio, peer, target in ratios:
         print(f"RATIO {metric} {ratio:.{2 if peer == 'baseline' else 1}f} vs {peer} target {target:g}")
+    print(f"RATIO gumbel_vs_puct_sims_per_s {min(gumbel_ratios):.2f} vs puct {GUMBEL_TARGET:.1f}")
 
 
 if __name__ == "__main__":

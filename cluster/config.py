@@ -136,8 +136,11 @@ class NetworkConfig(_Strict):
 
 
 class MctsConfig(_Strict):
-    """PUCT search (engine/mcts/); AlphaZero's noise, KataGo-like FPU."""
+    """The search (engine/mcts/): PUCT with AlphaZero's noise and KataGo-like FPU, or
+    Gumbel AlphaZero's (``search: gumbel``: no Dirichlet noise, no FPU, no c_puct)."""
 
+    #: puct: AlphaZero; gumbel: Danihelka et al. 2022, built for few simulations
+    search: Literal["puct", "gumbel"] = "puct"
     # simulations and leaves_per_round size the search's arrays: TengenConfig checks
     # that they fit in memory.
     simulations: int = Field(default=200, ge=1)
@@ -153,6 +156,13 @@ class MctsConfig(_Strict):
     #: AlphaZero 0.03 (Go) to 0.3 (chess); past 100 the noise is uniform anyway
     dirichlet_alpha: float = Field(default=0.3, gt=0, le=100)
     dirichlet_fraction: float = Field(default=0.25, ge=0, le=1)
+    #: m, the root moves sequential halving starts from (the paper's 16; fewer legal
+    #: moves: all of them)
+    gumbel_considered: int = Field(default=16, ge=1, le=4096)
+    #: sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q in [0, 1] (the paper's 50 and
+    #: 1.0); with c_scale 100 the values alone pick every move
+    gumbel_c_visit: float = Field(default=50.0, ge=0, le=100_000)
+    gumbel_c_scale: float = Field(default=1.0, gt=0, le=100)
 
 
 class SelfPlayConfig(_Strict):
@@ -424,6 +434,7 @@ class TengenConfig(_Strict):
             "simulations": mcts.simulations, "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
             "leaves_per_round": mcts.leaves_per_round, "virtual_loss": mcts.virtual_loss,
             "dirichlet_alpha": mcts.dirichlet_alpha, "dirichlet_fraction": mcts.dirichlet_fraction,
+            **self.search_kwargs(),
             "temperature_schedule": sp.temperature_schedule, "temperature_moves": sp.temperature_moves,
             "temperature": sp.temperature, "full_search_fraction": sp.full_search_fraction,
             "cheap_simulations": sp.cheap_simulations, "resign_threshold": sp.resign_threshold,
@@ -446,7 +457,13 @@ class TengenConfig(_Strict):
         return {"rule": self.gating_rule(), "simulations": g.simulations or mcts.simulations,
                 "games_in_flight": g.games_in_flight, "temperature_moves": g.temperature_moves,
                 "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
-                "leaves_per_round": mcts.leaves_per_round}
+                "leaves_per_round": mcts.leaves_per_round, **self.search_kwargs()}
+
+    def search_kwargs(self) -> dict:
+        """Which search, and Gumbel's constants (self-play and gating alike)."""
+        mcts = self.mcts
+        return {"search": mcts.search, "gumbel_considered": mcts.gumbel_considered,
+                "gumbel_c_visit": mcts.gumbel_c_visit, "gumbel_c_scale": mcts.gumbel_c_scale}
 
     def gating_rule(self) -> GatingRule:
         g = self.gating

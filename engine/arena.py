@@ -37,11 +37,15 @@ class Player(Protocol):
 class MctsPlayer:
     """PUCT search with an evaluator (a model); the most visited move, except for the
     first ``temperature_moves`` moves of a game, sampled from the visits so that games
-    between the same two players differ."""
+    between the same two players differ. With ``search="gumbel"``: Gumbel's move,
+    searched with Gumbel noise in those first moves (a sample of the improved policy)
+    and without it after."""
 
     def __init__(self, game: Game, evaluate: Evaluator, *, slots: int, simulations: int, name: str = "mcts",
                  c_puct: float = 1.25, fpu_reduction: float = 0.25, leaves_per_round: int = 8,
-                 temperature_moves: int = 0, formula: str = "puct", keep_leaf_states: bool = False):
+                 temperature_moves: int = 0, formula: str = "puct", keep_leaf_states: bool = False,
+                 search: str = "puct", gumbel_considered: int = 16, gumbel_c_visit: float = 50.0,
+                 gumbel_c_scale: float = 1.0):
         self.name = name
         self.game = game
         self.evaluate = evaluate
@@ -49,7 +53,9 @@ class MctsPlayer:
         self.temperature_moves = temperature_moves
         self.search = Search(game, games=slots, simulations=simulations, c_puct=c_puct,
                              fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round, formula=formula,
-                             keep_leaf_states=keep_leaf_states)
+                             keep_leaf_states=keep_leaf_states, search=search,
+                             gumbel_considered=gumbel_considered, gumbel_c_visit=gumbel_c_visit,
+                             gumbel_c_scale=gumbel_c_scale)
 
     def new_game(self, slot: int, state: np.ndarray) -> None:
         self.search.reset(slot, state)
@@ -60,12 +66,16 @@ class MctsPlayer:
     def choose(self, slots: list[int], states: list[np.ndarray], rng: np.random.Generator) -> list[int]:
         active = np.zeros(self.search.games, dtype=np.bool_)
         active[slots] = True
+        openings = [self.game.move_number(state) < self.temperature_moves for state in states]
+        if self.search.gumbel:
+            for slot, opening in zip(slots, openings, strict=True):
+                if opening:
+                    self.search.sample_gumbel(slot, rng)
         self._search(active)
-        moves = []
-        for slot, state in zip(slots, states, strict=True):
-            opening = self.game.move_number(state) < self.temperature_moves
-            moves.append(choose_move(self.search.root_visits(slot), rng, temperature=1.0 if opening else 0.0))
-        return moves
+        if self.search.gumbel:
+            return [self.search.gumbel_action(slot) for slot in slots]
+        return [choose_move(self.search.root_visits(slot), rng, temperature=1.0 if opening else 0.0)
+                for slot, opening in zip(slots, openings, strict=True)]
 
     def advance(self, slot: int, action: int) -> None:
         self.search.advance(slot, action)

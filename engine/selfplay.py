@@ -12,6 +12,13 @@ temperature (``temperature_schedule="constant"``, the classic Connect Four tutor
 KataGo's playout cap randomisation (``full_search_fraction`` < 1: only full searches
 become policy targets, the others use ``cheap_simulations``) and resignation
 (``resign_threshold``, never in a ``no_resign_fraction`` of games) are off by default.
+
+With ``search="gumbel"`` (Gumbel AlphaZero, engine/mcts/gumbel.py) every search,
+full or cheap, draws its own Gumbel noise; the move played is the search's survivor
+(``Search.gumbel_action``), which with the noise is a sample of the improved policy,
+so neither Dirichlet noise nor a temperature is used (``temperature_schedule``,
+``temperature_moves``, ``temperature``, ``dirichlet_*`` are ignored); the recorded
+policy is the improved policy (``Search.improved_policy``).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ class GameRecord:
 
     game: str
     planes: np.ndarray  # uint8 [L, H, W, C]: recorded positions (full searches only)
-    policy: np.ndarray  # float32 [L, A]: visit distribution at each recorded position
+    policy: np.ndarray  # float32 [L, A]: the search's policy at each recorded position (visits, or Gumbel's pi')
     value: np.ndarray  # float32 [L]: final result from each position's mover's view
     moves: np.ndarray  # int32 [n]: every move played, in order
     outcome: float  # +1 / 0 / -1 for player 0
@@ -95,6 +102,10 @@ class SelfPlay:
         resign_threshold: float | None = None,
         no_resign_fraction: float = 0.1,
         model_version: int = 0,
+        search: str = "puct",
+        gumbel_considered: int = 16,
+        gumbel_c_visit: float = 50.0,
+        gumbel_c_scale: float = 1.0,
     ):
         if temperature_schedule not in ("alphazero", "constant"):
             raise ValueError(f"temperature_schedule must be 'alphazero' or 'constant', not {temperature_schedule!r}")
@@ -107,7 +118,9 @@ class SelfPlay:
         self.rng = np.random.default_rng(seed)
         self.search = Search(game, games=games, simulations=simulations, c_puct=c_puct,
                              fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
-                             virtual_loss=virtual_loss)
+                             virtual_loss=virtual_loss, search=search, gumbel_considered=gumbel_considered,
+                             gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale)
+        self.gumbel = search == "gumbel"
         self.dirichlet_alpha = dirichlet_alpha
         self.dirichlet_fraction = dirichlet_fraction
         self.temperature_schedule = temperature_schedule
@@ -181,6 +194,11 @@ class SelfPlay:
         info = self._games[g]
         info.full_search = bool(self.full_search_fraction >= 1.0 or self.rng.random() < self.full_search_fraction)
         self._targets[g] = self.simulations if info.full_search else self.cheap_simulations
+        if self.gumbel:
+            # Gumbel's noise is its exploration and its move choice: every search draws it.
+            self.search.sample_gumbel(g, self.rng)
+            info.needs_noise = False
+            return
         # Noise is for exploration in full searches; cheap ones only pick the move.
         info.needs_noise = info.full_search and self.dirichlet_fraction > 0
         if info.needs_noise and self.search.root_expanded(g):
@@ -208,9 +226,12 @@ class SelfPlay:
                 info.would_resign = mover
         if info.full_search:
             info.planes.append(self.game.encode(state, info.state_history).astype(np.uint8))
-            info.policies.append(visit_policy(visits))
+            info.policies.append(self.search.improved_policy(g) if self.gumbel else visit_policy(visits))
             info.movers.append(mover)
-        action = choose_move(visits, self.rng, temperature=self._temperature(len(info.moves)))
+        if self.gumbel:
+            action = self.search.gumbel_action(g)
+        else:
+            action = choose_move(visits, self.rng, temperature=self._temperature(len(info.moves)))
         info.state_history.append(state.copy())
         del info.state_history[: -max(self.game.history_length - 1, 1)]
         info.moves.append(action)

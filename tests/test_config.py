@@ -110,6 +110,10 @@ NAN, INF = float("nan"), float("inf")
         (ttt(mcts={"virtual_loss": 1e30}), r"mcts\.virtual_loss: .*less than or equal to 10"),
         (ttt(mcts={"dirichlet_alpha": 0}), r"mcts\.dirichlet_alpha: .*greater than 0"),
         (ttt(mcts={"dirichlet_alpha": 1e9}), r"mcts\.dirichlet_alpha: .*less than or equal to 100"),
+        (ttt(mcts={"search": "alphabeta"}), r"mcts\.search: .*'puct' or 'gumbel'"),
+        (ttt(mcts={"gumbel_considered": 0}), r"mcts\.gumbel_considered: .*greater than or equal to 1"),
+        (ttt(mcts={"gumbel_c_visit": -1}), r"mcts\.gumbel_c_visit: .*greater than or equal to 0"),
+        (ttt(mcts={"gumbel_c_scale": 0}), r"mcts\.gumbel_c_scale: .*greater than 0"),
         (ttt(selfplay={"temperature": 0.001}), r"selfplay\.temperature: .*greater than or equal to 0\.1"),
         (ttt(selfplay={"temperature": 1e6}), r"selfplay\.temperature: .*less than or equal to 10"),
         (ttt(selfplay={"full_search_fraction": 0.5, "cheap_simulations": 65}, mcts={"simulations": 64}),
@@ -145,6 +149,18 @@ def test_command_line_overrides_go_through_the_schema():
         config.with_changes({"stop.minutes": -1})
     with pytest.raises(ConfigError, match="stop.hours is not a config key"):
         config.with_changes({"stop.hours": 1})
+
+
+def test_the_search_is_puct_unless_a_config_says_gumbel():
+    # the paper's constants (Danihelka et al. 2022: m = 16, c_visit = 50, c_scale = 1)
+    assert parse_config(ttt()).search_kwargs() == {"search": "puct", "gumbel_considered": 16,
+                                                   "gumbel_c_visit": 50.0, "gumbel_c_scale": 1.0}
+    gumbel = parse_config(ttt(mcts={"search": "gumbel", "gumbel_considered": 4, "gumbel_c_scale": 0.1}))
+    assert gumbel.search_kwargs() == {"search": "gumbel", "gumbel_considered": 4, "gumbel_c_visit": 50.0,
+                                      "gumbel_c_scale": 0.1}
+    # both self-play and the gatekeeper's players get them
+    assert gumbel.selfplay_kwargs().items() >= gumbel.search_kwargs().items()
+    assert gumbel.gatekeeper_kwargs().items() >= gumbel.search_kwargs().items()
 
 
 def test_a_sane_schedule_and_bounds_still_parse():

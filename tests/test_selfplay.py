@@ -100,3 +100,57 @@ def test_go_self_play_with_history_planes():
         final, planes = replay(go, r.moves)
         assert go.is_terminal(final)
         assert np.array_equal(r.planes, np.stack(planes)) and r.planes.shape[1:] == (5, 5, 17)
+
+
+def fixed_evaluator(game, seed=0):
+    """Deterministic, a function of the planes alone, and not uniform (so that the
+    improved policy differs from the prior and the visits)."""
+    weights = np.random.default_rng(seed).normal(size=(int(np.prod(game.planes_shape)), game.num_actions + 1))
+
+    def evaluate(planes):
+        out = planes.reshape(len(planes), -1).astype(np.float64) @ weights / 4.0
+        policy = np.exp(out[:, :-1] - out[:, :-1].max(axis=1, keepdims=True))
+        return (policy / policy.sum(axis=1, keepdims=True)).astype(np.float32), np.tanh(out[:, -1]).astype(np.float32)
+
+    return evaluate
+
+
+def test_gumbel_self_play_records_the_improved_policy_and_plays_the_survivor():
+    evaluate = fixed_evaluator(C4, seed=1)
+    selfplay = SelfPlay(C4, games=4, simulations=16, seed=3, search="gumbel", gumbel_considered=4)
+    records = selfplay.play(evaluate, games=4)
+    for r in records:
+        final, planes = replay(C4, r.moves)
+        assert C4.is_terminal(final) and C4.outcome(final) == r.outcome
+        assert len(r.policy) == r.length and np.allclose(r.policy.sum(axis=1), 1.0)
+        for p, x in zip(r.policy, planes, strict=True):
+            full_columns = (x[0, :, 0] + x[0, :, 1]) > 0
+            assert not p[full_columns].any()
+    # The target is pi', not the visit shares: with m = 4 and 15 simulations below the
+    # root the visits are multiples of 1/15 on at most 4 moves, pi' is positive on
+    # every legal move.
+    first = records[0].policy[0]
+    assert (first > 0).sum() == 7
+
+
+def test_gumbel_self_play_replays_from_its_seed():
+    def games(seed):
+        selfplay = SelfPlay(C4, games=3, simulations=12, seed=seed, search="gumbel", leaves_per_round=4)
+        return selfplay.play(fixed_evaluator(C4, seed=2), games=5)
+
+    first, again, other = games(9), games(9), games(10)
+    assert [r.moves.tolist() for r in first] == [r.moves.tolist() for r in again]
+    assert all(np.array_equal(a.policy, b.policy) for a, b in zip(first, again, strict=True))
+    assert [r.moves.tolist() for r in first] != [r.moves.tolist() for r in other]
+
+
+def test_gumbel_self_play_keeps_playout_caps():
+    # 30% full searches (recorded, 16 simulations), the rest cheap (4, only a move):
+    # each search draws its noise, and only the full ones become samples.
+    selfplay = SelfPlay(C4, games=8, simulations=16, seed=0, search="gumbel", full_search_fraction=0.3,
+                        cheap_simulations=4)
+    records = selfplay.play(uniform_evaluator(7), games=8)
+    recorded = sum(len(r.policy) for r in records)
+    played = sum(r.length for r in records)
+    assert 0.15 * played < recorded < 0.45 * played
+    assert selfplay.evaluations < played * 16

@@ -12,7 +12,8 @@ from numpy.typing import DTypeLike
 from tengen.engine.games import kernels as R
 from tengen.engine.games.base import Game
 from tengen.engine.mcts.evaluators import Evaluator, no_evaluation
-from tengen.engine.mcts.settings import NUM_SETTINGS, SearchSettings
+from tengen.engine.mcts.gumbel import gumbel_action, improved_policy_into
+from tengen.engine.mcts.settings import GUMBEL_C_SCALE, GUMBEL_C_VISIT, NUM_SETTINGS, SearchSettings
 from tengen.engine.mcts.tree import (
     EXPANDED,
     ILLEGAL,
@@ -30,13 +31,21 @@ __all__ = ["Search", "search_bytes"]
 
 
 class Search:
-    """PUCT search trees for G games of one game type.
+    """PUCT (or Gumbel AlphaZero) search trees for G games of one game type.
 
     ``gather(targets)`` returns the planes of this round's leaves (``uint8[B, H, W, C]``,
     a view valid until the next call); ``apply(policy, value)`` takes their evaluation.
     ``run(evaluate, simulations)`` loops the two until every game's root has been
     visited ``simulations`` times. The keywords after ``simulations`` are
     ``SearchSettings``'s.
+
+    With ``search="gumbel"`` (engine/mcts/gumbel.py) a search of ``simulations``
+    evaluates the root once and spends the other ``simulations - 1`` below it by
+    sequential halving, so that both searches cost the same evaluations;
+    ``sample_gumbel`` draws a game's root noise for the next search (none: the
+    deterministic search of evaluation), ``gumbel_action`` is the move to play and
+    ``improved_policy`` the policy target. Each move starts a fresh tree (``advance``
+    keeps no subtree): the halving schedule counts the search's own simulations.
     """
 
     def __init__(
@@ -51,11 +60,18 @@ class Search:
         virtual_loss: float = 1.0,
         formula: str = "puct",
         keep_leaf_states: bool = False,
+        search: str = "puct",
+        gumbel_considered: int = 16,
+        gumbel_c_visit: float = 50.0,
+        gumbel_c_scale: float = 1.0,
     ):
         if games < 1 or simulations < 1 or leaves_per_round < 1:
             raise ValueError("games, simulations and leaves_per_round must be at least 1")
         self.settings = SearchSettings(c_puct=c_puct, fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
-                                       virtual_loss=virtual_loss, formula=formula, keep_leaf_states=keep_leaf_states)
+                                       virtual_loss=virtual_loss, formula=formula, keep_leaf_states=keep_leaf_states,
+                                       search=search, gumbel_considered=gumbel_considered,
+                                       gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale)
+        self.gumbel = search == "gumbel"
         self._settings = self.settings.to_array()  # what the kernels read
         self.game = game
         self.games = games
@@ -102,6 +118,8 @@ class Search:
         if not self.game.legal_mask(self.tree.root_state[g])[action]:
             raise ValueError(f"{self.game.action_to_text(action)} is not legal in game {g}")
         reroot_kernel(self.game.kernel_kind, self.game.params, self.tree, self._scratch, g, int(action))
+        if self.gumbel:
+            clear_game(self.tree, g, int(self.tree.num_nodes[g]))
 
     # -- search -------------------------------------------------------------------------
     def gather(self, targets: np.ndarray | int | None = None, active: np.ndarray | None = None) -> np.ndarray:
@@ -176,9 +194,41 @@ class Search:
     def root_expanded(self, g: int) -> bool:
         return bool(self.tree.status[g, ROOT] == EXPANDED)
 
+    def sample_gumbel(self, g: int, rng: np.random.Generator) -> None:
+        """Draw g(a) ~ Gumbel(0, 1) for game g's next search (Gumbel search only; the
+        noise lasts until the game's next ``advance`` or ``reset``)."""
+        if not self.gumbel:
+            raise RuntimeError("sample_gumbel needs search='gumbel'")
+        if self.tree.considered[g]:
+            raise RuntimeError(f"game {g}'s search has begun: draw its noise before")
+        self.tree.gumbel[g] = rng.gumbel(size=self.game.num_actions)
+
+    def gumbel_action(self, g: int) -> int:
+        """The move Gumbel search plays: among the most visited root moves (the last
+        survivors of sequential halving), the highest g + logits + sigma(completed Q)."""
+        self._check_gumbel_root(g)
+        return int(gumbel_action(self.tree, g, self._settings[GUMBEL_C_VISIT], self._settings[GUMBEL_C_SCALE],
+                                 self._scratch.weights))
+
+    def improved_policy(self, g: int) -> np.ndarray:
+        """softmax(logits + sigma(completed Q)) over the legal root moves,
+        ``float32[A]``: Gumbel search's policy target."""
+        self._check_gumbel_root(g)
+        out = np.zeros(self.game.num_actions, dtype=np.float32)
+        improved_policy_into(self.tree, g, self._settings[GUMBEL_C_VISIT], self._settings[GUMBEL_C_SCALE], out)
+        return out
+
+    def _check_gumbel_root(self, g: int) -> None:
+        if not self.gumbel:
+            raise RuntimeError("needs search='gumbel' (PUCT's results are the visit counts)")
+        if not self.root_expanded(g) or self.tree.in_flight[g]:
+            raise RuntimeError(f"game {g} has no finished search")
+
     def add_root_noise(self, g: int, rng: np.random.Generator, *, alpha: float, fraction: float) -> None:
         """Mix Dirichlet(alpha) noise into the root's priors over its legal moves
         (AlphaZero: P = (1 - fraction) P + fraction * eta)."""
+        if self.gumbel:
+            raise RuntimeError("Gumbel search explores by its own noise (sample_gumbel), not Dirichlet's")
         prior = self.tree.prior[g, ROOT]
         legal = prior != ILLEGAL
         if not legal.any() or fraction <= 0:
@@ -215,9 +265,10 @@ def search_bytes(game: Game, *, games: int, simulations: int, leaves_per_round: 
         ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.int32),
         ((g, m), np.int32), ((g, m), np.int8), ((g, m), np.float32), ((g,), np.int32),
         ((g, s), state.dtype), ((g, max(t - 1, 1), cells), np.int8), ((g,), np.int32),
+        ((g, m), np.float32), ((g, a), np.float32), ((g, a), np.int32), ((g,), np.int32), ((g,), np.int32),
         # the scratch of one walk (new_scratch)
         ((s,), state.dtype), ((captured_capacity(cells),), np.int32), ((t, cells), np.int8),
-        ((m,), np.int32), ((a,), np.bool_), ((m,), np.int32),
+        ((m,), np.int32), ((a,), np.bool_), ((m,), np.int32), ((a,), np.float32),
         # the leaf batch and its bookkeeping
         ((batch, *game.planes_shape), np.uint8), ((batch if keep_leaf_states else 1, s), np.int32),
         ((batch,), np.int32), ((batch,), np.int32), ((2,), np.int64), ((g,), np.bool_), ((g,), np.float32),

@@ -20,14 +20,23 @@ __all__ = [
     "C_PUCT",
     "FPU_REDUCTION",
     "VIRTUAL_LOSS",
+    "SEARCH",
+    "SEARCH_PUCT",
+    "SEARCH_GUMBEL",
+    "GUMBEL_CONSIDERED",
+    "GUMBEL_C_VISIT",
+    "GUMBEL_C_SCALE",
     "NUM_SETTINGS",
 ]
 
 PUCT, UCT = 0, 1  # selection formulas: AlphaZero's, or plain UCT for rollout MCTS
 _FORMULAS = {"puct": PUCT, "uct": UCT}
+SEARCH_PUCT, SEARCH_GUMBEL = 0, 1  # the search: AlphaZero's, or Gumbel AlphaZero's (engine/mcts/gumbel.py)
+_SEARCHES = {"puct": SEARCH_PUCT, "gumbel": SEARCH_GUMBEL}
 
 # The slots of SearchSettings.to_array().
-LEAVES_PER_ROUND, FORMULA, KEEP_LEAF_STATES, C_PUCT, FPU_REDUCTION, VIRTUAL_LOSS, NUM_SETTINGS = range(7)
+(LEAVES_PER_ROUND, FORMULA, KEEP_LEAF_STATES, C_PUCT, FPU_REDUCTION, VIRTUAL_LOSS, SEARCH, GUMBEL_CONSIDERED,
+ GUMBEL_C_VISIT, GUMBEL_C_SCALE, NUM_SETTINGS) = range(11)
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,11 @@ class SearchSettings:
     (first-play urgency); each round walks up to ``leaves_per_round`` times per game,
     each walk counting ``virtual_loss`` lost visits on its path until its leaf is
     backed up; ``keep_leaf_states`` keeps the leaves' positions (rollout evaluators).
+
+    ``search="gumbel"`` replaces PUCT by Gumbel AlphaZero's rules (Danihelka et al.,
+    ICLR 2022, their defaults): sequential halving over at most ``gumbel_considered``
+    root moves (m), and sigma(q) = (``gumbel_c_visit`` + max_b N(b)) *
+    ``gumbel_c_scale`` * q; ``c_puct`` and ``fpu_reduction`` are then unused.
     """
 
     c_puct: float = 1.25
@@ -47,12 +61,25 @@ class SearchSettings:
     virtual_loss: float = 1.0
     formula: str = "puct"
     keep_leaf_states: bool = False
+    search: str = "puct"
+    gumbel_considered: int = 16
+    gumbel_c_visit: float = 50.0
+    gumbel_c_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.leaves_per_round < 1:
             raise ValueError(f"leaves_per_round must be at least 1, got {self.leaves_per_round}")
         if self.formula not in _FORMULAS:
             raise ValueError(f"formula must be 'puct' or 'uct', not {self.formula!r}")
+        if self.search not in _SEARCHES:
+            raise ValueError(f"search must be 'puct' or 'gumbel', not {self.search!r}")
+        if self.search == "gumbel" and self.formula != "puct":
+            raise ValueError("search='gumbel' has its own selection rule: leave formula at 'puct'")
+        if self.gumbel_considered < 1:
+            raise ValueError(f"gumbel_considered must be at least 1, got {self.gumbel_considered}")
+        if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0:
+            raise ValueError(f"gumbel_c_visit must be >= 0 and gumbel_c_scale > 0, got {self.gumbel_c_visit} "
+                             f"and {self.gumbel_c_scale}")
 
     def to_array(self) -> np.ndarray:
         """``float64[NUM_SETTINGS]``, what the compiled walk reads."""
@@ -63,4 +90,8 @@ class SearchSettings:
         out[C_PUCT] = self.c_puct
         out[FPU_REDUCTION] = self.fpu_reduction
         out[VIRTUAL_LOSS] = self.virtual_loss
+        out[SEARCH] = _SEARCHES[self.search]
+        out[GUMBEL_CONSIDERED] = self.gumbel_considered
+        out[GUMBEL_C_VISIT] = self.gumbel_c_visit
+        out[GUMBEL_C_SCALE] = self.gumbel_c_scale
         return out

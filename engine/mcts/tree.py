@@ -56,6 +56,12 @@ class Tree(NamedTuple):
     root_state: np.ndarray  # [G, S] int32
     root_history: np.ndarray  # [G, T-1, H*W] int8: boards before the root, newest first
     in_flight: np.ndarray  # [G] int32: leaves gathered and not yet applied
+    raw_value: np.ndarray  # [G, M] float32: the evaluator's value of the node (Gumbel's v_hat)
+    # Gumbel's root (engine/mcts/gumbel.py), per game:
+    gumbel: np.ndarray  # [G, A] float32: g(a), drawn by the caller; 0 = no noise
+    survivors: np.ndarray  # [G, A] int32: root moves of the phase, best first (first survivor_count)
+    survivor_count: np.ndarray  # [G] int32
+    considered: np.ndarray  # [G] int32: m of this search; 0 = not started
 
 
 class Scratch(NamedTuple):
@@ -67,6 +73,7 @@ class Scratch(NamedTuple):
     path: np.ndarray  # [M] int32: actions from the root to the leaf
     legal: np.ndarray  # [A] bool
     remap: np.ndarray  # [M] int32: old -> new node ids while re-rooting
+    weights: np.ndarray  # [A] float32: a node's per-move numbers (Gumbel's sigma, pi')
 
 
 def max_nodes(simulations: int, leaves_per_round: int) -> int:
@@ -99,6 +106,11 @@ def new_tree(games: int, max_nodes: int, num_actions: int, state: np.ndarray, hi
         root_state=np.tile(state, (g, 1)),
         root_history=np.zeros((g, max(history_boards, 1), cells), dtype=np.int8),
         in_flight=np.zeros(g, dtype=np.int32),
+        raw_value=np.zeros((g, m), dtype=np.float32),
+        gumbel=np.zeros((g, a), dtype=np.float32),
+        survivors=np.zeros((g, a), dtype=np.int32),
+        survivor_count=np.zeros(g, dtype=np.int32),
+        considered=np.zeros(g, dtype=np.int32),
     )
 
 
@@ -112,6 +124,7 @@ def new_scratch(game: Game, max_nodes: int) -> Scratch:
         path=np.zeros(max_nodes, dtype=np.int32),
         legal=np.zeros(game.num_actions, dtype=np.bool_),
         remap=np.zeros(max_nodes, dtype=np.int32),
+        weights=np.zeros(game.num_actions, dtype=np.float32),
     )
 
 
@@ -192,6 +205,7 @@ def reroot_kernel(kind, params, tree, scratch, g, action):
         tree.node_w[g, new] = tree.node_w[g, old]
         tree.status[g, new] = tree.status[g, old]
         tree.terminal_value[g, new] = tree.terminal_value[g, old]
+        tree.raw_value[g, new] = tree.raw_value[g, old]
         tree.parent[g, new] = remap[tree.parent[g, old]] if new > 0 else -1
         tree.parent_action[g, new] = tree.parent_action[g, old] if new > 0 else -1
     clear_nodes(tree, g, count, n)
@@ -218,12 +232,18 @@ def clear_nodes(tree, g, start, stop):
         tree.node_w[g, node] = 0.0
         tree.status[g, node] = PENDING
         tree.terminal_value[g, node] = 0.0
+        tree.raw_value[g, node] = 0.0
         tree.parent[g, node] = -1
         tree.parent_action[g, node] = -1
 
 
 @njit(cache=True)
 def clear_game(tree, g, used):
+    """A fresh tree for game g, and a fresh Gumbel root: noise is drawn per search."""
     clear_nodes(tree, g, 0, used)
     tree.num_nodes[g] = 1
     tree.in_flight[g] = 0
+    for a in range(tree.gumbel.shape[1]):
+        tree.gumbel[g, a] = 0.0
+    tree.survivor_count[g] = 0
+    tree.considered[g] = 0

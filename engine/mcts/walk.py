@@ -26,13 +26,19 @@ import numpy as np
 from numba import njit
 
 from tengen.engine.games import kernels as R
+from tengen.engine.mcts.gumbel import halve_root, halving_slot, select_interior, start_root
 from tengen.engine.mcts.planes import encode_leaf
 from tengen.engine.mcts.settings import (
     C_PUCT,
     FORMULA,
     FPU_REDUCTION,
+    GUMBEL_C_SCALE,
+    GUMBEL_C_VISIT,
+    GUMBEL_CONSIDERED,
     KEEP_LEAF_STATES,
     LEAVES_PER_ROUND,
+    SEARCH,
+    SEARCH_GUMBEL,
     UCT,
     VIRTUAL_LOSS,
 )
@@ -185,6 +191,9 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
     formula = int(settings[FORMULA])
     keep_states = settings[KEEP_LEAF_STATES] != 0.0
     c_puct, fpu_reduction, virtual_loss = settings[C_PUCT], settings[FPU_REDUCTION], settings[VIRTUAL_LOSS]
+    gumbel = int(settings[SEARCH]) == SEARCH_GUMBEL
+    considered = int(settings[GUMBEL_CONSIDERED])
+    c_visit, c_scale = settings[GUMBEL_C_VISIT], settings[GUMBEL_C_SCALE]
     games = tree.num_nodes.shape[0]
     max_nodes = tree.node_n.shape[1]
     num_actions = tree.prior.shape[2]
@@ -215,11 +224,32 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
             else:
                 if tree.status[g, ROOT] == TERMINAL:
                     break
+                forced = -1
+                if gumbel:
+                    # Sequential halving fixes the root move: simulation k (the root's
+                    # own evaluation was the search's first) of the budget below it.
+                    if tree.considered[g] == 0:
+                        start_root(tree, g, considered, scratch.legal)
+                    k = int(tree.node_n[g, ROOT]) - 1 + tree.in_flight[g]
+                    survivors, rank = halving_slot(tree.considered[g], int(targets[g]) - 1, k)
+                    if survivors < tree.survivor_count[g]:
+                        if tree.in_flight[g] > 0:
+                            break  # the phase ends: its ranking needs the values in flight
+                        halve_root(tree, g, survivors, c_visit, c_scale, scratch.weights)
+                    # (a budget raised mid-search keeps the survivors it has)
+                    forced = tree.survivors[g, rank % tree.survivor_count[g]]
                 # Walk down, adding virtual loss, to an edge with no node behind it or
                 # one whose node is not expanded.
                 node, depth = ROOT, 0
                 while True:
-                    a = _select_child(tree, g, node, formula, c_puct, fpu_reduction)
+                    if depth == 0 and forced >= 0:
+                        a = forced
+                    elif gumbel:
+                        a = select_interior(tree.prior[g, node], tree.edge_n[g, node], tree.edge_w[g, node],
+                                            tree.edge_n_sum[g, node], tree.raw_value[g, node], np.float32(c_visit),
+                                            np.float32(c_scale), scratch.weights)
+                    else:
+                        a = _select_child(tree, g, node, formula, c_puct, fpu_reduction)
                     update_edge(tree, g, node, a, 0.0, 0.0, virtual_loss)  # the virtual loss
                     scratch.path[depth] = a
                     depth += 1
@@ -258,6 +288,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                     tree.status[g, child] = TERMINAL
                     result = R.outcome(kind, params, st)
                     tree.terminal_value[g, child] = result if st[R.TO_PLAY] == 0 else -result
+                    tree.raw_value[g, child] = tree.terminal_value[g, child]
                     _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss)
                     counts[1] += 1
                     continue
@@ -299,5 +330,6 @@ def apply_kernel(tree, settings, leaf_game, leaf_node, count, policy, value):
                 p = max(policy[b, a], 0.0)
                 tree.prior[g, node, a] = p / total if total > 0.0 else 1.0 / listed
         tree.status[g, node] = EXPANDED
+        tree.raw_value[g, node] = value[b]
         tree.in_flight[g] -= 1
         _backup(tree, g, node, value[b], virtual_loss)
