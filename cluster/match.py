@@ -41,6 +41,7 @@ __all__ = ["GTP_PREFIX", "MatchError", "Side", "parse_side", "record_file", "run
 GTP_PREFIX = "gtp:"
 RULES = "Tromp-Taylor"  # SGF's RU: area scoring of the final board, see engine/match.py
 CONFIDENCE = 0.95
+_INTERPRETERS = ("python", "node", "sh", "bash", "perl", "ruby", "java")
 
 
 class MatchError(ValueError):
@@ -59,7 +60,11 @@ class Side:
     @property
     def name(self) -> str:
         if self.command is not None:
-            return shlex.split(self.command)[0].rsplit("/", 1)[-1]
+            words = [w.rsplit("/", 1)[-1] for w in shlex.split(self.command)]
+            # `python3 my_engine.py`: the script is the engine's name
+            if words[0].startswith(_INTERPRETERS) and len(words) > 1 and not words[1].startswith("-"):
+                return words[1]
+            return words[0]
         return self.spec
 
 

@@ -107,7 +107,7 @@ class GtpProcess:
                 if self.proc.poll() is not None:
                     raise self._dead(f"exited without answering {command!r}")
                 self.kill()
-                raise GtpEngineError(f"{self.name} gave no answer to {command!r} in "
+                raise GtpEngineError(f"{self.name} ({shlex.join(self.argv)}) gave no answer to {command!r} in "
                                      f"{self.timeout if timeout is None else timeout:g} s (killed)"
                                      + self._stderr_note())
             try:
