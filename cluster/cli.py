@@ -248,7 +248,8 @@ def _run_match(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
         summary = run_match(a, b, games=args.games, simulations=args.sims, parallel=args.parallel,
-                            go_size=GO_GAMES[args.game] if args.game else None, komi=args.komi, timeout=args.timeout, seed=args.seed,
+                            go_size=GO_GAMES[args.game] if args.game else None, komi=args.komi,
+                            timeout=args.timeout, seed=args.seed,
                             out=Path(args.out) if args.out else None, progress=progress)
     except (MatchError, GtpEngineError, OSError) as e:
         return _fail("match", e)

@@ -136,9 +136,13 @@ def record_file(game: Game, played: PlayedGame) -> tuple[str, str]:
                           result=result_text(played), rules=RULES, players=(played.black, played.white),
                           application=("tengen", _version()))
         return f"game-{played.index + 1:04d}.sgf", write_sgf(record)
-    result = {1.0: "1-0", -1.0: "0-1"}.get(played.outcome, "1/2-1/2")
     moves = ",".join(game.action_to_text(a) for a in played.moves)
-    return "games.txt", f"{game.name} {moves} {result}\n"
+    return "games.txt", f"{game.name} {moves} {_plain_result(played)}\n"
+
+
+def _plain_result(played: PlayedGame) -> str:
+    """The first mover's result as chess writes it (the games that are not Go)."""
+    return {1.0: "1-0", -1.0: "0-1"}.get(played.outcome, "1/2-1/2")
 
 
 def _version() -> str:
@@ -210,7 +214,8 @@ def run_match(a: Side, b: Side, *, games: int, simulations: int | None = None, p
         for player in players:
             if isinstance(player, GtpPlayer):
                 player.close()
-    summary = _summary(game, names, played, where, simulations=simulations, slots=slots)
+    visits = {p.name: p.simulations for p in players if isinstance(p, MctsPlayer)}
+    summary = _summary(game, names, played, where, simulations=visits, slots=slots)
     if out is not None:
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
@@ -225,7 +230,8 @@ def _names(a: Side, b: Side) -> tuple[str, str]:
 
 def _game_line(played: PlayedGame, first: str) -> str:
     line = (f"game {played.index + 1}: {played.black} (black) vs {played.white} (white): "
-            f"{result_text(played)} after {len(played.moves)} moves ({played.end}")
+            f"{result_text(played) if played.end != 'finished' else _plain_result(played)} after "
+            f"{len(played.moves)} moves ({played.end}")
     if played.cleanup_start is not None:
         line += f", {len(played.moves) - played.cleanup_start} in the cleanup"
     line += ")"
@@ -237,7 +243,7 @@ def _game_line(played: PlayedGame, first: str) -> str:
 
 
 def _summary(game: Game, names: tuple[str, str], played: list[PlayedGame], where: dict[int, str], *,
-             simulations: int | None, slots: int) -> dict:
+             simulations: dict[str, int], slots: int) -> dict:
     wins = sum(g.first_result > 0 for g in played)
     draws = sum(g.first_result == 0 for g in played)
     losses = sum(g.first_result < 0 for g in played)
@@ -272,8 +278,9 @@ def summary_lines(summary: dict) -> list[str]:
     lines = [f"{summary['a']} vs {summary['b']}: {summary['games']} games of {summary['game']}: "
              f"W-D-L {summary['wins']}-{summary['draws']}-{summary['losses']} for {summary['a']}, "
              f"score {summary['score']:.3f}",
-             f"Elo difference {summary['elo']:+.0f} ({summary['confidence']:.0%} interval "
-             f"{summary['elo_low']:+.0f} .. {summary['elo_high']:+.0f})"]
+             # + 0.0: no "-0" for an even match
+             f"Elo difference {summary['elo'] + 0.0:+.0f} ({summary['confidence']:.0%} interval "
+             f"{summary['elo_low'] + 0.0:+.0f} .. {summary['elo_high'] + 0.0:+.0f})"]
     if summary["forfeits"]:
         lines.append(f"{summary['forfeits']} game(s) lost by forfeit (an engine failed; reasons above)")
     disagreements = sum(g["scores_disagree"] for g in summary["game_results"])

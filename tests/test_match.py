@@ -47,7 +47,7 @@ def python_engine(tmp_path: Path, name: str, source: str) -> str:
     return shlex.join([sys.executable, str(script)])
 
 
-def tiny_model(tmp: Path, game: dict, simulations: int) -> Path:
+def tiny_model(tmp: Path, game: dict, simulations: int, *, temperature_moves: int = 2) -> Path:
     """A fresh network's best/ directory (weights and config.yaml), written by a child
     process so that this one never imports TensorFlow."""
     best = tmp / "best"
@@ -56,7 +56,7 @@ def tiny_model(tmp: Path, game: dict, simulations: int) -> Path:
     config.write_text(yaml.safe_dump({
         "game": game, "network": {"blocks": 1, "filters": 8},
         "mcts": {"simulations": simulations, "leaves_per_round": 8},
-        "gating": {"games_in_flight": 8, "temperature_moves": 2},
+        "gating": {"games_in_flight": 8, "temperature_moves": temperature_moves},
     }))
     script = textwrap.dedent(f"""
         from tengen.cluster.config import load_config
@@ -111,14 +111,21 @@ def test_a_tiny_go_model_against_gnugo(tmp_path, gnugo) -> None:
 
 
 def test_tictactoe_models_draw_each_other(tmp_path) -> None:
-    a, b = (tiny_model(tmp_path / side, {"name": "tictactoe"}, simulations=400) for side in ("a", "b"))
+    # Only the first move is sampled (every first move draws); a second sampled move
+    # can be a reply that loses by force.
+    a, b = (tiny_model(tmp_path / side, {"name": "tictactoe"}, simulations=16, temperature_moves=1)
+            for side in ("a", "b"))
     out = tmp_path / "games"
-    done = tengen_match(str(a), str(b), "--games", "8", "--out", str(out))
+    # Untrained value heads mislead a short search (400 visits lost 7 games of 8 to
+    # forks); with 3,000 visits, --sims over the configs' 16, 6 to 8 of 8 were drawn
+    # in three runs of fresh networks. Random players draw about 1 game in 8.
+    done = tengen_match(str(a), str(b), "--games", "8", "--sims", "3000", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "W-D-L" in done.stdout and "Elo difference" in done.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["wins"] + summary["draws"] + summary["losses"] == 8
-    assert summary["draws"] >= 6, summary  # 400 visits see every threat on a 3x3 board
+    assert summary["draws"] >= 5, summary["game_results"]
+    assert summary["simulations"] == {str(a): 3000, str(b): 3000}
     lines = (out / "games.txt").read_text().splitlines()
     assert len(lines) == 8
     game = tictactoe()
