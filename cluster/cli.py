@@ -193,6 +193,74 @@ def _model_chooser(checkpoint: str, config_path: str | None, simulations: int, *
     return config, own_game, player
 
 
+def _add_match(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "match",
+        help="play two checkpoints or GTP engines against each other: W-D-L, Elo with its interval, SGF",
+        description="Games between A and B, colours alternated, many at once (a model searches its games in "
+        "one batch; a GTP engine runs one process per game). A side is a checkpoint (a run's best/ directory "
+        "or a .safetensors file) or gtp:COMMAND; --gtp-engine COMMAND is B. Go games are scored Tromp-Taylor "
+        "on the final board, after a KGS-style cleanup phase when a GTP engine sees dead stones. "
+        "Example: tengen match runs/go9/best --gtp-engine \"gnugo --mode gtp --chinese-rules --level 1\" "
+        "--games 20",
+    )
+    p.add_argument("a", metavar="A", help="a checkpoint, or gtp:COMMAND")
+    p.add_argument("b", metavar="B", nargs="?", default=None, help="a checkpoint, or gtp:COMMAND")
+    p.add_argument("--gtp-engine", default=None, metavar="COMMAND",
+                   help="B as a GTP engine's command line (the same as B = gtp:COMMAND)")
+    p.add_argument("--games", type=int, required=True, help="games to play")
+    p.add_argument("--sims", type=int, default=None,
+                   help="visits per move of the checkpoints' search (default: each run's gating simulations)")
+    p.add_argument("--config", default=None, help="run config of A (default: the config.yaml beside it)")
+    p.add_argument("--config-b", default=None, help="run config of B (default: the config.yaml beside it)")
+    p.add_argument("--parallel", type=int, default=None,
+                   help="games at once (default: with a GTP engine min(games, CPUs), else the run's "
+                   "gating.games_in_flight)")
+    p.add_argument("--game", choices=sorted(GO_GAMES), default=None,
+                   help="the board when both sides are GTP engines (default: go9; else the model's)")
+    p.add_argument("--komi", type=float, default=None, help="komi (default: the model's, or 7.5)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds a GTP engine may take to answer one command (default: 60)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the models' opening moves")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="write every game there (SGF for Go, games.txt for the others) and summary.json")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (games go to stderr)")
+    p.set_defaults(handler=_run_match)
+
+
+def _run_match(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from tengen.cluster.match import GTP_PREFIX, MatchError, parse_side, run_match, summary_lines
+    from tengen.engine.gtp_player import GtpEngineError
+
+    if (args.b is None) == (args.gtp_engine is None):
+        return _fail("match", "give B, or --gtp-engine COMMAND as B, not both" if args.b else
+                     "give B (a checkpoint or gtp:COMMAND) or --gtp-engine COMMAND")
+    try:
+        a = parse_side(args.a, config=args.config)
+        b = parse_side(args.b if args.b is not None else GTP_PREFIX + args.gtp_engine, config=args.config_b)
+        if not args.verbose and (a.checkpoint or b.checkpoint):
+            _start_tensorflow_quietly()
+
+        def progress(line: str) -> None:
+            print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+        summary = run_match(a, b, games=args.games, simulations=args.sims, parallel=args.parallel,
+                            go_size=GO_GAMES[args.game] if args.game else None, komi=args.komi,
+                            timeout=args.timeout, seed=args.seed,
+                            out=Path(args.out) if args.out else None, progress=progress)
+    except (MatchError, GtpEngineError, OSError) as e:
+        return _fail("match", e)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        for line in summary_lines(summary):
+            print(line)
+    return 0
+
+
 def _add_train(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train",
@@ -511,6 +579,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_games,
     _add_bestmove,
     _add_gtp,
+    _add_match,
     _add_selfplay_demo,
     _add_config,
 ]

@@ -73,3 +73,9 @@ def unpacked(name: str, packages: Iterable[str], *, needs: str, with_libraries: 
             pass
     assert (extracted / needs).exists(), f"Debian's {' '.join(packages)} put no {needs} in {extracted}"
     return extracted
+
+
+def fetch_gnugo() -> Path:
+    """The ``gnugo`` binary (GNU Go 3.8): Debian's package unpacked into the cache (the
+    tests never use one this machine may already have)."""
+    return unpacked("gnugo", ["gnugo"], needs="usr/games/gnugo") / "usr" / "games" / "gnugo"

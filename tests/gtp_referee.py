@@ -16,15 +16,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import debian
+from debian import fetch_gnugo
+
+__all__ = ["ROOT", "fetch_gnugo", "tengen_command", "GtpFailure", "Engine", "GameResult", "play_game"]
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def fetch_gnugo() -> Path:
-    """The ``gnugo`` binary: Debian's package unpacked into the cache (the tests never
-    use one this machine may already have)."""
-    return debian.unpacked("gnugo", ["gnugo"], needs="usr/games/gnugo") / "usr" / "games" / "gnugo"
 
 
 def tengen_command(*args: str) -> list[str]:

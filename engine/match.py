@@ -1,0 +1,188 @@
+"""Whole games between two players for ``tengen match``, many at once, colours
+alternated, each game returned as a ``PlayedGame``.
+
+The players are ``engine.arena.Player``s: a model's ``MctsPlayer`` searches all its
+games in one batch; a ``GtpPlayer`` (engine/gtp_player.py) runs one engine process
+per slot. Unlike ``arena.play_match`` (gating's loop, which stops at a verdict), every
+game is played, and a GTP engine may resign or fail.
+
+Scoring of Go games: Tromp-Taylor area (black's stones and the empty regions only
+black reaches, minus white's, minus komi) on the final board: the rules the models
+learn and are gated by. A GTP engine such as GNU Go passes with dead stones still on
+the board, which Tromp-Taylor would count as alive. So when a GTP engine takes part
+and a game ends by two passes (or the move cap), each GTP engine is asked
+``final_status_list dead``; when any lists dead stones, the game is reopened for a
+KGS-style cleanup phase (GTP engines answer ``kgs-genmove_cleanup``, which captures
+dead stones instead of passing; a model searches on as before) until two passes
+again, as tests/gtp_referee.py referees games, and the board after it is scored.
+This keeps one scoring rule for every match, needs no trust in either side's
+judgement, and agrees with GNU Go's Chinese count once the dead stones are off. Each
+GTP engine's own ``final_score`` is asked too and kept beside the result (a
+disagreement is reported, not resolved).
+
+A GTP engine that fails inside a game (dies, times out, refuses a move, plays an
+illegal one) loses that game by forfeit (SGF's ``B+F``/``W+F``), with the reason
+kept: a tournament's rule, so that a crashing engine cannot escape a loss and one
+bad game does not end the match. Its slot's engine is started again for the next
+game; failing to start or set up a game raises ``GtpEngineError`` (the match stops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tengen.engine.arena import Player
+from tengen.engine.games import go_kernels as K
+from tengen.engine.games.base import Game
+from tengen.engine.games.go import GoGame
+from tengen.engine.gtp_player import FORFEIT, RESIGN, GtpPlayer
+
+__all__ = ["PlayedGame", "play_games", "result_text"]
+
+
+@dataclass(frozen=True)
+class PlayedGame:
+    """One finished game. ``outcome`` is player 0's (black's, the first mover's):
+    +1 won, 0 drawn, -1 lost."""
+
+    index: int
+    black: str
+    white: str
+    first_is_black: bool  # the match's first player (A) moved first
+    moves: tuple[int, ...]  # actions, cleanup moves included
+    outcome: float
+    end: str  # 'two passes', 'move cap', 'resignation', 'forfeit', or 'finished' (other games)
+    score: float | None = None  # Go, scored: black's area minus white's minus komi
+    cleanup_start: int | None = None  # moves[cleanup_start:] were the cleanup phase
+    reason: str | None = None  # why the forfeit
+    engine_scores: tuple[tuple[str, str], ...] = ()  # (GTP engine, its final_score)
+
+    @property
+    def first_result(self) -> float:
+        """The first player's (A's) outcome."""
+        return self.outcome if self.first_is_black else -self.outcome
+
+
+def result_text(played: PlayedGame) -> str:
+    """SGF's RE: 'B+3.5', 'W+R' (resignation), 'B+F' (forfeit), '0' (a draw)."""
+    if played.outcome == 0:
+        return "0"
+    winner = "B" if played.outcome > 0 else "W"
+    if played.end == "resignation":
+        return f"{winner}+R"
+    if played.end == "forfeit":
+        return f"{winner}+F"
+    if played.score is not None:
+        return f"{winner}+{abs(played.score):g}"
+    return f"{winner}+"
+
+
+def _reopened(game: GoGame, state: np.ndarray) -> np.ndarray:
+    """A copy of a finished game's state that goes on, with the run of passes started
+    over (a capped game gets a fresh move count, as engine/gtp.py reopens one)."""
+    s = state.copy()
+    if int(s[K.END]) == K.ENDED_BY_MOVE_CAP:
+        fresh = game.state_from_board(game.board(s), game.to_play(s))
+        for field in (K.KO, K.LAST, K.PRISONERS, K.PRISONERS + 1):
+            fresh[field] = s[field]
+        s = fresh
+    s[K.END] = K.ONGOING
+    s[K.PASSES] = 0
+    return s
+
+
+def play_games(game: Game, first: Player, second: Player, *, games: int, slots: int, rng: np.random.Generator,
+               on_game: Callable[[PlayedGame], None] | None = None) -> list[PlayedGame]:
+    """Play ``games`` games, ``slots`` at a time, ``first`` moving first in the
+    even-numbered ones; ``on_game`` gets each game as it finishes. Returns the games
+    in the order of their index."""
+    if games < 1 or slots < 1:
+        raise ValueError(f"games and slots must be at least 1, got {games} and {slots}")
+    go = game if isinstance(game, GoGame) else None
+    gtp = [p for p in (first, second) if isinstance(p, GtpPlayer)]
+    states: list[np.ndarray | None] = [None] * slots
+    index = [0] * slots
+    moves: list[list[int]] = [[] for _ in range(slots)]
+    cleanup_start: list[int | None] = [None] * slots
+    finished: list[PlayedGame] = []
+    started = 0
+
+    def first_is_black(slot: int) -> bool:
+        return index[slot] % 2 == 0
+
+    def start(slot: int) -> None:
+        nonlocal started
+        state = game.initial_state()
+        states[slot], index[slot], moves[slot], cleanup_start[slot] = state, started, [], None
+        started += 1
+        first.new_game(slot, state)
+        second.new_game(slot, state)
+
+    def finish(slot: int, outcome: float, end: str, *, reason: str | None = None) -> None:
+        state = states[slot]
+        assert state is not None
+        score = go.score(state) if go is not None and end in ("two passes", "move cap") else None
+        engine_scores: tuple[tuple[str, str], ...] = ()
+        if score is not None:
+            engine_scores = tuple((p.name, text) for p in gtp if (text := p.final_score(slot)) is not None)
+        black, white = (first, second) if first_is_black(slot) else (second, first)
+        played = PlayedGame(index=index[slot], black=black.name, white=white.name,
+                            first_is_black=first_is_black(slot), moves=tuple(moves[slot]), outcome=outcome,
+                            end=end, score=score, cleanup_start=cleanup_start[slot], reason=reason,
+                            engine_scores=engine_scores)
+        finished.append(played)
+        if on_game is not None:
+            on_game(played)
+        states[slot] = None
+        if started < games:
+            start(slot)
+
+    def needs_cleanup(slot: int) -> bool:
+        if go is None or not gtp or cleanup_start[slot] is not None:
+            return False
+        return any(p.dead_stones(slot) for p in gtp)
+
+    for slot in range(min(slots, games)):
+        start(slot)
+    while any(s is not None for s in states):
+        for player, is_first in ((first, True), (second, False)):
+            movers = [i for i, s in enumerate(states)
+                      if s is not None and (game.to_play(s) == 0) == (first_is_black(i) == is_first)]
+            if not movers:
+                continue
+            actions = player.choose(movers, [s for i in movers if (s := states[i]) is not None], rng)
+            for slot, action in zip(movers, actions, strict=True):
+                state = states[slot]
+                assert state is not None
+                mover = game.to_play(state)
+                if action in (RESIGN, FORFEIT):
+                    reason = None
+                    if action == FORFEIT:
+                        assert isinstance(player, GtpPlayer)
+                        reason = player.failures.get(slot, f"{player.name} failed")
+                    elif go is not None:
+                        go.resign(state, mover)
+                    finish(slot, 1.0 if mover == 1 else -1.0, "resignation" if action == RESIGN else "forfeit",
+                           reason=reason)
+                    continue
+                game.play(state, action)
+                moves[slot].append(int(action))
+                first.advance(slot, action)
+                second.advance(slot, action)
+                if not game.is_terminal(state):
+                    continue
+                if go is not None and needs_cleanup(slot):
+                    reopened = _reopened(go, state)
+                    states[slot] = reopened
+                    cleanup_start[slot] = len(moves[slot])
+                    for p in (first, second):
+                        if isinstance(p, GtpPlayer):
+                            p.begin_cleanup(slot)
+                        else:
+                            p.new_game(slot, reopened)
+                    continue
+                finish(slot, game.outcome(state), go.end_reason(state) if go is not None else "finished")
+    return sorted(finished, key=lambda g: g.index)

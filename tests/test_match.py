@@ -1,0 +1,165 @@
+"""``tengen match`` as a user runs it: a tiny untrained 9x9 model against GNU Go 3.8
+at level 1 (Debian's package, fetched by tests/debian.py), two tic-tac-toe models
+against each other, and GTP engines that cannot start, hang, or die inside a game.
+Every engine is a real process; the models are real (untrained) Keras networks."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from debian import fetch_gnugo
+from gtp_referee import ROOT
+from sgfmill import sgf
+
+from tengen.engine.games.mnk import tictactoe
+from tengen.engine.gtp import GtpEngine
+from tengen.engine.sgf import load_sgf
+
+#: GTP answers without a move: the engine of the forfeit test dies on its first genmove
+DYING_ENGINE = textwrap.dedent("""
+    import sys
+    for line in sys.stdin:
+        command = line.split()[0] if line.split() else ""
+        if command == "genmove":
+            sys.exit(7)
+        answer = {"protocol_version": "2", "known_command": "true", "name": "dies"}.get(command, "")
+        print(f"= {answer}\\n", flush=True)
+""")
+#: reads every command and never answers
+SILENT_ENGINE = "import sys\nfor line in sys.stdin:\n    pass\n"
+
+
+def tengen_match(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "match", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def python_engine(tmp_path: Path, name: str, source: str) -> str:
+    script = tmp_path / f"{name}.py"
+    script.write_text(source)
+    return shlex.join([sys.executable, str(script)])
+
+
+def tiny_model(tmp: Path, game: dict, simulations: int, *, temperature_moves: int = 2) -> Path:
+    """A fresh network's best/ directory (weights and config.yaml), written by a child
+    process so that this one never imports TensorFlow."""
+    best = tmp / "best"
+    best.mkdir(parents=True)
+    config = best / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "game": game, "network": {"blocks": 1, "filters": 8},
+        "mcts": {"simulations": simulations, "leaves_per_round": 8},
+        "gating": {"games_in_flight": 8, "temperature_moves": temperature_moves},
+    }))
+    script = textwrap.dedent(f"""
+        from tengen.cluster.config import load_config
+        from tengen.cluster.single_process import build_model
+        from tengen.engine.network import save_weights_file
+        save_weights_file(build_model(load_config({str(config)!r})), {str(best / 'model.safetensors')!r},
+                          metadata={{"version": "000000"}})
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return best
+
+
+@pytest.fixture(scope="module")
+def gnugo() -> str:
+    return shlex.join([str(fetch_gnugo()), "--mode", "gtp", "--chinese-rules", "--level", "1"])
+
+
+def test_a_tiny_go_model_against_gnugo(tmp_path, gnugo) -> None:
+    best = tiny_model(tmp_path, {"name": "go", "size": 9, "komi": 7.5}, simulations=8)
+    out = tmp_path / "games"
+    done = tengen_match(str(best), "--gtp-engine", gnugo, "--games", "2", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary == json.loads((out / "summary.json").read_text())
+    assert (summary["games"], summary["game"], summary["komi"]) == (2, "go9", 7.5)
+    assert summary["wins"] + summary["draws"] + summary["losses"] == 2
+    assert summary["elo_low"] <= summary["elo"] <= summary["elo_high"]
+    first, second = summary["game_results"]
+    assert (first["black"], first["white"]) == (str(best), "gnugo")  # colours alternate
+    assert (second["black"], second["white"]) == ("gnugo", str(best))
+    assert summary["forfeits"] == 0
+    for played in summary["game_results"]:
+        record = load_sgf(played["file"])  # engine/sgf.py reads it with sgfmill
+        raw = sgf.Sgf_game.from_bytes(Path(played["file"]).read_bytes())
+        assert raw.get_size() == 9 and raw.get_komi() == 7.5
+        assert record.result == played["result"] and record.rules == "Tromp-Taylor"
+        assert record.players == (played["black"], played["white"])
+        assert len(record.moves) == played["moves"]
+        assert [m.color for m in record.moves] == [i % 2 for i in range(len(record.moves))]
+        if played["end"] == "resignation":
+            continue
+        # Replayed by tengen's own GTP engine (which plays on after two passes, as the
+        # cleanup phase does), the final board has the score the match reported.
+        engine = GtpEngine(size=9, komi=7.5, scoring="tromp-taylor")
+        assert engine.handle(f"loadsgf {played['file']}").startswith("=")
+        assert engine.handle("final_score") == f"= {played['result']}\n\n"
+        if played["cleanup_moves"] is not None:
+            assert played["engine_scores"]["gnugo"] == played["result"]  # GNU Go agrees once dead stones are off
+    # What people read: one line per game and the W-D-L with the interval.
+    assert done.stderr.count("game ") == 2
+
+
+def test_tictactoe_models_draw_each_other(tmp_path) -> None:
+    # Only the first move is sampled (every first move draws); a second sampled move
+    # can be a reply that loses by force.
+    a, b = (tiny_model(tmp_path / side, {"name": "tictactoe"}, simulations=16, temperature_moves=1)
+            for side in ("a", "b"))
+    out = tmp_path / "games"
+    # Untrained value heads mislead a short search (400 visits lost 7 games of 8 to
+    # forks); with 3,000 visits, --sims over the configs' 16, 6 to 8 of 8 were drawn
+    # in three runs of fresh networks. Random players draw about 1 game in 8.
+    done = tengen_match(str(a), str(b), "--games", "8", "--sims", "3000", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "W-D-L" in done.stdout and "Elo difference" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["wins"] + summary["draws"] + summary["losses"] == 8
+    assert summary["draws"] >= 5, summary["game_results"]
+    assert summary["simulations"] == {str(a): 3000, str(b): 3000}
+    lines = (out / "games.txt").read_text().splitlines()
+    assert len(lines) == 8
+    game = tictactoe()
+    for line in lines:
+        name, moves, result = line.split(" ")
+        state, _ = game.state_from_moves(game.moves_from_text(moves))
+        assert name == "tictactoe" and game.is_terminal(state)
+        assert result == {1.0: "1-0", -1.0: "0-1", 0.0: "1/2-1/2"}[game.outcome(state)]
+
+
+def test_an_engine_that_cannot_start_is_a_clear_error(tmp_path, gnugo) -> None:
+    done = tengen_match("gtp:no-such-engine --mode gtp", "--gtp-engine", gnugo, "--games", "1")
+    assert done.returncode == 2
+    assert "cannot start no-such-engine --mode gtp: No such file or directory" in done.stderr
+    done = tengen_match(f"gtp:{sys.executable} -c 'raise SystemExit(3)'", "--gtp-engine", gnugo, "--games", "1")
+    assert done.returncode == 2
+    assert "exit status 3" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_hung_engine_times_out_with_a_clear_error(tmp_path, gnugo) -> None:
+    silent = python_engine(tmp_path, "silent", SILENT_ENGINE)
+    done = tengen_match(f"gtp:{silent}", "--gtp-engine", gnugo, "--games", "1", "--timeout", "2", timeout=120)
+    assert done.returncode == 2
+    assert f"silent.py (slot 0) ({silent}) gave no answer to 'protocol_version' in 2 s (killed)" in done.stderr
+
+
+def test_an_engine_that_dies_in_a_game_loses_it_by_forfeit(tmp_path, gnugo) -> None:
+    dying = python_engine(tmp_path, "dying", DYING_ENGINE)
+    done = tengen_match(f"gtp:{dying}", f"gtp:{gnugo}", "--games", "2", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["wins"], summary["draws"], summary["losses"], summary["forfeits"]) == (0, 0, 2, 2)
+    for played in summary["game_results"]:
+        assert played["winner"] == "gnugo" and played["end"] == "forfeit"
+        assert "closed its output after 'genmove" in played["forfeit_reason"]
+        assert "exit status 7" in played["forfeit_reason"]
+    assert summary["game_results"][0]["result"] == "W+F" and summary["game_results"][1]["result"] == "B+F"
