@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tengen.engine.arena import MctsPlayer, Player
+from tengen.engine.game_records import FinishedGame, write_game
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
 from tengen.engine.gating import estimate_elo
@@ -115,7 +118,7 @@ def _mcts_player(config: TengenConfig, game: Game, model: object, *, slots: int,
     return MctsPlayer(game, CompiledModel(model), slots=slots, name=name,
                       simulations=simulations or options["simulations"], c_puct=options["c_puct"],
                       fpu_reduction=options["fpu_reduction"], leaves_per_round=options["leaves_per_round"],
-                      temperature_moves=options["temperature_moves"])
+                      temperature_moves=options["temperature_moves"], **config.search_kwargs())
 
 
 def _same_rules(a: Game, b: Game) -> bool:
@@ -127,17 +130,27 @@ def _same_rules(a: Game, b: Game) -> bool:
 
 
 def record_file(game: Game, played: PlayedGame) -> tuple[str, str]:
-    """(file name, text) of one finished game: an SGF file for Go (engine/sgf.py),
-    else a line ``<game> <moves> <result>`` (moves comma-separated, result 1-0, 0-1
-    or 1/2-1/2) for ``games.txt``. The one place a match's game becomes a record."""
+    """(file name, text) of one finished game: an SGF file for Go (engine/sgf.py:
+    a match's game may go on after two passes for a cleanup phase, which a replay
+    by the rules would refuse, so its record is built from the moves as played),
+    else the plain line of engine/game_records.py, one game a line of ``games.txt``.
+    The one place a match's game becomes a record."""
     if isinstance(game, GoGame):
         record = GoRecord(size=game.size, komi=game.komi,
                           events=tuple(Move(i % 2, a) for i, a in enumerate(played.moves)),
                           result=result_text(played), rules=RULES, players=(played.black, played.white),
                           application=("tengen", _version()))
         return f"game-{played.index + 1:04d}.sgf", write_sgf(record)
-    moves = ",".join(game.action_to_text(a) for a in played.moves)
-    return "games.txt", f"{game.name} {moves} {_plain_result(played)}\n"
+    loser = None if played.outcome == 0 else (1 if played.outcome > 0 else 0)
+    finished = FinishedGame(moves=played.moves, players=(_plain_name(played.black), _plain_name(played.white)),
+                            when=time.time(), resigned_by=loser if played.end == "resignation" else None,
+                            forfeit_by=loser if played.end == "forfeit" else None)
+    return "games.txt", write_game(game, finished)
+
+
+def _plain_name(name: str) -> str:
+    """A player's name as a plain line holds it: no spaces (a path may have some)."""
+    return re.sub(r"[\s=]+", "_", name)
 
 
 def _plain_result(played: PlayedGame) -> str:

@@ -30,7 +30,8 @@ only when known)::
 - ``format``: this line format's version (1); a reader refuses others.
 - ``game``: the game's name; ``first`` / ``second``: the players, who move first and second.
 - ``result``: ``1-0`` (the first player won), ``0-1`` or ``1/2-1/2``; ``end``:
-  ``rules`` (the board decided) or ``resignation``.
+  ``rules`` (the board decided), ``resignation`` or ``forfeit`` (a match's engine
+  that died or broke the protocol; SGF's ``B+F`` / ``W+F`` for Go).
 - ``moves``: the moves as the game writes them (Connect Four columns 1-7 from the
   left, tic-tac-toe cells 1-9 row by row from the top left), comma-separated.
 - ``values`` (signed, 3 decimals), ``visits`` and ``full`` (1 full search, 0 cheap):
@@ -90,6 +91,9 @@ class FinishedGame:
     players: tuple[str | None, str | None] = (None, None)
     #: the player (0 or 1) who resigned, None when the board decided
     resigned_by: int | None = None
+    #: the player (0 or 1) who lost by forfeit (a match's engine that died or broke
+    #: the protocol), None when the board decided
+    forfeit_by: int | None = None
     #: unix seconds (its date goes in the file)
     when: float | None = None
     #: per move, aligned with ``moves`` (all three or none): Q(root) for the mover,
@@ -106,8 +110,21 @@ class FinishedGame:
                 len(self.search_value) == len(self.search_visits or ()) == len(self.full_search or ())
                 == len(self.moves)):
             raise GameTextError(f"the search arrays must have one entry per move ({len(self.moves)})")
-        if self.resigned_by not in (None, 0, 1):
-            raise GameTextError(f"resigned_by must be 0, 1 or None, not {self.resigned_by!r}")
+        if self.resigned_by not in (None, 0, 1) or self.forfeit_by not in (None, 0, 1):
+            raise GameTextError(f"resigned_by and forfeit_by must be 0, 1 or None, not "
+                                f"{self.resigned_by!r}, {self.forfeit_by!r}")
+        if self.resigned_by is not None and self.forfeit_by is not None:
+            raise GameTextError("a game ends by resignation or by forfeit, not both")
+
+    @property
+    def lost_by(self) -> int | None:
+        """The player who resigned or forfeited, None when the board decided."""
+        return self.resigned_by if self.resigned_by is not None else self.forfeit_by
+
+    @property
+    def end(self) -> str:
+        """``rules``, ``resignation`` or ``forfeit``."""
+        return "resignation" if self.resigned_by is not None else "forfeit" if self.forfeit_by is not None else "rules"
 
     @property
     def has_search(self) -> bool:
@@ -148,7 +165,7 @@ def _final_state(game: Game, finished: FinishedGame) -> np.ndarray:
             game.play(state, int(action))
         except ValueError as e:  # IllegalMove, a finished game
             raise GameTextError(f"move {i + 1} ({action}): {e}") from None
-    if finished.resigned_by is None and not game.is_terminal(state):
+    if finished.lost_by is None and not game.is_terminal(state):
         raise GameTextError(f"the game is not finished after its {len(finished.moves)} moves, and nobody resigned")
     return state
 
@@ -159,11 +176,11 @@ def result_text(game: Game, finished: FinishedGame) -> str:
     is the rules', never a caller's claim."""
     state = _final_state(game, finished)
     if isinstance(game, GoGame):
-        if finished.resigned_by is not None:
-            return f"{'WB'[finished.resigned_by]}+R"
+        if finished.lost_by is not None:
+            return f"{'WB'[finished.lost_by]}+{'R' if finished.resigned_by is not None else 'F'}"
         return game.score_text(state)
-    if finished.resigned_by is not None:
-        return _RESULTS[-1.0 if finished.resigned_by == 0 else 1.0]
+    if finished.lost_by is not None:
+        return _RESULTS[-1.0 if finished.lost_by == 0 else 1.0]
     return _RESULTS[game.outcome(state)]
 
 
@@ -222,7 +239,7 @@ def write_plain(game: Game, finished: FinishedGame) -> str:
     if finished.when is not None:
         fields["date"] = _date(finished.when) or ""
     fields["result"] = result_text(game, finished)
-    fields["end"] = "rules" if finished.resigned_by is None else "resignation"
+    fields["end"] = finished.end
     fields["moves"] = ",".join(game.action_to_text(a) for a in finished.moves)
     if finished.search_value is not None and finished.search_visits is not None and finished.full_search:
         fields["values"] = ",".join(f"{v:+.3f}" for v in finished.search_value)
@@ -250,17 +267,17 @@ def read_plain(line: str, game: Game) -> tuple[FinishedGame, str]:
         raise GameTextError(f"missing fields: {', '.join(missing)}")
     if fields["game"] != game.name:
         raise GameTextError(f"the line is a {fields['game']!r} game, not {game.name!r}")
-    if fields["end"] not in ("rules", "resignation"):
-        raise GameTextError(f"end must be 'rules' or 'resignation', not {fields['end']!r}")
+    if fields["end"] not in ("rules", "resignation", "forfeit"):
+        raise GameTextError(f"end must be 'rules', 'resignation' or 'forfeit', not {fields['end']!r}")
     try:
         moves = tuple(game.text_to_action(m) for m in fields["moves"].split(",")) if fields["moves"] else ()
     except ValueError as e:
         raise GameTextError(str(e)) from None
-    resigned_by = None
-    if fields["end"] == "resignation":
+    loser = None
+    if fields["end"] != "rules":
         if fields["result"] not in ("1-0", "0-1"):
-            raise GameTextError(f"a resignation's result must be 1-0 or 0-1, not {fields['result']!r}")
-        resigned_by = 1 if fields["result"] == "1-0" else 0
+            raise GameTextError(f"a {fields['end']}'s result must be 1-0 or 0-1, not {fields['result']!r}")
+        loser = 1 if fields["result"] == "1-0" else 0
     search: dict = {}
     per_move = [k for k in ("values", "visits", "full") if k in fields]
     if per_move:
@@ -279,8 +296,9 @@ def read_plain(line: str, game: Game) -> tuple[FinishedGame, str]:
         except ValueError:
             raise GameTextError(f"date must be YYYY-MM-DD, not {fields['date']!r}") from None
     players = tuple(None if fields[k] == "-" else fields[k] for k in ("first", "second"))
-    finished = FinishedGame(moves=moves, players=(players[0], players[1]), resigned_by=resigned_by, when=when,
-                            **search)
+    finished = FinishedGame(moves=moves, players=(players[0], players[1]), when=when,
+                            resigned_by=loser if fields["end"] == "resignation" else None,
+                            forfeit_by=loser if fields["end"] == "forfeit" else None, **search)
     result = result_text(game, finished)
     if result != fields["result"]:
         raise GameTextError(f"the line says {fields['result']} but its moves give {result}")

@@ -95,6 +95,13 @@ def test_tic_tac_toe_draws_resignations_and_unknown_players():
     line = write_plain(TTT, resigned)
     assert "result=1-0 end=resignation" in line
     assert read_plain(line, TTT)[0] == resigned
+    # A match's engine that died in the game lost it by forfeit (the second player here).
+    forfeit = FinishedGame(moves=(4, 0), forfeit_by=1)
+    line = write_plain(TTT, forfeit)
+    assert "result=1-0 end=forfeit moves=5,1" in line
+    assert read_plain(line, TTT)[0] == forfeit and forfeit.lost_by == 1
+    with pytest.raises(GameTextError, match="resignation or by forfeit, not both"):
+        FinishedGame(moves=(4,), resigned_by=0, forfeit_by=1)
 
 
 def test_self_play_records_of_the_small_games_read_back():
