@@ -35,8 +35,9 @@ from pathlib import Path
 from grade_connect4 import Grades, SearchSettings, grade_model, ratio_lines, table_header, table_row
 from label_connect4 import DEFAULT_PATH, read_positions
 
+from tengen.cluster.checkpoint import load_model
 from tengen.cluster.config import load_config
-from tengen.cluster.single_process import SingleProcessRun, load_model, model_version_id
+from tengen.cluster.single_process import SingleProcessRun, model_version_id
 from tengen.engine.network import CompiledModel, save_weights_file
 
 MARKS = "marks"

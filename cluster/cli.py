@@ -133,11 +133,12 @@ def _run_gtp(args: argparse.Namespace) -> int:
     try:
         if args.checkpoint:
             def load():
+                from tengen.cluster.checkpoint import load_player  # imports TensorFlow
                 from tengen.cluster.config import ConfigError
-                from tengen.engine.network import WeightsError  # imports TensorFlow
+                from tengen.engine.network import WeightsError
 
                 try:
-                    return _model_chooser(args.checkpoint, args.config, args.sims, warm_up=True), None
+                    return load_player(args.checkpoint, args.config, args.sims, warm_up=True), None
                 except (ConfigError, WeightsError) as e:
                     return None, e
 
@@ -163,34 +164,6 @@ def _run_gtp(args: argparse.Namespace) -> int:
         return _fail("gtp", e)
     engine.run(sys.stdin, sys.stdout)
     return 0
-
-
-def _model_chooser(checkpoint: str, config_path: str | None, simulations: int, *, warm_up: bool = False):
-    """(config, game, player): ``player(game, state, history) -> action`` plays the
-    checkpoint's model with ``simulations`` of MCTS (an ``engine.analysis.SearchPlayer``,
-    which GTP also uses for timed search and analysis). ``warm_up``: trace the
-    network's call for the batch sizes a search uses now, not in the first timed move."""
-    from tengen.cluster.config import load_config
-    from tengen.cluster.single_process import load_model
-    from tengen.engine.analysis import SearchPlayer
-    from tengen.engine.network import CompiledModel
-
-    config = load_config(config_path) if config_path else None
-    config, own_game, model = load_model(checkpoint, config)
-    mcts = config.mcts
-    go = config.game.name == "go"
-    evaluate = CompiledModel(model)
-    if warm_up:
-        import numpy as np
-
-        for batch in sorted({1, mcts.leaves_per_round}):
-            evaluate(np.zeros((batch, *own_game.planes_shape), np.float32))
-    player = SearchPlayer(evaluate, simulations=simulations, c_puct=mcts.c_puct,
-                          fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
-                          size=own_game.board_shape[0] if go else None,
-                          history_length=own_game.history_length if go else None,
-                          komi=getattr(own_game, "komi", None) if go else None)
-    return config, own_game, player
 
 
 def _add_train(subparsers: argparse._SubParsersAction) -> None:
@@ -391,13 +364,14 @@ def _add_bestmove(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_bestmove(args: argparse.Namespace) -> int:
+    from tengen.cluster.checkpoint import load_player
     from tengen.cluster.config import ConfigError
     from tengen.engine.network import WeightsError
 
     if args.sims < 0:
         return _fail("bestmove", "--sims must be >= 0")
     try:
-        _, game, choose = _model_chooser(args.checkpoint, args.config, args.sims)
+        _, game, choose = load_player(args.checkpoint, args.config, args.sims)
     except (ConfigError, WeightsError, OSError) as e:
         return _fail("bestmove", e)
     for line in sys.stdin:
