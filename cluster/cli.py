@@ -385,6 +385,41 @@ def _run_bestmove(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_play(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "play",
+        help="play the trained model on a local web page",
+        description="Serves a page on 127.0.0.1 where you play the checkpoint's model (tic-tac-toe, Connect Four, "
+        "Go): pick a side, set its search by visits or seconds, see its expected score and where its visits went. "
+        "Prints the page's URL as its first line.",
+    )
+    p.add_argument("--checkpoint", required=True, help="a run's best/ directory or a .safetensors file")
+    p.add_argument("--config", default=None, help="run config (default: the one saved with the checkpoint)")
+    p.add_argument("--sims", type=int, default=None,
+                   help="the page's default visits per move (default: the config's mcts.simulations)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, a free one)")
+    p.add_argument("--open", action="store_true", help="open the page in a browser")
+    p.set_defaults(handler=_run_play)
+
+
+def _run_play(args: argparse.Namespace) -> int:
+    from tengen.cluster.config import ConfigError
+    from tengen.engine.network import WeightsError
+    from tengen.web.play import MAX_VISITS, run_play
+
+    if args.sims is not None and not 1 <= args.sims <= MAX_VISITS:
+        return _fail("play", f"--sims must be in 1..{MAX_VISITS}")
+    if not 0 <= args.port <= 65535:
+        return _fail("play", "--port must be in 0..65535")
+    try:
+        return run_play(args.checkpoint, args.config, simulations=args.sims, host=args.host, port=args.port,
+                        open_browser=args.open)
+    except (ConfigError, WeightsError, OSError) as e:
+        return _fail("play", e)
+
+
 def _add_selfplay_demo(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "selfplay-demo",
@@ -461,6 +496,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_scale,
     _add_bestmove,
     _add_gtp,
+    _add_play,
     _add_selfplay_demo,
     _add_config,
 ]
@@ -489,7 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: the subcommands that load a model whatever their arguments
-_LOADS_A_MODEL = {"bestmove"}
+_LOADS_A_MODEL = {"bestmove", "play"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

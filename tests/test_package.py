@@ -37,14 +37,15 @@ def _project() -> dict:
 
 
 def _expected_members() -> set[str]:
-    """Every module and packaged config of the source tree, as the wheel must name it."""
+    """Every module, packaged config and page file of the source tree, as the wheel must name it."""
     members = set()
     # os.walk, not Path.rglob: it follows the links into the layout's folders.
     for folder, dirs, files in os.walk(PACKAGE, followlinks=True):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         for name in files:
             path = Path(folder, name)
-            if path.suffix == ".py" or (path.suffix == ".yaml" and path.parent.name == "configs"):
+            if (path.suffix == ".py" or (path.suffix == ".yaml" and path.parent.name == "configs")
+                    or (path.suffix in (".html", ".js", ".css") and path.parent.name == "static")):
                 members.add(path.relative_to(ROOT).as_posix())
     return members
 
@@ -76,7 +77,8 @@ def test_the_wheel_holds_tengen_and_all_of_it(wheel):
     assert {name.split("/")[0] for name in names} == {"tengen", dist_info}
     missing = _expected_members() - names
     assert not missing, f"the wheel lacks {sorted(missing)}"
-    assert {"tengen/configs/connect4.yaml", "tengen/engine/games/go.py"} <= names  # the walk did follow the links
+    # the walk did follow the links
+    assert {"tengen/configs/connect4.yaml", "tengen/engine/games/go.py", "tengen/web/static/play.html"} <= names
     entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
     assert re.search(r"^tengen = tengen\.cluster\.cli:main$", entry_points, re.M), entry_points
 
