@@ -43,6 +43,7 @@ def test_a_tictactoe_game_with_undo_and_the_model_thinking():
     # 9 of 10 visits on the corner, 1 on the edge next to it; the PV is the move's.
     assert view["thought"]["share"][:2] == [0.9, 0.1] and view["thought"]["pv"] == ["1", "2"]
     assert view["thought"]["expected_score"] == pytest.approx(0.6)
+    assert (view["thought"]["ply"], view["thought"]["move"]) == (1, "1")
     assert session.undo() == 2 and session.moves == [] and session.view()["thought"] is None
     # X takes the diagonal 3-5-7 while O plays 1 and 2.
     for person, model in ((4, 0), (2, 1), (6, None)):

@@ -240,7 +240,8 @@ class PlaySession:
         # its event loop; until then a finished Go game shows no result.
         scored = self._result is not None or self.resigned is not None or not isinstance(game, GoGame)
         result = self.result() if scored else None
-        thought = self.thoughts.get(len(self.moves) - 1) if self.moves else None
+        # The model's last thought stays shown after the person's reply to it.
+        ply = max(self.thoughts, default=None)
         return {
             "id": self.id,
             "person": self.person,
@@ -251,7 +252,8 @@ class PlaySession:
                       for i, a in enumerate(self.moves)],
             "legal": [] if self.over else [int(a) for a in np.flatnonzero(game.legal_mask(self._state))],
             "last_point": self._last_point(),
-            "thought": None if thought is None else _thought_view(game, thought),
+            "thought": None if ply is None else {**_thought_view(game, self.thoughts[ply]), "ply": ply,
+                                                 "move": game.action_to_text(self.moves[ply])},
             "result": None if result is None else {
                 "winner": result.winner, "text": result.text, "reason": result.reason,
                 "dead": list(result.dead), "board_score": result.board_score,

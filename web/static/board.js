@@ -63,6 +63,9 @@ function drawGrid(svg, info, view, options) {
         } else {
           el("circle", { cx: x + cell / 2, cy: y + cell / 2, r: cell * 0.3 }, g);
         }
+        if (last && !columns && share && share[action] > 0) {
+          text(percent(share[action]), { x: x + cell - 6, y: y + cell - 7, class: "stone-share corner" }, g);
+        }
       } else if (columns) {
         el("circle", { cx: x + cell / 2, cy: y + cell / 2, r: cell * 0.4, class: "hole" }, svg);
       }
@@ -138,7 +141,12 @@ function drawGo(svg, info, view, options) {
         const g = el("g", { class: `stone player${stone - 1}${last ? " last" : ""}${isDead ? " dead" : ""}`,
           "data-player": stone - 1, "data-row": r, "data-col": c }, svg);
         el("circle", { cx: at(c), cy: at(r), r: step * 0.47 }, g);
-        if (last) el("circle", { cx: at(c), cy: at(r), r: step * 0.18, class: "marker" }, g);
+        if (last && share && share[action] > 0) {
+          // The move just played: its share of the visits, on the stone.
+          text(percent(share[action]), { x: at(c), y: at(r) + 4, class: "stone-share" }, g);
+        } else if (last) {
+          el("circle", { cx: at(c), cy: at(r), r: step * 0.18, class: "marker" }, g);
+        }
         if (isDead) {
           const d = step * 0.2;
           el("path", { d: `M${at(c) - d} ${at(r) - d}L${at(c) + d} ${at(r) + d}M${at(c) + d} ${at(r) - d}` +

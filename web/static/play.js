@@ -33,7 +33,8 @@ function limits() {
 
 function render() {
   const thought = view.thought;
-  const showHeat = $("show-heat").checked && thought && !view.over;
+  // The shares are of the position before the model's move: drawn while that move is the last.
+  const showHeat = $("show-heat").checked && thought && thought.ply === view.moves.length - 1;
   drawBoard($("board"), info, view, {
     share: showHeat ? thought.share : null,
     dead: view.result ? view.result.dead : [],
@@ -72,8 +73,9 @@ function render() {
   if (thought) {
     $("expected-score").textContent = thought.expected_score.toFixed(2);
     $("your-score").textContent = (1 - thought.expected_score).toFixed(2);
-    $("search-stats").textContent = `value ${thought.value >= 0 ? "+" : ""}${thought.value.toFixed(3)}, ` +
-      `${thought.visits} visits in ${thought.seconds.toFixed(2)} s`;
+    $("search-stats").textContent = `before its move ${thought.move}: value ` +
+      `${thought.value >= 0 ? "+" : ""}${thought.value.toFixed(3)}, ${thought.visits} visits in ` +
+      `${thought.seconds.toFixed(2)} s`;
     $("pv").textContent = $("show-pv").checked && thought.pv.length ? `PV: ${thought.pv.join(" ")}` : "";
   } else {
     $("expected-score").textContent = "–";
