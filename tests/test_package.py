@@ -23,6 +23,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -129,6 +130,21 @@ def test_the_installed_wheel_runs_outside_the_repository(installed, tmp_path):
     for name in ("config.yaml", "log.txt", "ladder.json", "best/model.safetensors", "best/config.yaml"):
         assert (tmp_path / "run" / name).exists(), name
     assert "done:" in (tmp_path / "run" / "log.txt").read_text()
+    # The play page's files come from the installed package, not from the repository.
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
+    play = subprocess.Popen([str(venv / "bin" / "tengen"), "play", "--checkpoint", "run/best"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert play.stdout is not None
+        url = play.stdout.readline().strip()  # the URL is the first line, once the model is loaded
+        for path, words in (("", "<svg id=\"board\""), ("static/play.js", "drawBoard"),
+                            ("static/board.js", "export function drawBoard"), ("static/style.css", ".goban")):
+            with urllib.request.urlopen(url + path, timeout=60) as response:
+                assert words in response.read().decode(), path
+    finally:
+        play.terminate()
+        assert play.wait(timeout=60) == 0
 
 
 # -- the pages --------------------------------------------------------------------------------

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
-from play_server import PlayServer, write_checkpoint
+from play_server import ROOT, PlayServer, write_checkpoint
 
 from tengen.engine.games.go import GoGame
 from tengen.engine.games.mnk import tictactoe
@@ -168,3 +170,14 @@ def test_go_pass_resign_sgf_and_open(tmp_path):
         assert [m.action for m in record.moves] == [m["action"] for m in view["moves"]]
     finally:
         assert server.close() == 0, server.stderr()
+
+
+def test_bad_arguments_and_a_missing_checkpoint_are_named(tmp_path):
+    def play(*args: str):
+        return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "play", *args], capture_output=True,
+                              text=True, timeout=300, cwd=ROOT)
+
+    done = play("--checkpoint", str(tmp_path), "--sims", "0")
+    assert done.returncode == 2 and "tengen play: --sims must be in 1..10000" in done.stderr
+    done = play("--checkpoint", str(tmp_path))  # no model there
+    assert done.returncode == 2 and "no config.yaml beside" in done.stderr and done.stdout == ""
