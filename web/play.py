@@ -156,6 +156,8 @@ class PlayServer:
         try:
             analysis: Analysis = await asyncio.get_running_loop().run_in_executor(self._search, search)
             session.play_model(analysis)
+        except (ValueError, RuntimeError, MemoryError) as e:  # the page shows why, the server goes on
+            raise ApiError(500, f"the model's search failed: {e}") from None
         finally:
             self._busy.discard(session.id)
         await self._score(session)
