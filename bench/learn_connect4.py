@@ -42,7 +42,7 @@ from grade_connect4 import Grades, SearchSettings, grade_model, ratio_lines, tab
 from label_connect4 import DEFAULT_PATH, read_positions
 from training_run import marks_in, ratio_lines_cluster_vs_single, train
 
-from tengen.cluster.single_process import load_model
+from tengen.cluster.checkpoint import load_model
 from tengen.engine.network import CompiledModel
 
 

@@ -133,11 +133,12 @@ def _run_gtp(args: argparse.Namespace) -> int:
     try:
         if args.checkpoint:
             def load():
+                from tengen.cluster.checkpoint import load_player  # imports TensorFlow
                 from tengen.cluster.config import ConfigError
-                from tengen.engine.network import WeightsError  # imports TensorFlow
+                from tengen.engine.network import WeightsError
 
                 try:
-                    return _model_chooser(args.checkpoint, args.config, args.sims, warm_up=True), None
+                    return load_player(args.checkpoint, args.config, args.sims, warm_up=True), None
                 except (ConfigError, WeightsError) as e:
                     return None, e
 
@@ -163,34 +164,6 @@ def _run_gtp(args: argparse.Namespace) -> int:
         return _fail("gtp", e)
     engine.run(sys.stdin, sys.stdout)
     return 0
-
-
-def _model_chooser(checkpoint: str, config_path: str | None, simulations: int, *, warm_up: bool = False):
-    """(config, game, player): ``player(game, state, history) -> action`` plays the
-    checkpoint's model with ``simulations`` of MCTS (an ``engine.analysis.SearchPlayer``,
-    which GTP also uses for timed search and analysis). ``warm_up``: trace the
-    network's call for the batch sizes a search uses now, not in the first timed move."""
-    from tengen.cluster.config import load_config
-    from tengen.cluster.single_process import load_model
-    from tengen.engine.analysis import SearchPlayer
-    from tengen.engine.network import CompiledModel
-
-    config = load_config(config_path) if config_path else None
-    config, own_game, model = load_model(checkpoint, config)
-    mcts = config.mcts
-    go = config.game.name == "go"
-    evaluate = CompiledModel(model)
-    if warm_up:
-        import numpy as np
-
-        for batch in sorted({1, mcts.leaves_per_round}):
-            evaluate(np.zeros((batch, *own_game.planes_shape), np.float32))
-    player = SearchPlayer(evaluate, simulations=simulations, c_puct=mcts.c_puct,
-                          fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
-                          size=own_game.board_shape[0] if go else None,
-                          history_length=own_game.history_length if go else None,
-                          komi=getattr(own_game, "komi", None) if go else None)
-    return config, own_game, player
 
 
 def _add_match(subparsers: argparse._SubParsersAction) -> None:
@@ -482,13 +455,14 @@ def _add_bestmove(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_bestmove(args: argparse.Namespace) -> int:
+    from tengen.cluster.checkpoint import load_player
     from tengen.cluster.config import ConfigError
     from tengen.engine.network import WeightsError
 
     if args.sims < 0:
         return _fail("bestmove", "--sims must be >= 0")
     try:
-        _, game, choose = _model_chooser(args.checkpoint, args.config, args.sims)
+        _, game, choose = load_player(args.checkpoint, args.config, args.sims)
     except (ConfigError, WeightsError, OSError) as e:
         return _fail("bestmove", e)
     for line in sys.stdin:
@@ -500,6 +474,41 @@ def _run_bestmove(args: argparse.Namespace) -> int:
             answer = "error"
         print(answer, flush=True)
     return 0
+
+
+def _add_play(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "play",
+        help="play the trained model on a local web page",
+        description="Serves a page on 127.0.0.1 where you play the checkpoint's model (tic-tac-toe, Connect Four, "
+        "Go): pick a side, set its search by visits or seconds, see its expected score and where its visits went. "
+        "Prints the page's URL as its first line.",
+    )
+    p.add_argument("--checkpoint", required=True, help="a run's best/ directory or a .safetensors file")
+    p.add_argument("--config", default=None, help="run config (default: the one saved with the checkpoint)")
+    p.add_argument("--sims", type=int, default=None,
+                   help="the page's default visits per move (default: the config's mcts.simulations)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, a free one)")
+    p.add_argument("--open", action="store_true", help="open the page in a browser")
+    p.set_defaults(handler=_run_play)
+
+
+def _run_play(args: argparse.Namespace) -> int:
+    from tengen.cluster.config import ConfigError
+    from tengen.engine.network import WeightsError
+    from tengen.web.play import MAX_VISITS, run_play
+
+    if args.sims is not None and not 1 <= args.sims <= MAX_VISITS:
+        return _fail("play", f"--sims must be in 1..{MAX_VISITS}")
+    if not 0 <= args.port <= 65535:
+        return _fail("play", "--port must be in 0..65535")
+    try:
+        return run_play(args.checkpoint, args.config, simulations=args.sims, host=args.host, port=args.port,
+                        open_browser=args.open)
+    except (ConfigError, WeightsError, OSError) as e:
+        return _fail("play", e)
 
 
 def _add_selfplay_demo(subparsers: argparse._SubParsersAction) -> None:
@@ -580,6 +589,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_bestmove,
     _add_gtp,
     _add_match,
+    _add_play,
     _add_selfplay_demo,
     _add_config,
 ]
@@ -608,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: the subcommands that load a model whatever their arguments
-_LOADS_A_MODEL = {"bestmove"}
+_LOADS_A_MODEL = {"bestmove", "play"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -92,8 +92,8 @@ def parse_side(spec: str, *, config: str | None = None) -> Side:
 
 def _load(side: Side, *, komi: float | None) -> tuple[TengenConfig, Game, object]:
     """(config, game, Keras model) of a checkpoint side; ``komi`` overrides the game's."""
+    from tengen.cluster.checkpoint import load_model
     from tengen.cluster.config import ConfigError, load_config
-    from tengen.cluster.single_process import load_model
     from tengen.engine.network import WeightsError
 
     assert side.checkpoint is not None

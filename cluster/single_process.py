@@ -24,19 +24,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tengen.cluster.actors import stream_maxlen
+from tengen.cluster.checkpoint import build_model
 from tengen.cluster.codec import encode_game, game_decoder
-from tengen.cluster.config import TengenConfig, load_config
+from tengen.cluster.config import TengenConfig
 from tengen.cluster.keys import version_id
 from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
 from tengen.cluster.registry import LocalModelRegistry
 from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.stream import LocalSampleStream
-from tengen.engine.network import CompiledModel, load_weights_file
+from tengen.engine.network import CompiledModel
 from tengen.learner.learner import Learner
 from tengen.workers.gatekeeper import Gatekeeper
 from tengen.workers.selfplay_worker import SelfPlayWorker
 
-__all__ = ["SingleProcessRun", "build_model", "load_model"]
+__all__ = ["SingleProcessRun"]
 
 #: the checkpoint of the single-process run before it shared the cluster run's parts
 OLD_CHECKPOINT = "checkpoint.safetensors"
@@ -45,28 +46,6 @@ _WORKER = "w000"
 _CHUNK_S = 2.0
 _TRAIN_S = 30.0
 _REPORT_S = 5.0
-
-
-def build_model(config: TengenConfig):
-    return config.network_spec().build()
-
-
-def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
-    """(config, game, model) from a ``best`` directory or a ``.safetensors`` file; the
-    config defaults to the one saved beside the weights."""
-    path = Path(checkpoint)
-    weights = path / "model.safetensors" if path.is_dir() else path
-    if config is None:
-        saved = weights.parent / "config.yaml"
-        if not saved.exists():
-            raise FileNotFoundError(f"no config.yaml beside {weights}: pass --config")
-        config = load_config(saved)
-    game = config.game.make()
-    model = build_model(config)
-    if not weights.exists():
-        raise FileNotFoundError(f"no weights at {weights}")
-    load_weights_file(model, weights)
-    return config, game, model
 
 
 class SingleProcessRun:

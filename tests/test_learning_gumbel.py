@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import yaml
 
+from tengen.cluster.checkpoint import build_model, load_model
 from tengen.cluster.config import parse_config
-from tengen.cluster.single_process import SingleProcessRun, build_model, load_model
+from tengen.cluster.single_process import SingleProcessRun
 from tengen.engine.arena import MctsPlayer, RandomPlayer, play_match
 from tengen.engine.network import CompiledModel
 

@@ -61,7 +61,7 @@ def tiny_model(tmp: Path, game: dict, simulations: int, *, temperature_moves: in
     }))
     script = textwrap.dedent(f"""
         from tengen.cluster.config import load_config
-        from tengen.cluster.single_process import build_model
+        from tengen.cluster.checkpoint import build_model
         from tengen.engine.network import save_weights_file
         save_weights_file(build_model(load_config({str(config)!r})), {str(best / 'model.safetensors')!r},
                           metadata={{"version": "000000"}})

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -37,14 +38,15 @@ def _project() -> dict:
 
 
 def _expected_members() -> set[str]:
-    """Every module and packaged config of the source tree, as the wheel must name it."""
+    """Every module, packaged config and page file of the source tree, as the wheel must name it."""
     members = set()
     # os.walk, not Path.rglob: it follows the links into the layout's folders.
     for folder, dirs, files in os.walk(PACKAGE, followlinks=True):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         for name in files:
             path = Path(folder, name)
-            if path.suffix == ".py" or (path.suffix == ".yaml" and path.parent.name == "configs"):
+            if (path.suffix == ".py" or (path.suffix == ".yaml" and path.parent.name == "configs")
+                    or (path.suffix in (".html", ".js", ".css") and path.parent.name == "static")):
                 members.add(path.relative_to(ROOT).as_posix())
     return members
 
@@ -76,7 +78,8 @@ def test_the_wheel_holds_tengen_and_all_of_it(wheel):
     assert {name.split("/")[0] for name in names} == {"tengen", dist_info}
     missing = _expected_members() - names
     assert not missing, f"the wheel lacks {sorted(missing)}"
-    assert {"tengen/configs/connect4.yaml", "tengen/engine/games/go.py"} <= names  # the walk did follow the links
+    # the walk did follow the links
+    assert {"tengen/configs/connect4.yaml", "tengen/engine/games/go.py", "tengen/web/static/play.html"} <= names
     entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
     assert re.search(r"^tengen = tengen\.cluster\.cli:main$", entry_points, re.M), entry_points
 
@@ -127,6 +130,21 @@ def test_the_installed_wheel_runs_outside_the_repository(installed, tmp_path):
     for name in ("config.yaml", "log.txt", "ladder.json", "best/model.safetensors", "best/config.yaml"):
         assert (tmp_path / "run" / name).exists(), name
     assert "done:" in (tmp_path / "run" / "log.txt").read_text()
+    # The play page's files come from the installed package, not from the repository.
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
+    play = subprocess.Popen([str(venv / "bin" / "tengen"), "play", "--checkpoint", "run/best"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert play.stdout is not None
+        url = play.stdout.readline().strip()  # the URL is the first line, once the model is loaded
+        for path, words in (("", "<svg id=\"board\""), ("static/play.js", "drawBoard"),
+                            ("static/board.js", "export function drawBoard"), ("static/style.css", ".goban")):
+            with urllib.request.urlopen(url + path, timeout=60) as response:
+                assert words in response.read().decode(), path
+    finally:
+        play.terminate()
+        assert play.wait(timeout=60) == 0
 
 
 # -- the pages --------------------------------------------------------------------------------

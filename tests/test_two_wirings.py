@@ -82,7 +82,7 @@ def test_the_ladder_and_status_have_one_format(runs):
 
 
 def test_the_learner_checkpoint_is_one_format(runs):
-    from tengen.cluster.single_process import build_model
+    from tengen.cluster.checkpoint import build_model
 
     for name, (run_dir, summary) in runs.items():
         trainer = Trainer(model=build_model(parse_config(GO5)), optimizer="sgd", learning_rate=0.02)

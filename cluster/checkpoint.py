@@ -1,0 +1,68 @@
+"""A trained model from disk, ready to play: the one loader behind ``tengen bestmove``,
+``tengen gtp`` and ``tengen play``.
+
+A checkpoint is a run's ``best/`` directory (``model.safetensors`` and the
+``config.yaml`` it was trained with) or a ``.safetensors`` file, with its config
+beside it or named apart. ``load_model`` gives the Keras model; ``load_player``
+wraps it in an ``engine.analysis.SearchPlayer`` with the config's search settings.
+Both import TensorFlow: callers that must stay light import this module late.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tengen.cluster.config import TengenConfig, load_config
+from tengen.engine.analysis import SearchPlayer
+from tengen.engine.games.base import Game
+from tengen.engine.network import CompiledModel, load_weights_file
+
+__all__ = ["build_model", "load_model", "load_player"]
+
+
+def build_model(config: TengenConfig):
+    """A fresh (untrained) network of ``config``'s shape."""
+    return config.network_spec().build()
+
+
+def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
+    """(config, game, model) from a ``best`` directory or a ``.safetensors`` file; the
+    config defaults to the one saved beside the weights."""
+    path = Path(checkpoint)
+    weights = path / "model.safetensors" if path.is_dir() else path
+    if config is None:
+        saved = weights.parent / "config.yaml"
+        if not saved.exists():
+            raise FileNotFoundError(f"no config.yaml beside {weights}: pass --config")
+        config = load_config(saved)
+    game = config.game.make()
+    model = build_model(config)
+    if not weights.exists():
+        raise FileNotFoundError(f"no weights at {weights}")
+    load_weights_file(model, weights)
+    return config, game, model
+
+
+def load_player(checkpoint: str | Path, config_path: str | Path | None, simulations: int, *,
+                warm_up: bool = False) -> tuple[TengenConfig, Game, SearchPlayer]:
+    """(config, game, player): ``player(game, state, history) -> action`` plays the
+    checkpoint's model with ``simulations`` of MCTS; ``player.search`` gives the
+    statistics (GTP's timed search and analysis, the play page's heat map).
+    ``warm_up``: trace the network's call for the batch sizes a search uses now, not
+    in the first move a person waits for."""
+    config = load_config(config_path) if config_path else None
+    config, game, model = load_model(checkpoint, config)
+    mcts = config.mcts
+    go = config.game.name == "go"
+    evaluate = CompiledModel(model)
+    if warm_up:
+        for batch in sorted({1, mcts.leaves_per_round}):
+            evaluate(np.zeros((batch, *game.planes_shape), np.float32))
+    player = SearchPlayer(evaluate, simulations=simulations, c_puct=mcts.c_puct,
+                          fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
+                          size=game.board_shape[0] if go else None,
+                          history_length=game.history_length if go else None,
+                          komi=getattr(game, "komi", None) if go else None)
+    return config, game, player
