@@ -66,11 +66,11 @@ def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
     ladder = json.loads(files.ladder.read_text())
     started = statuses[0]["time"] - statuses[0]["elapsed_s"]
     marks, at = [], every
-    times = []
-    while at < minutes:
+    times, end = [], statuses[-1]["elapsed_s"] / 60
+    while at < minutes - 1e-6 and at < end - every / 4:  # the end's own mark follows
         times.append(at)
         at += every
-    times.append(statuses[-1]["elapsed_s"] / 60)
+    times.append(end)
     for at in times:
         until = started + at * 60
         best = [entry for entry in ladder if entry["time"] <= until][-1]

@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from tengen.engine.games.base import Game
+from tengen.engine.games.go import GoGame
 from tengen.engine.gating import Decision, EloEstimate, GatingRule, estimate_elo
 from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, choose_move
 
@@ -97,17 +98,34 @@ class RolloutMctsPlayer(MctsPlayer):
 
 
 class RandomPlayer:
-    """Uniformly random legal moves."""
+    """Uniformly random legal moves. ``avoid_own_eyes`` (Go): never one that fills a
+    single-point eye of the mover's own, and a pass only when nothing else is left,
+    the random player that Go benchmarks measure against (one that fills its eyes
+    kills its own groups, and a pass among its moves ends games early)."""
 
-    def __init__(self, game: Game, name: str = "random"):
+    def __init__(self, game: Game, name: str = "random", *, avoid_own_eyes: bool = False):
+        if avoid_own_eyes and not isinstance(game, GoGame):
+            raise ValueError(f"avoid_own_eyes is for Go, not {game.name}")
         self.game = game
         self.name = name
+        self.avoid_own_eyes = avoid_own_eyes
 
     def new_game(self, slot: int, state: np.ndarray) -> None:
         pass
 
     def choose(self, slots: list[int], states: list[np.ndarray], rng: np.random.Generator) -> list[int]:
-        return [int(rng.choice(np.flatnonzero(self.game.legal_mask(s)))) for s in states]
+        return [self._move(s, rng) for s in states]
+
+    def _move(self, state: np.ndarray, rng: np.random.Generator) -> int:
+        legal = np.flatnonzero(self.game.legal_mask(state))
+        if self.avoid_own_eyes:
+            game = self.game
+            assert isinstance(game, GoGame)
+            board = [int(a) for a in legal if a != game.pass_action and not game.is_own_eye(state, int(a))]
+            if board:
+                return int(rng.choice(board))
+            return game.pass_action
+        return int(rng.choice(legal))
 
     def advance(self, slot: int, action: int) -> None:
         pass

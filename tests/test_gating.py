@@ -268,3 +268,26 @@ def test_a_match_hands_back_its_finished_games():
         assert ttt.is_terminal(state) and ttt.outcome(state) == g.outcome
         score += g.outcome if g.first_is_black else -g.outcome
     assert score == result.wins - result.losses
+
+
+def test_the_go_random_player_never_fills_its_own_eyes_and_passes_last():
+    from tengen.engine.arena import RandomPlayer
+    from tengen.engine.games import GoGame, make_game
+
+    game, rng = GoGame(size=5), np.random.default_rng(3)
+    player = RandomPlayer(game, avoid_own_eyes=True)
+    passes = 0
+    for _ in range(20):
+        state = game.initial_state()
+        while not game.is_terminal(state):
+            move = player.choose([0], [state], rng)[0]
+            legal = [int(a) for a in np.flatnonzero(game.legal_mask(state)) if a != game.pass_action]
+            if move == game.pass_action:
+                passes += 1
+                assert all(game.is_own_eye(state, a) for a in legal)  # nothing else was left
+            else:
+                assert move in legal and not game.is_own_eye(state, move)
+            game.play(state, move)
+    assert passes > 0  # the games end by two passes, once only eyes are left
+    with pytest.raises(ValueError, match="avoid_own_eyes is for Go"):
+        RandomPlayer(make_game("tictactoe"), avoid_own_eyes=True)

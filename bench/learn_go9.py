@@ -1,0 +1,166 @@
+"""Go 9x9 from scratch on this machine's CPUs: how strong after N minutes?
+
+Trains with configs/go9.yaml by running ``tengen train`` itself (``--mode cluster``,
+the README's main job, by default; ``--mode single`` for ``--single-process``) for
+``--minutes`` (60), taking the best model at every ``--eval-every`` minutes (15) and
+at the end as a mark from the run directory (bench/training_run.py). After training,
+so that evaluation takes none of training's CPU, every mark plays with a fixed search
+(``--simulations``, 200), colours alternated, 9x9, komi 7.5, area scoring:
+
+- a random player that never fills its own eyes (``--random-games``, 100);
+- pure MCTS with 1,000 random-rollout simulations per move (``--mcts-games``, 20:
+  each of its moves costs 1,000 playouts, so these games are the slow ones);
+- GNU Go 3.8 at level 1 over GTP with ``--chinese-rules`` (``--gnugo-games``, 20),
+  through ``tengen match``'s code (cluster/match.py: a KGS-style cleanup phase when
+  GNU Go sees dead stones, then Tromp-Taylor on the board). GNU Go is ``--gnugo``,
+  else the one on PATH, else Debian's package unpacked into .cache/ as the tests do;
+  tengen does not depend on it.
+
+It prints a table of score rates (wins plus half the draws, per game) with the games
+played and their standard errors, and for the last mark ``RATIO
+go9_winrate_vs_random`` (target 0.99 at 60 minutes), ``RATIO go9_winrate_vs_mcts1000``
+(target 0.8) and ``RATIO go9_winrate_vs_gnugo1`` (target 0.5; on a CPU the figure is
+the point). Run it alone.
+
+    python bench/learn_go9.py [--minutes 60] [--eval-every 15] [--mode cluster|single]
+    python bench/learn_go9.py --eval-only runs/learn_go9/cluster   # evaluate saved marks again
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from training_run import marks_in, train
+
+from tengen.cluster.checkpoint import load_model
+from tengen.cluster.match import parse_side, run_match
+from tengen.engine.arena import MctsPlayer, RandomPlayer, RolloutMctsPlayer, play_match
+from tengen.engine.network import CompiledModel
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {"random": 0.99, "mcts1000": 0.8, "gnugo1": 0.5}
+GNUGO_COMMAND = "{gnugo} --mode gtp --chinese-rules --level 1"
+
+
+@dataclass(frozen=True)
+class Score:
+    """W-D-L of the model against one opponent, its score rate and standard error."""
+
+    wins: int
+    draws: int
+    losses: int
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def rate(self) -> float:
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else float("nan")
+
+    @property
+    def stderr(self) -> float:
+        """The standard error of the mean score per game (its trinomial variance)."""
+        if not self.games:
+            return float("nan")
+        p = self.rate
+        var = (self.wins * (1 - p) ** 2 + self.draws * (0.5 - p) ** 2 + self.losses * p**2) / self.games
+        return math.sqrt(var / self.games)
+
+
+def find_gnugo(given: str | None) -> str:
+    if given:
+        return given
+    on_path = shutil.which("gnugo")
+    if on_path:
+        return on_path
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import debian  # the tests' Debian fetch: apt-get download, dpkg-deb -x, no root
+
+        return str(debian.unpacked("gnugo", ["gnugo"], needs="usr/games/gnugo") / "usr" / "games" / "gnugo")
+    except BaseException as e:  # pytest.skip raises a BaseException when apt-get cannot fetch
+        raise SystemExit(f"no GNU Go: pass --gnugo PATH, or install Debian's gnugo ({e})") from None
+
+
+def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[str, Score]:
+    config, game, model = load_model(mark)
+    mcts, rng = config.mcts, np.random.default_rng(args.seed)
+    slots = 20
+
+    def model_player() -> MctsPlayer:
+        return MctsPlayer(game, CompiledModel(model), slots=slots, simulations=args.simulations, name="model",
+                          c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction,
+                          leaves_per_round=mcts.leaves_per_round, temperature_moves=config.gating.temperature_moves,
+                          **config.search_kwargs())
+
+    scores: dict[str, Score] = {}
+    if args.random_games:
+        result = play_match(game, model_player(), RandomPlayer(game, avoid_own_eyes=True), games=args.random_games,
+                            slots=slots, rng=rng)
+        scores["random"] = Score(result.wins, result.draws, result.losses)
+        print(f"  vs random: {result.wins}-{result.draws}-{result.losses}", flush=True)
+    if args.mcts_games:
+        mcts1000 = RolloutMctsPlayer(game, slots=min(slots, args.mcts_games), simulations=1000, seed=args.seed)
+        result = play_match(game, model_player(), mcts1000, games=args.mcts_games,
+                            slots=min(slots, args.mcts_games), rng=rng)
+        scores["mcts1000"] = Score(result.wins, result.draws, result.losses)
+        print(f"  vs mcts1000: {result.wins}-{result.draws}-{result.losses}", flush=True)
+    if gnugo and args.gnugo_games:
+        summary = run_match(parse_side(str(mark)), parse_side("gtp:" + GNUGO_COMMAND.format(gnugo=gnugo)),
+                            games=args.gnugo_games, simulations=args.simulations, seed=args.seed,
+                            out=mark / "vs-gnugo1", progress=lambda line: None)
+        scores["gnugo1"] = Score(summary["wins"], summary["draws"], summary["losses"])
+        print(f"  vs gnugo1: {summary['wins']}-{summary['draws']}-{summary['losses']} "
+              f"(SGF in {mark / 'vs-gnugo1'})", flush=True)
+    return scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="go9", help="a packaged config's name or a file")
+    parser.add_argument("--mode", choices=("cluster", "single"), default="cluster",
+                        help="the main job (Ray + embedded Redis) or --single-process")
+    parser.add_argument("--minutes", type=float, default=60.0, help="training time")
+    parser.add_argument("--eval-every", type=float, default=15.0, help="minutes of training between marks")
+    parser.add_argument("--simulations", type=int, default=200, help="the model's search in the evaluation")
+    parser.add_argument("--random-games", type=int, default=100)
+    parser.add_argument("--mcts-games", type=int, default=20)
+    parser.add_argument("--gnugo-games", type=int, default=20)
+    parser.add_argument("--gnugo", default=None, help="the gnugo binary (default: PATH, else Debian's package)")
+    parser.add_argument("--eval-only", metavar="RUN_DIR", help="evaluate a run directory's saved marks; no training")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--run-dir", default="runs/learn_go9", help="the run goes into <run-dir>/<mode>")
+    args = parser.parse_args()
+
+    gnugo = find_gnugo(args.gnugo) if args.gnugo_games else None
+    if args.eval_only:
+        run_dir = Path(args.eval_only)
+    else:
+        run_dir = Path(args.run_dir) / args.mode
+        train(args.mode, config=args.config, run_dir=run_dir, minutes=args.minutes, every=args.eval_every)
+    rows = []
+    for mark in marks_in(run_dir):
+        print(f"{mark}:", flush=True)
+        rows.append((mark.name, evaluate(mark, args, gnugo)))
+    print(f"{'mark':>12s} " + " ".join(f"{name:>22s}" for name in TARGETS))
+    for name, scores in rows:
+        cells = []
+        for opponent in TARGETS:
+            score = scores.get(opponent)
+            cells.append(f"{score.rate:6.3f} +- {score.stderr:.3f} ({score.games:3d})" if score else f"{'-':>22s}")
+        print(f"{name:>12s} " + " ".join(f"{cell:>22s}" for cell in cells))
+    last = rows[-1][1]
+    for opponent, target in TARGETS.items():
+        if opponent in last:
+            print(f"RATIO go9_winrate_vs_{opponent} {last[opponent].rate:.3f} vs {opponent} target {target}")
+
+
+if __name__ == "__main__":
+    main()
