@@ -29,13 +29,12 @@ the point). Run it alone.
 from __future__ import annotations
 
 import argparse
-import math
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from grade_connect4 import MatchScore
 from training_run import marks_in, train
 
 from tengen.cluster.checkpoint import load_model
@@ -46,32 +45,6 @@ from tengen.engine.network import CompiledModel
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"random": 0.99, "mcts1000": 0.8, "gnugo1": 0.5}
 GNUGO_COMMAND = "{gnugo} --mode gtp --chinese-rules --level 1"
-
-
-@dataclass(frozen=True)
-class Score:
-    """W-D-L of the model against one opponent, its score rate and standard error."""
-
-    wins: int
-    draws: int
-    losses: int
-
-    @property
-    def games(self) -> int:
-        return self.wins + self.draws + self.losses
-
-    @property
-    def rate(self) -> float:
-        return (self.wins + 0.5 * self.draws) / self.games if self.games else float("nan")
-
-    @property
-    def stderr(self) -> float:
-        """The standard error of the mean score per game (its trinomial variance)."""
-        if not self.games:
-            return float("nan")
-        p = self.rate
-        var = (self.wins * (1 - p) ** 2 + self.draws * (0.5 - p) ** 2 + self.losses * p**2) / self.games
-        return math.sqrt(var / self.games)
 
 
 def find_gnugo(given: str | None) -> str:
@@ -89,7 +62,7 @@ def find_gnugo(given: str | None) -> str:
         raise SystemExit(f"no GNU Go: pass --gnugo PATH, or install Debian's gnugo ({e})") from None
 
 
-def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[str, Score]:
+def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[str, MatchScore]:
     config, game, model = load_model(mark)
     mcts, rng = config.mcts, np.random.default_rng(args.seed)
     slots = 20
@@ -100,23 +73,23 @@ def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[st
                           leaves_per_round=mcts.leaves_per_round, temperature_moves=config.gating.temperature_moves,
                           **config.search_kwargs())
 
-    scores: dict[str, Score] = {}
+    scores: dict[str, MatchScore] = {}
     if args.random_games:
         result = play_match(game, model_player(), RandomPlayer(game, avoid_own_eyes=True), games=args.random_games,
                             slots=slots, rng=rng)
-        scores["random"] = Score(result.wins, result.draws, result.losses)
+        scores["random"] = MatchScore(result.wins, result.draws, result.losses)
         print(f"  vs random: {result.wins}-{result.draws}-{result.losses}", flush=True)
     if args.mcts_games:
         mcts1000 = RolloutMctsPlayer(game, slots=min(slots, args.mcts_games), simulations=1000, seed=args.seed)
         result = play_match(game, model_player(), mcts1000, games=args.mcts_games,
                             slots=min(slots, args.mcts_games), rng=rng)
-        scores["mcts1000"] = Score(result.wins, result.draws, result.losses)
+        scores["mcts1000"] = MatchScore(result.wins, result.draws, result.losses)
         print(f"  vs mcts1000: {result.wins}-{result.draws}-{result.losses}", flush=True)
     if gnugo and args.gnugo_games:
         summary = run_match(parse_side(str(mark)), parse_side("gtp:" + GNUGO_COMMAND.format(gnugo=gnugo)),
                             games=args.gnugo_games, simulations=args.simulations, seed=args.seed,
                             out=mark / "vs-gnugo1", progress=lambda line: None)
-        scores["gnugo1"] = Score(summary["wins"], summary["draws"], summary["losses"])
+        scores["gnugo1"] = MatchScore(summary["wins"], summary["draws"], summary["losses"])
         print(f"  vs gnugo1: {summary['wins']}-{summary['draws']}-{summary['losses']} "
               f"(SGF in {mark / 'vs-gnugo1'})", flush=True)
     return scores
@@ -154,12 +127,12 @@ def main() -> None:
         cells = []
         for opponent in TARGETS:
             score = scores.get(opponent)
-            cells.append(f"{score.rate:6.3f} +- {score.stderr:.3f} ({score.games:3d})" if score else f"{'-':>22s}")
+            cells.append(f"{score.value:6.3f} +- {score.se:.3f} ({score.games:3d})" if score else f"{'-':>22s}")
         print(f"{name:>12s} " + " ".join(f"{cell:>22s}" for cell in cells))
     last = rows[-1][1]
     for opponent, target in TARGETS.items():
         if opponent in last:
-            print(f"RATIO go9_winrate_vs_{opponent} {last[opponent].rate:.3f} vs {opponent} target {target}")
+            print(f"RATIO go9_winrate_vs_{opponent} {last[opponent].value:.3f} vs {opponent} target {target}")
 
 
 if __name__ == "__main__":

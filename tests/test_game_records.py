@@ -6,10 +6,10 @@ from __future__ import annotations
 import calendar
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
+import npm
 import numpy as np
 import pytest
 
@@ -141,24 +141,12 @@ def test_what_cannot_be_written_is_refused():
 
 # -- read back by Sabaki's SGF parser --------------------------------------------------------
 
-NODE_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "node"
 SGF_PACKAGE = "@sabaki/sgf@3"  # tested with 3.4.7
 
 
 @pytest.fixture(scope="module")
 def sabaki_sgf() -> Path:
-    """@sabaki/sgf installed by npm into .cache/node (skips only when that fails)."""
-    modules = NODE_CACHE / "node_modules"
-    if (modules / "@sabaki" / "sgf" / "package.json").exists():
-        return modules
-    npm, node = shutil.which("npm"), shutil.which("node")
-    if not npm or not node:
-        pytest.skip("cannot install @sabaki/sgf: no node and npm")
-    done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_CACHE), SGF_PACKAGE],
-                          capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        pytest.skip(f"cannot install {SGF_PACKAGE}: npm install failed:\n{done.stderr}")
-    return modules
+    return npm.installed(SGF_PACKAGE, "@sabaki/sgf")
 
 
 def sabaki_read(modules: Path, *paths: Path) -> list[dict]:

@@ -8,33 +8,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
+import npm
 import pytest
 from gtp_clients import sabaki_parse_analysis
 from gtp_referee import ROOT, tengen_command
 
 from tengen.engine.gtp import GtpEngine
 
-NODE_CACHE = ROOT / ".cache" / "node"
 PACKAGE = "@sabaki/gtp@3"  # tested with 3.0.0
 
 
 @pytest.fixture(scope="module")
 def node_modules() -> Path:
-    modules = NODE_CACHE / "node_modules"
-    if (modules / "@sabaki" / "gtp" / "package.json").exists():
-        return modules
-    npm, node = shutil.which("npm"), shutil.which("node")
-    if not npm or not node:
-        pytest.skip("cannot install @sabaki/gtp: no node and npm")
-    done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_CACHE), PACKAGE],
-                          capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        pytest.skip(f"cannot install {PACKAGE}: npm install failed:\n{done.stderr}")
-    return modules
+    return npm.installed(PACKAGE, "@sabaki/gtp")
 
 
 def expected_board(history: list[str]) -> str:

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from positions import reachable_positions
 
 from tengen.engine.games import make_game
 from tengen.engine.mcts import Search, uniform_evaluator
@@ -143,20 +144,6 @@ def test_a_winning_connect_four_move_is_played():
     assert search.gumbel_action(0) in (C4.text_to_action("1"), C4.text_to_action("5"))
 
 
-def reachable(game):
-    found, seen, stack = [], set(), [game.initial_state()]
-    while stack:
-        state = stack.pop()
-        key = game.board(state).tobytes()
-        if key in seen or game.is_terminal(state):
-            continue
-        seen.add(key)
-        found.append(state)
-        for a in np.flatnonzero(game.legal_mask(state)):
-            child = state.copy()
-            game.play(child, int(a))
-            stack.append(child)
-    return found
 
 
 def perfect_ish_evaluator(positions):
@@ -183,7 +170,7 @@ def test_with_a_perfect_ish_evaluator_gumbel_plays_an_optimal_tictactoe_move_eve
     # wins, so the prior must help. With 16 simulations below the root, noise drawn as
     # in self-play, every one of the 4,520 positions gets an optimal move (with 8, 132
     # do not).
-    positions = reachable(TTT)
+    positions = reachable_positions(TTT)
     evaluate = perfect_ish_evaluator(positions)
     search = gumbel_search(TTT, games=len(positions), simulations=17)
     rng = np.random.default_rng(2)
@@ -279,7 +266,7 @@ def test_an_arena_player_with_gumbel_search_never_loses_to_a_random_player():
     from tengen.engine.arena import MctsPlayer, RandomPlayer, play_match
 
     # Noise in the first 2 moves of each game so that the games differ, none after.
-    player = MctsPlayer(TTT, perfect_ish_evaluator(reachable(TTT)), slots=20, simulations=17, search="gumbel",
+    player = MctsPlayer(TTT, perfect_ish_evaluator(reachable_positions(TTT)), slots=20, simulations=17, search="gumbel",
                         temperature_moves=2)
     result = play_match(TTT, player, RandomPlayer(TTT), games=40, slots=20, rng=np.random.default_rng(0))
     assert result.games == 40 and result.losses == 0 and result.wins >= 30, result

@@ -7,6 +7,7 @@ position, and no loss to a perfect player from either side.
 
 import numpy as np
 import pytest
+from positions import reachable_positions
 
 from tengen.cluster.checkpoint import load_model
 from tengen.cluster.config import load_config
@@ -32,23 +33,6 @@ class PerfectPlayer:
 
     def advance(self, slot, action):
         pass
-
-
-def reachable_positions(game):
-    """Every position reachable from the empty board that is not over (one per board)."""
-    found, seen, stack = [], set(), [game.initial_state()]
-    while stack:
-        state = stack.pop()
-        key = game.board(state).tobytes()
-        if key in seen or game.is_terminal(state):
-            continue
-        seen.add(key)
-        found.append(state)
-        for a in np.flatnonzero(game.legal_mask(state)):
-            child = state.copy()
-            game.play(child, int(a))
-            stack.append(child)
-    return found
 
 
 @pytest.fixture(scope="module")
