@@ -83,7 +83,7 @@ class SelfPlayActor:
         self._games = 0
         self._last = {"games": 0, "positions": 0, "evaluations": 0, "moves": 0}
         self.worker = SelfPlayWorker(
-            game=self.config.game.make(), selfplay=self.config.selfplay_kwargs(),
+            game=self.config.game.make(), selfplay=self.config.selfplay_settings(),
             submit=lambda planes: self.server.evaluate.remote(planes), resolve=self._resolve, sink=self._send,
             seed=seed, games=self.config.cluster.games_per_worker, model_version=model_version,
         )

@@ -31,6 +31,7 @@ from tengen.engine.games import Game, GoGame, make_game
 from tengen.engine.gating import MAX_ELO, GatingRule
 from tengen.engine.mcts import search_bytes
 from tengen.engine.network_spec import NetworkSpec
+from tengen.engine.selfplay import SelfPlaySettings
 from tengen.learner.options import LearnerOptions
 from tengen.learner.storage import check_storage_url
 
@@ -428,18 +429,19 @@ class TengenConfig(_Strict):
                            blocks=self.network.blocks, filters=self.network.filters, l2=self.network.l2,
                            value_hidden=self.network.value_hidden)
 
-    def selfplay_kwargs(self) -> dict:
+    def selfplay_settings(self) -> SelfPlaySettings:
+        """What a self-play worker plays by (both wirings give it these)."""
         mcts, sp = self.mcts, self.selfplay
-        return {
-            "simulations": mcts.simulations, "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
-            "leaves_per_round": mcts.leaves_per_round, "virtual_loss": mcts.virtual_loss,
-            "dirichlet_alpha": mcts.dirichlet_alpha, "dirichlet_fraction": mcts.dirichlet_fraction,
+        return SelfPlaySettings(
+            simulations=mcts.simulations, c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction,
+            leaves_per_round=mcts.leaves_per_round, virtual_loss=mcts.virtual_loss,
+            dirichlet_alpha=mcts.dirichlet_alpha, dirichlet_fraction=mcts.dirichlet_fraction,
             **self.search_kwargs(),
-            "temperature_schedule": sp.temperature_schedule, "temperature_moves": sp.temperature_moves,
-            "temperature": sp.temperature, "full_search_fraction": sp.full_search_fraction,
-            "cheap_simulations": sp.cheap_simulations, "resign_threshold": sp.resign_threshold,
-            "no_resign_fraction": sp.no_resign_fraction,
-        }
+            temperature_schedule=sp.temperature_schedule, temperature_moves=sp.temperature_moves,
+            temperature=sp.temperature, full_search_fraction=sp.full_search_fraction,
+            cheap_simulations=sp.cheap_simulations, resign_threshold=sp.resign_threshold,
+            no_resign_fraction=sp.no_resign_fraction,
+        )
 
     def learner_options(self) -> LearnerOptions:
         """``Learner``'s training options (both wirings build it from these)."""

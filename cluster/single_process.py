@@ -83,7 +83,7 @@ class SingleProcessRun:
         # A fresh incarnation per process: its games' ids never repeat an earlier session's.
         self._incarnation = f"{_WORKER}.{secrets.token_hex(3)}"
         self._games = 0
-        self.worker = SelfPlayWorker(game=self.game, selfplay=config.selfplay_kwargs(), submit=lambda planes: planes,
+        self.worker = SelfPlayWorker(game=self.game, selfplay=config.selfplay_settings(), submit=lambda planes: planes,
                                      resolve=self.best_eval, sink=self._send, seed=config.seed * 1000, halves=1,
                                      games=config.selfplay.games_in_flight, model_version=best)
         self._last_report = time.monotonic()

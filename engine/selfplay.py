@@ -30,7 +30,7 @@ import numpy as np
 from tengen.engine.games.base import Game
 from tengen.engine.mcts import Evaluator, Search, choose_move, visit_policy
 
-__all__ = ["GameRecord", "SelfPlay"]
+__all__ = ["GameRecord", "SelfPlay", "SelfPlaySettings"]
 
 
 @dataclass
@@ -76,6 +76,32 @@ class _Game:
     needs_noise: bool = True
     no_resign: bool = False
     would_resign: int | None = None
+
+
+@dataclass(frozen=True)
+class SelfPlaySettings:
+    """How self-play searches and chooses its moves: ``SelfPlay``'s keywords as one
+    typed value, what a self-play worker is given (the run config's
+    ``selfplay_settings()``, so that a run's defaults are the schema's)."""
+
+    simulations: int
+    c_puct: float
+    fpu_reduction: float
+    leaves_per_round: int
+    virtual_loss: float
+    dirichlet_alpha: float
+    dirichlet_fraction: float
+    search: str  # "puct" or "gumbel"
+    gumbel_considered: int
+    gumbel_c_visit: float
+    gumbel_c_scale: float
+    temperature_schedule: str
+    temperature_moves: int
+    temperature: float
+    full_search_fraction: float
+    cheap_simulations: int
+    resign_threshold: float | None
+    no_resign_fraction: float
 
 
 class SelfPlay:

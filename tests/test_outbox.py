@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tengen.cluster.codec import encode_game, game_decoder
+from tengen.cluster.config import parse_config
 from tengen.cluster.outbox import GameOutbox
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable
 from tengen.cluster.redis_server import EmbeddedRedis, connect
@@ -88,7 +89,8 @@ class _Server:
 def test_leaves_lost_with_a_server_go_to_the_next_one():
     games = []
     servers = [_Server()]
-    worker = SelfPlayWorker(game=GAME, selfplay={"simulations": 8, "leaves_per_round": 2},
+    settings = parse_config({"game": {"name": "tictactoe"}, "mcts": {"simulations": 8, "leaves_per_round": 2}})
+    worker = SelfPlayWorker(game=GAME, selfplay=settings.selfplay_settings(),
                             submit=lambda p: servers[-1].submit(p), resolve=lambda h: servers[-1].resolve(h),
                             sink=games.append, seed=1, games=4)
     worker.run_for(0.2)

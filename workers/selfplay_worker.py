@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from tengen.engine.games.base import Game
-from tengen.engine.selfplay import GameRecord, SelfPlay
+from tengen.engine.selfplay import GameRecord, SelfPlay, SelfPlaySettings
 
 __all__ = ["SelfPlayWorker"]
 
@@ -33,7 +34,7 @@ class SelfPlayWorker:
         self,
         *,
         game: Game,
-        selfplay: dict,
+        selfplay: SelfPlaySettings,
         submit: Callable[[np.ndarray], Any],
         resolve: Callable[[Any], tuple[np.ndarray, np.ndarray]],
         sink: Callable[[GameRecord], None],
@@ -54,7 +55,7 @@ class SelfPlayWorker:
         # the evaluation is a call) keeps every leaf in one model batch.
         sizes = (games,) if halves == 1 else (games // 2, games - games // 2)
         self.halves = [
-            SelfPlay(game, games=n, seed=seed * 2 + i, model_version=model_version, **selfplay)
+            SelfPlay(game, games=n, seed=seed * 2 + i, model_version=model_version, **asdict(selfplay))
             for i, n in enumerate(sizes)
         ]
         #: per half: the leaf planes sent and the handle of their evaluation (None:
