@@ -113,7 +113,8 @@ class Learner:
                 # the Redis client's socket timeout.
                 self._read(block_ms=max(1, int(min(remaining, 0.5) * 1000)))
                 continue
-            self.losses = self.trainer.train_step(*self.window.sample(self.batch_size, self.rng, game=self.game))
+            batch = self.window.sample(self.batch_size, self.rng, game=self.game)
+            self.losses = self.trainer.train_step(batch.planes, batch.policy, batch.value)
             if self.trainer.step % self.candidate_every == 0:
                 published.append(self.publish_candidate())
             if self.trainer.step % 50 == 0:
