@@ -31,7 +31,7 @@ from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
 from tengen.cluster.registry import LocalModelRegistry
 from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.stream import LocalSampleStream
-from tengen.engine.network import CompiledModel, load_weights_file
+from tengen.engine.network import CompiledModel, weights_from_bytes, weights_have_ownership
 from tengen.learner.learner import Learner
 from tengen.workers.gatekeeper import Gatekeeper
 from tengen.workers.selfplay_worker import SelfPlayWorker
@@ -53,7 +53,12 @@ def build_model(config: TengenConfig):
 
 def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     """(config, game, model) from a ``best`` directory or a ``.safetensors`` file; the
-    config defaults to the one saved beside the weights."""
+    config defaults to the one saved beside the weights.
+
+    The weights decide whether the network has the ownership head: weights from
+    before it (or trained without it) load under a config that asks for it, as a
+    network without one, and the config returned says so (GTP then estimates dead
+    stones by playouts)."""
     path = Path(checkpoint)
     weights = path / "model.safetensors" if path.is_dir() else path
     if config is None:
@@ -62,10 +67,13 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
             raise FileNotFoundError(f"no config.yaml beside {weights}: pass --config")
         config = load_config(saved)
     game = config.game.make()
-    model = build_model(config)
     if not weights.exists():
         raise FileNotFoundError(f"no weights at {weights}")
-    load_weights_file(model, weights)
+    blob = weights.read_bytes()
+    if config.network.ownership != weights_have_ownership(blob):
+        config = config.with_changes({"network.ownership": not config.network.ownership}, source=str(weights))
+    model = build_model(config)
+    weights_from_bytes(model, blob)
     return config, game, model
 
 
