@@ -4,10 +4,13 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
+from tengen.cluster.cli import _model_chooser, gtp_ownership
 from tengen.cluster.config import ConfigError, load_config, parse_config
 from tengen.cluster.single_process import load_model
 from tengen.engine.games import make_game
+from tengen.engine.gtp import GtpEngine
 from tengen.engine.network import (
     CompiledModel,
     WeightsError,
@@ -18,6 +21,7 @@ from tengen.engine.network import (
     weights_have_ownership,
     weights_to_bytes,
 )
+from tengen.engine.ownership import NetworkOwnership, area_without_dead
 from tengen.learner.replay import ReplayWindow
 from tengen.learner.trainer import Trainer
 
@@ -162,3 +166,76 @@ def test_ownership_targets_need_the_head():
     assert "ownership_loss" not in trainer.train_step(x, policy, value)
     with pytest.raises(ValueError, match="without the ownership head"):
         trainer.train_step(x, policy, value, np.zeros((2, 25), np.float32), np.ones(2, np.float32))
+
+
+# -- use: GTP's dead stones and kata-analyze's ownership ----------------------------------------
+
+
+def stones_head(images: np.ndarray) -> np.ndarray:
+    """A stand-in head that knows only the stones: +1 on the mover's, -1 on the opponent's."""
+    return (images[..., 0].astype(np.float32) - images[..., 1]).reshape(len(images), -1)
+
+
+def test_network_ownership_maps_each_symmetry_back_and_turns_to_blacks_view():
+    state, history = GO5.initial_state(), []
+    for move in ("A5", "E1", "B5"):  # Black A5 and B5, White E1; White to move
+        history.append(state.copy())
+        GO5.play(state, GO5.text_to_action(move))
+    estimate = NetworkOwnership(GO5, stones_head)(state, history)
+    expected = np.zeros(25, np.float32)
+    expected[[GO5.text_to_action(v) for v in ("A5", "B5")]] = 1.0  # Black's, though White is to move
+    expected[GO5.text_to_action("E1")] = -1.0
+    np.testing.assert_array_equal(estimate, expected)
+
+    # A head that only ever says "the top-left corner is the mover's": averaged over the
+    # 8 symmetries, each of the 4 corners gets 2 of them, from Black's view when Black moves.
+    def corner_head(images):
+        out = np.zeros((len(images), 25), np.float32)
+        out[:, 0] = 1.0
+        return out
+
+    averaged = NetworkOwnership(GO5, corner_head)(GO5.initial_state())
+    corners = [GO5.text_to_action(v) for v in ("A5", "E5", "A1", "E1")]
+    assert averaged[corners].tolist() == [0.25] * 4 and np.delete(averaged, corners).tolist() == [0.0] * 21
+    assert NetworkOwnership(GO5, corner_head, symmetries=False)(GO5.initial_state())[0] == 1.0
+    with pytest.raises(ValueError, match="answered"):
+        NetworkOwnership(GO5, lambda images: np.zeros((1, 25)))(GO5.initial_state())
+
+
+def test_gtp_reads_the_heads_ownership_for_dead_stones_and_kata_analyze(tmp_path):
+    config_file = tmp_path / "go5.yaml"
+    config_file.write_text(yaml.safe_dump(GO5_CONFIG))
+    save_weights_file(tiny(ownership=True), tmp_path / "model.safetensors", metadata={})
+    config, game, player = _model_chooser(str(tmp_path / "model.safetensors"), str(config_file), 8)
+    factory = gtp_ownership(config, player)
+    assert factory is not None
+    engine = GtpEngine(size=5, komi=7.5, player=player, ownership=factory, history_length=game.history_length,
+                       max_moves=game.max_moves, analysis_visits=16)
+    for command in ("play b C3", "play w D3", "play b C4"):
+        assert engine.handle(command) == "=\n\n"
+    head = NetworkOwnership(game, player.evaluate.ownership)
+    state, history = game.state_from_moves([game.text_to_action(v) for v in ("C3", "D3", "C4")])
+    network = head(state, history)  # Black's view; White is to move
+
+    reply = engine.handle("kata-analyze w 10 ownership true")
+    owners = np.array(reply.split(" ownership ")[1].split(), np.float32)
+    assert owners.shape == (25,) and np.all(np.abs(owners) <= 1.0)
+    np.testing.assert_allclose(owners, -network, atol=1e-5)  # for the player to move, as KataGo prints it
+
+    # final_status_list: a group is dead where the head gives its stones to the other side
+    at = {v: float(network[game.text_to_action(v)]) for v in ("C3", "C4", "D3")}
+    expected = (["C3", "C4"] if at["C3"] + at["C4"] < 0 else []) + (["D3"] if -at["D3"] < 0 else [])
+    dead = engine.handle("final_status_list dead")[2:].split()
+    alive = engine.handle("final_status_list alive")[2:].split()
+    assert sorted(dead) == sorted(expected) and sorted(dead + alive) == ["C3", "C4", "D3"]
+    # and final_score takes those stones off
+    score = area_without_dead(game, state, [game.text_to_action(v) for v in dead]) - game.komi
+    assert engine.handle("final_score") == f"= {'B' if score > 0 else 'W'}+{abs(score):g}\n\n"
+
+
+def test_gtp_keeps_its_playouts_for_a_checkpoint_without_the_head(tmp_path):
+    config_file = tmp_path / "go5.yaml"
+    config_file.write_text(yaml.safe_dump({**GO5_CONFIG, "network": {"blocks": 1, "filters": 8}}))
+    save_weights_file(tiny(ownership=False), tmp_path / "model.safetensors", metadata={})
+    config, _, player = _model_chooser(str(tmp_path / "model.safetensors"), str(config_file), 8)
+    assert gtp_ownership(config, player) is None
