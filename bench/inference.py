@@ -44,8 +44,10 @@ from tengen.engine.network import CompiledModel  # noqa: E402
 from tengen.engine.network_spec import NetworkSpec  # noqa: E402
 from tengen.workers.inference_server import InferenceServer  # noqa: E402
 
-CPU_NET = NetworkSpec(input_shape=(6, 7, 3), num_actions=7, blocks=5, filters=64, l2=1e-4, value_hidden=64)
-GPU_NET = NetworkSpec(input_shape=(9, 9, 17), num_actions=82, blocks=10, filters=128, l2=1e-4, value_hidden=128)
+CPU_NET = NetworkSpec(input_shape=(6, 7, 3), num_actions=7, blocks=5, filters=64, l2=1e-4, value_hidden=64,
+                   ownership=False)
+GPU_NET = NetworkSpec(input_shape=(9, 9, 17), num_actions=82, blocks=10, filters=128, l2=1e-4, value_hidden=128,
+                   ownership=False)
 
 
 class Client:

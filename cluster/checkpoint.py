@@ -17,7 +17,7 @@ import numpy as np
 from tengen.cluster.config import TengenConfig, load_config
 from tengen.engine.analysis import SearchPlayer
 from tengen.engine.games.base import Game
-from tengen.engine.network import CompiledModel, load_weights_file
+from tengen.engine.network import CompiledModel, weights_from_bytes, weights_have_ownership
 
 __all__ = ["build_model", "load_model", "load_player"]
 
@@ -29,7 +29,12 @@ def build_model(config: TengenConfig):
 
 def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     """(config, game, model) from a ``best`` directory or a ``.safetensors`` file; the
-    config defaults to the one saved beside the weights."""
+    config defaults to the one saved beside the weights.
+
+    The weights decide whether the network has the ownership head: weights from
+    before it (or trained without it) load under a config that asks for it, as a
+    network without one, and the config returned says so (GTP then estimates dead
+    stones by playouts)."""
     path = Path(checkpoint)
     weights = path / "model.safetensors" if path.is_dir() else path
     if config is None:
@@ -38,10 +43,13 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
             raise FileNotFoundError(f"no config.yaml beside {weights}: pass --config")
         config = load_config(saved)
     game = config.game.make()
-    model = build_model(config)
     if not weights.exists():
         raise FileNotFoundError(f"no weights at {weights}")
-    load_weights_file(model, weights)
+    blob = weights.read_bytes()
+    if config.network.ownership != weights_have_ownership(blob):
+        config = config.with_changes({"network.ownership": not config.network.ownership}, source=str(weights))
+    model = build_model(config)
+    weights_from_bytes(model, blob)
     return config, game, model
 
 

@@ -15,12 +15,12 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the config module loads the engine (numba): not for --version
     from tengen.cluster.config import TengenConfig
 
-__all__ = ["main", "build_parser", "SUBCOMMANDS", "GO_GAMES"]
+__all__ = ["main", "build_parser", "SUBCOMMANDS", "GO_GAMES", "gtp_ownership"]
 
 
 @contextlib.contextmanager
@@ -129,7 +129,8 @@ def _run_gtp(args: argparse.Namespace) -> int:
     if args.config and not args.checkpoint:
         return _fail("gtp", "--config goes with --checkpoint")
     size, komi, superko = GO_GAMES[args.game or "go19"], args.komi, args.superko
-    player, rules = None, {}
+    player = None
+    rules: dict[str, Any] = {}  # GtpEngine's keywords that the checkpoint sets
     try:
         if args.checkpoint:
             def load():
@@ -150,11 +151,13 @@ def _run_gtp(args: argparse.Namespace) -> int:
             config, game, player = loaded
             if config.game.name != "go":
                 raise ValueError(f"the checkpoint plays {config.game.name}, not go")
+            if (ownership := gtp_ownership(config, player)) is not None:
+                rules["ownership"] = ownership
             if args.game and GO_GAMES[args.game] != game.size:
                 raise ValueError(f"the model plays {game.name}, not {args.game}")
             size, superko = game.size, game.superko or args.superko
             komi = game.komi if komi is None else komi
-            rules = {"history_length": game.history_length, "max_moves": game.max_moves}
+            rules |= {"history_length": game.history_length, "max_moves": game.max_moves}
         engine = GtpEngine(size=size, komi=7.5 if komi is None else komi, superko=superko, seed=args.seed,
                            player=player, scoring=args.scoring,
                            resign_threshold=None if args.no_resign else args.resign_threshold,
@@ -164,6 +167,16 @@ def _run_gtp(args: argparse.Namespace) -> int:
         return _fail("gtp", e)
     engine.run(sys.stdin, sys.stdout)
     return 0
+
+
+def gtp_ownership(config, player):
+    """GtpEngine's ``ownership`` factory for a checkpoint's player: its network's
+    ownership head (final_status_list, final_score and kata-analyze's ownership read
+    it), or None for a network without the head (the engine's playouts then)."""
+    from tengen.engine.ownership import NetworkOwnership
+
+    head = getattr(player.evaluate, "ownership", None) if config.network.ownership else None
+    return None if head is None else (lambda game: NetworkOwnership(game, head))
 
 
 def _add_match(subparsers: argparse._SubParsersAction) -> None:

@@ -33,7 +33,12 @@ with its numpy dtype string, shape and raw little-endian bytes:
 - ``search_visits`` ``<i4`` ``[n]``, ``raw`` (version 3): the root's visit count N(root)
   then (the subtree kept from the move before included), >= 0;
 - ``full_search``   ``|u1`` ``[n]``, ``raw`` (version 3): 1 where the move had a full
-  search, 0 where playout-cap randomisation gave it a cheap one.
+  search, 0 where playout-cap randomisation gave it a cheap one;
+- ``ownership``     ``|i1`` ``[H * W]``, ``raw`` (version 3, optional on its own): the
+  ownership head's target, who owns each point of the final position by Tromp-Taylor
+  (+1 player 0, -1 player 1, 0 nobody), row-major; only in games played to the end
+  (never with ``resigned``). It joined version 3 before that version was released, so
+  no version 3 reader without it exists; its reader returns None where it is absent.
 
 ``decode_game`` checks everything before it builds a record and raises
 ``SampleFormatError`` with the reason; a consumer counts and skips such entries.
@@ -112,7 +117,9 @@ _SEARCH_ARRAYS = {
     "search_visits": ("<i4", "raw"),
     "full_search": ("|u1", "raw"),
 }
-_ARRAYS = _ARRAYS_V1 | _SEARCH_ARRAYS
+#: the ownership target (version 3, optional)
+_OWNERSHIP = "ownership"
+_ARRAYS = _ARRAYS_V1 | _SEARCH_ARRAYS | {_OWNERSHIP: ("|i1", "raw")}
 
 
 class SampleFormatError(ValueError):
@@ -170,6 +177,7 @@ def encode_game(record: GameRecord, *, worker_id: str, created: float | None = N
         outcome=outcome, model_version=record.model_version, would_resign=record.would_resign,
     )
     search = _search_arrays(record, len(moves))
+    extra = search | _ownership_array(record, planes.shape[1:3])
     if not isinstance(worker_id, str) or len(worker_id) > _MAX_WORKER_ID:
         raise SampleFormatError(f"worker_id must be a string of at most {_MAX_WORKER_ID} characters")
     game_id = record.game_id if record.game_id is not None else secrets.token_hex(8)
@@ -192,7 +200,7 @@ def encode_game(record: GameRecord, *, worker_id: str, created: float | None = N
             "policy": _array_entry("<f4", policy.shape, "raw", policy),
             "value": _array_entry("<f4", value.shape, "raw", value),
             "moves": _array_entry("<i4", moves.shape, "raw", moves),
-        } | {name: _array_entry(_ARRAYS[name][0], data.shape, "raw", data) for name, data in search.items()},
+        } | {name: _array_entry(_ARRAYS[name][0], data.shape, "raw", data) for name, data in extra.items()},
     }
     return _COMPRESSOR.compress(msgpack.packb(header, use_bin_type=True))
 
@@ -216,6 +224,29 @@ def _search_arrays(record: GameRecord, moves: int) -> dict[str, np.ndarray]:
               "full_search": np.ascontiguousarray(full, dtype=np.uint8)}
     _check_search(arrays, moves)
     return arrays
+
+
+def _ownership_array(record: GameRecord, board: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """The record's ownership target as it goes on the wire ({} when it has none)."""
+    if record.ownership is None:
+        return {}
+    ownership = np.asarray(record.ownership)
+    if ownership.size and not np.issubdtype(ownership.dtype, np.integer):
+        raise SampleFormatError(f"ownership must be integers -1, 0, 1, got {ownership.dtype}")
+    data = np.ascontiguousarray(ownership, dtype=np.int8)
+    _check_ownership(data, math.prod(board), resigned=bool(record.resigned))
+    return {_OWNERSHIP: data}
+
+
+def _check_ownership(ownership: np.ndarray, points: int, *, resigned: bool) -> None:
+    """The ownership target's rules, the writer's and the reader's."""
+    if ownership.shape != (points,):
+        raise SampleFormatError(f"ownership is {list(ownership.shape)}, the board has {points} points")
+    if ownership.size and not np.isin(ownership, (-1, 0, 1)).all():
+        raise SampleFormatError("ownership holds values other than -1, 0 and 1")
+    if resigned:
+        # a resigned game stops before its final position: there is nothing to own
+        raise SampleFormatError("a resigned game has no final ownership")
 
 
 def _check_search(arrays: dict[str, np.ndarray], moves: int) -> None:
@@ -300,6 +331,10 @@ def decode_game_meta(
     search = {name: _read_array(arrays, name, (len(moves),)) for name in _SEARCH_ARRAYS if name in arrays}
     if search:
         _check_search(search, len(moves))
+    ownership = None
+    if _OWNERSHIP in arrays:
+        ownership = _read_array(arrays, _OWNERSHIP, (shape[0] * shape[1],))
+        _check_ownership(ownership, shape[0] * shape[1], resigned=header["resigned"])
     record = GameRecord(
         game=header["game"],
         planes=planes,
@@ -314,6 +349,7 @@ def decode_game_meta(
         search_value=search.get("search_value"),
         search_visits=search.get("search_visits"),
         full_search=search["full_search"].astype(np.bool_) if search else None,
+        ownership=ownership,
     )
     meta = GameMeta(version=version, worker_id=header["worker_id"], created=float(header["created"]),
                     game_id=header.get("game_id"))
@@ -342,7 +378,8 @@ def _max_decompressed(planes_shape: tuple[int, ...], num_actions: int, max_posit
     cells = math.prod(planes_shape)
     per_position = (cells + 7) // 8 + 4 * num_actions + 4 + 64  # + msgpack framing slack
     per_move = 4 + 4 + 4 + 1  # moves, search_value, search_visits, full_search
-    return _HEADER_ALLOWANCE + max_positions * per_position + per_move * MAX_MOVES
+    ownership = planes_shape[0] * planes_shape[1]  # int8 per point
+    return _HEADER_ALLOWANCE + max_positions * per_position + per_move * MAX_MOVES + ownership
 
 
 def _unpack(blob: Any, max_output: int) -> dict:
@@ -395,9 +432,13 @@ def _check_header(header: dict, game_name: str) -> int:
     created = header["created"]
     if not _is_number(created) or not math.isfinite(created) or created < 0:
         raise SampleFormatError(f"created must be a unix time, got {created!r}")
-    allowed = [set(_ARRAYS_V1)] + ([set(_ARRAYS)] if version >= 3 else [])
-    if not isinstance(header["arrays"], dict) or set(header["arrays"]) not in allowed:
-        raise SampleFormatError(" or ".join(f"arrays must be exactly {sorted(a)}" for a in allowed))
+    allowed = [set(_ARRAYS_V1)] + ([set(_ARRAYS_V1) | set(_SEARCH_ARRAYS)] if version >= 3 else [])
+    names = set(header["arrays"]) if isinstance(header["arrays"], dict) else None
+    if names is not None and version >= 3:
+        names.discard(_OWNERSHIP)  # optional in version 3, with or without the search arrays
+    if names not in allowed:
+        optional = f" (and {_OWNERSHIP!r} optionally)" if version >= 3 else ""
+        raise SampleFormatError(" or ".join(f"arrays must be exactly {sorted(a)}" for a in allowed) + optional)
     return int(version)
 
 

@@ -134,6 +134,11 @@ class NetworkConfig(_Strict):
     value_hidden: int = Field(default=64, ge=1, le=4096)
     #: an L2 weight of 1 or more outweighs both losses (AlphaZero: 1e-4)
     l2: float = Field(default=1e-4, ge=0, lt=1)
+    #: KataGo's ownership head, trained on each finished game's final Tromp-Taylor
+    #: owners (Go only). Off by default: the config.yaml of a run made before the head
+    #: existed says nothing about it, and it must still mean a network without one,
+    #: so that its checkpoints resume and load; the Go configs turn it on.
+    ownership: bool = False
 
 
 class MctsConfig(_Strict):
@@ -212,6 +217,11 @@ class TrainConfig(_Strict):
     min_positions: int = Field(default=2_000, ge=1)
     max_reuse: float = Field(default=4.0, gt=0)
     candidate_every: int = Field(default=1_000, ge=1)
+    #: the ownership loss's weight, on the mean per-point squared error (of positions
+    #: with a target). 1 puts it on the value loss's scale (both are squared errors of
+    #: tanh outputs against +-1 targets); KataGo's 1.5 / (H * W) on a per-point sum of
+    #: cross-entropies is about 1.5 on such a mean. Above 10 it drowns the policy.
+    ownership_weight: float = Field(default=1.0, ge=0, le=10)
 
     @model_validator(mode="after")
     def _schedule_starts_at_zero(self) -> TrainConfig:
@@ -368,6 +378,13 @@ class TengenConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _ownership_is_for_go(self) -> TengenConfig:
+        if self.network.ownership and self.game.name != "go":
+            raise ValueError(f"network.ownership applies to go only, not {self.game.name}: "
+                             "its target is the final position's territory")
+        return self
+
+    @model_validator(mode="after")
     def _fits_in_memory(self) -> TengenConfig:
         budget, where = _memory_budget()
         m, sp, g = self.mcts, self.selfplay, self.gating
@@ -394,7 +411,8 @@ class TengenConfig(_Strict):
         """Bytes of the big arrays each part preallocates, counted without allocating:
         ``selfplay`` (the single-process run's search), ``worker`` (one self-play
         worker's two half searches), ``gating`` (the two players' searches), ``replay``
-        (the learner's window: planes uint8[N, H, W, C], policy and value float32, as
+        (the learner's window: planes uint8[N, H, W, C], policy and value float32, and
+        with the ownership head int8 owners [N, H*W] and a bool mask, as
         learner/replay.py stores them). Each must fit alone: the parts run in different
         processes, on different nodes in a cluster."""
         game = game or self.game.make()
@@ -402,6 +420,8 @@ class TengenConfig(_Strict):
         per_worker = self.cluster.games_per_worker
         halves = (per_worker // 2, per_worker - per_worker // 2)  # as workers/selfplay_worker.py splits them
         position = math.prod(game.planes_shape) + 4 * game.num_actions + 4
+        if self.network.ownership:
+            position += math.prod(game.board_shape) + 1
         return {
             "selfplay": search_bytes(game, games=self.selfplay.games_in_flight, simulations=m.simulations,
                                      leaves_per_round=m.leaves_per_round),
@@ -427,7 +447,7 @@ class TengenConfig(_Strict):
         height, width, channels = game.planes_shape
         return NetworkSpec(input_shape=(height, width, channels), num_actions=game.num_actions,
                            blocks=self.network.blocks, filters=self.network.filters, l2=self.network.l2,
-                           value_hidden=self.network.value_hidden)
+                           value_hidden=self.network.value_hidden, ownership=self.network.ownership)
 
     def selfplay_settings(self) -> SelfPlaySettings:
         """What a self-play worker plays by (both wirings give it these)."""
@@ -451,7 +471,7 @@ class TengenConfig(_Strict):
                               learning_rate=[list(x) for x in rate] if isinstance(rate, list) else rate,
                               momentum=train.momentum, replay_window=train.replay_window,
                               min_positions=train.min_positions, max_reuse=train.max_reuse,
-                              candidate_every=train.candidate_every)
+                              candidate_every=train.candidate_every, ownership_weight=train.ownership_weight)
 
     def gatekeeper_kwargs(self) -> dict:
         """``Gatekeeper``'s match options (both wirings build it from these)."""

@@ -14,11 +14,13 @@ with what GTP adds:
   after two passes or past the rules' move cap (the game is reopened; past the cap,
   superko looks back only to the cap). ``undo`` takes back any move or handicap.
 - **Scoring.** ``final_status_list dead|alive|seki`` comes from an ownership
-  estimate (``engine.ownership``: light random playouts, or a model's ownership
-  later), and ``final_score`` is area scoring with the stones it calls dead taken
-  off, as GNU Go's Chinese rules count: Tromp-Taylor on the board as it is when none
-  are dead. ``scoring="tromp-taylor"`` calls every stone alive and scores the board
-  as it is. Both commands read the same deterministic estimate, so they agree.
+  estimate (``engine.ownership``: light random playouts, or a network's ownership
+  head through ``NetworkOwnership``, which ``tengen gtp --checkpoint`` passes when
+  its network has one; kata-analyze's ``ownership`` reads the same), and
+  ``final_score`` is area scoring with the stones it calls dead taken off, as GNU
+  Go's Chinese rules count: Tromp-Taylor on the board as it is when none are dead.
+  ``scoring="tromp-taylor"`` calls every stone alive and scores the board as it is.
+  Both commands read the same deterministic estimate, so they agree.
 - **Moves.** With a ``player`` (a ``SearchPlayer`` with a model) ``genmove``
   searches, within the clock's budget when one is set (``engine.gtp_time``), and
   answers ``resign`` once the root winrate has stayed below ``resign_threshold`` for

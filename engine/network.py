@@ -4,7 +4,10 @@ Three parts, all pure (numpy and TensorFlow/Keras only):
 
 - ``build_network``: the AlphaGo Zero / AlphaZero tower (Silver et al. 2017, 2018):
   a 3x3 convolution stem, ``blocks`` residual blocks, a policy head giving move
-  LOGITS ``[B, A]`` and a value head giving ``tanh`` values ``[B]``.
+  LOGITS ``[B, A]`` and a value head giving ``tanh`` values ``[B]``; optionally
+  (``ownership=True``, Go) KataGo's ownership head (Wu 2019, "Accelerating
+  Self-Play Learning in Go"), ``tanh`` owners ``[B, H*W]`` of every point from the
+  mover's view, an auxiliary target that also speeds learning.
 - ``CompiledModel``: the one inference entry point (an ``Evaluator``). It pads every
   batch to one of a few fixed bucket sizes and calls one ``tf.function`` so that a new
   batch size never triggers a retrace (a retrace costs seconds; XLA recompiles more).
@@ -34,8 +37,11 @@ __all__ = [
     "WEIGHTS_FORMAT",
     "WEIGHTS_FORMAT_VERSION",
     "DEFAULT_BUCKETS",
+    "OWNERSHIP_CHANNELS",
     "WeightsError",
     "build_network",
+    "has_ownership",
+    "weights_have_ownership",
     "gpu_available",
     "CompiledModel",
     "weights_to_bytes",
@@ -54,6 +60,12 @@ WEIGHTS_FORMAT = "tengen-weights"
 WEIGHTS_FORMAT_VERSION = "1"
 #: batch sizes the inference call is compiled for; anything else is padded up to one
 DEFAULT_BUCKETS = (1, 8, 32, 128, 256, 512, 1024)
+#: the ownership head's hidden 1x1 convolution (KataGo's value-head trunk, c_v1, is 32
+#: wide in its small nets): a few thousand weights, small beside any tower
+OWNERSHIP_CHANNELS = 32
+#: every layer of the ownership head is named with this prefix, so that a blob's
+#: tensors say whether it has the head
+_OWNERSHIP_PREFIX = "ownership_"
 
 
 class WeightsError(ValueError):
@@ -87,12 +99,17 @@ def build_network(
     filters: int,
     l2: float = 1e-4,
     value_hidden: int = 64,
+    ownership: bool = False,
     mixed_precision: bool = False,
 ) -> keras.Model:
     """The AlphaZero dual residual network.
 
     Input ``planes_nhwc[B, H, W, C]`` float32; outputs the tuple
-    ``(policy_logits[B, A], value[B])``, both float32 whatever the precision.
+    ``(policy_logits[B, A], value[B])``, both float32 whatever the precision, and
+    with ``ownership`` a third, ``ownership[B, H*W]`` float32 in [-1, 1]: the expected
+    final owner of each point (row-major) from the mover's view, +1 the mover's.
+    The head reads the trunk: 1x1 convolution, batch norm, ReLU, 1x1 convolution
+    to one plane, tanh (KataGo's ownership head, without its global pooling).
 
     Every layer has an explicit name (``block3_conv2``...) so that variable paths, the
     keys of the weights blob, are the same for every network built with these
@@ -133,7 +150,19 @@ def build_network(
     v = keras.layers.Dense(value_hidden, activation="relu", kernel_regularizer=reg, dtype=dtype, name="value_hidden")(v)
     v = keras.layers.Dense(1, activation="tanh", kernel_regularizer=reg, dtype="float32", name="value")(v)
     value = keras.layers.Reshape((), dtype="float32", name="value_squeeze")(v)
-    return keras.Model(planes, (policy_logits, value), name="alphazero")
+    if not ownership:
+        return keras.Model(planes, (policy_logits, value), name="alphazero")
+
+    o = relu(bn(conv(x, OWNERSHIP_CHANNELS, 1, "ownership_conv"), "ownership_bn"), "ownership_relu")
+    o = keras.layers.Conv2D(1, 1, padding="same", activation="tanh", kernel_regularizer=reg, dtype="float32",
+                            name="ownership_out")(o)
+    owners = keras.layers.Reshape((height * width,), dtype="float32", name="ownership_flatten")(o)
+    return keras.Model(planes, (policy_logits, value, owners), name="alphazero")
+
+
+def has_ownership(model: keras.Model) -> bool:
+    """Whether ``model`` (from ``build_network``) has the ownership head."""
+    return len(model.outputs) == 3
 
 
 # -- inference ---------------------------------------------------------------------------
@@ -148,6 +177,10 @@ class CompiledModel:
     ``traced_batch_sizes`` lists the shapes they were traced for. Pad rows are zeros;
     they cost compute but batch norm in inference mode keeps rows independent, so they
     never change the real rows' answers.
+
+    A model with the ownership head answers ``ownership(planes) -> float32[B, H*W]``
+    too, a second function traced only when called (by GTP and analysis); the
+    ``evaluate`` call above never computes the head, so self-play pays nothing for it.
 
     ``jit_compile`` defaults to XLA when a GPU is visible and off on CPU, where XLA
     compiles slowly and runs no faster. Weights can be swapped in place
@@ -168,6 +201,9 @@ class CompiledModel:
         self.buckets = tuple(sorted({int(b) for b in buckets}))
         self.jit_compile = gpu_available() if jit_compile is None else bool(jit_compile)
         self.input_shape = tuple(int(n) for n in model.input_shape[1:])
+        self.has_ownership = has_ownership(model)
+        # the two evaluation outputs alone: the layers (and variables) are the model's
+        two_heads = keras.Model(model.inputs, model.outputs[:2]) if self.has_ownership else model
         self.trace_count = 0
         #: batch sizes the function was traced for, in order
         self.traced_batch_sizes: list[int] = []
@@ -178,10 +214,14 @@ class CompiledModel:
             # Python side effects run only while tracing: this counts traces, not calls.
             self.trace_count += 1
             self.traced_batch_sizes.append(int(planes_nhwc.shape[0]))
-            logits, value = self.model(planes_nhwc, training=False)
+            logits, value = two_heads(planes_nhwc, training=False)
             return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1), tf.cast(value, tf.float32)
 
+        def owners(planes_nhwc):
+            return (tf.cast(self.model(planes_nhwc, training=False)[2], tf.float32),)
+
         self._forward = tf.function(forward, jit_compile=self.jit_compile, reduce_retracing=False)
+        self._owners = tf.function(owners, jit_compile=self.jit_compile, reduce_retracing=False)
 
     def bucket_for(self, batch: int) -> int:
         """The padded size a batch of ``batch`` positions runs at (for one chunk)."""
@@ -192,17 +232,28 @@ class CompiledModel:
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``planes[B, H, W, C]`` (float32 or uint8) -> ``(policy float32[B, A], value float32[B])``."""
+        policy, value = self._run(self._forward, planes, [(self.model.output_shape[0][-1],), ()])
+        return policy, value
+
+    def ownership(self, planes: np.ndarray) -> np.ndarray:
+        """``planes[B, H, W, C]`` -> ``ownership float32[B, H*W]`` in [-1, 1], +1 for the
+        mover's points; ValueError for a model without the ownership head."""
+        if not self.has_ownership:
+            raise ValueError("this model has no ownership head (built with network.ownership false)")
+        (owners,) = self._run(self._owners, planes, [(self.input_shape[0] * self.input_shape[1],)])
+        return owners
+
+    def _run(self, function: Any, planes: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+        """``function``'s outputs (``shapes``: each one's per-row shape) over ``planes``,
+        padded to buckets and cut into largest-bucket chunks."""
         planes = np.asarray(planes)
         if planes.ndim != 4 or tuple(planes.shape[1:]) != self.input_shape:
             raise ValueError(f"planes must be [B, {', '.join(map(str, self.input_shape))}], got {planes.shape}")
         total = planes.shape[0]
         if total == 0:
-            return (
-                np.zeros((0, self.model.output_shape[0][-1]), np.float32),
-                np.zeros((0,), np.float32),
-            )
+            return [np.zeros((0, *shape), np.float32) for shape in shapes]
         largest = self.buckets[-1]
-        policies, values = [], []
+        parts: list[list[np.ndarray]] = [[] for _ in shapes]
         for start in range(0, total, largest):
             chunk = planes[start : start + largest]
             n = chunk.shape[0]
@@ -212,13 +263,11 @@ class CompiledModel:
             else:
                 padded = np.zeros((size, *self.input_shape), np.float32)
                 padded[:n] = chunk
-            policy, value = self._forward(tf.constant(padded))
+            outputs = function(tf.constant(padded))
             self.calls += 1
-            policies.append(policy.numpy()[:n])
-            values.append(value.numpy()[:n])
-        if len(policies) == 1:
-            return policies[0], values[0]
-        return np.concatenate(policies), np.concatenate(values)
+            for part, out in zip(parts, outputs, strict=True):
+                part.append(out.numpy()[:n])
+        return [part[0] if len(part) == 1 else np.concatenate(part) for part in parts]
 
     def load_weights_blob(self, blob: bytes) -> dict:
         """Swap in the weights of a blob (validated first); returns its metadata."""
@@ -313,9 +362,17 @@ def assign_checked(variables: Mapping[str, Any], tensors: Mapping[str, np.ndarra
     variable has changed.
     """
     missing = [name for name in variables if name not in tensors]
+    extra = [name for name in tensors if name not in variables]
+    # Whether the head is there is the first thing to tell: it also shifts the
+    # optimizer's variables of a learner's checkpoint, which would be named instead.
+    if any(map(_in_ownership_head, missing)) and not any(map(_in_ownership_head, tensors)):
+        raise WeightsError("the blob has no ownership head (weights from before it, or trained with "
+                           "network.ownership false): build the network with network.ownership false to load it")
+    if any(map(_in_ownership_head, extra)) and not any(map(_in_ownership_head, variables)):
+        raise WeightsError("the blob has an ownership head that this network lacks: build it with "
+                           "network.ownership true to load the blob")
     if missing:
         raise WeightsError(f"blob lacks tensor {missing[0]!r} ({len(missing)} missing)")
-    extra = [name for name in tensors if name not in variables]
     if extra:
         raise WeightsError(f"blob has tensor {extra[0]!r} that this model lacks ({len(extra)} extra)")
     for name, v in variables.items():
@@ -328,6 +385,17 @@ def assign_checked(variables: Mapping[str, Any], tensors: Mapping[str, np.ndarra
             raise WeightsError(f"tensor {name!r} is {t.dtype} in the blob but {v.dtype} in the model")
     for name, v in variables.items():
         v.assign(tensors[name])
+
+
+def _in_ownership_head(name: str) -> bool:
+    # a model path ("ownership_conv/kernel") or a checkpoint's ("model/ownership_conv/kernel")
+    return any(part.startswith(_OWNERSHIP_PREFIX) for part in name.split("/"))
+
+
+def weights_have_ownership(blob: bytes) -> bool:
+    """Whether a weights blob holds an ownership head (read from its header alone)."""
+    header = _read_header(bytes(blob))
+    return any(_in_ownership_head(name) for name in header if name != "__metadata__")
 
 
 def weights_to_bytes(model: keras.Model, *, metadata: Mapping) -> bytes:

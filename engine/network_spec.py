@@ -25,6 +25,8 @@ class NetworkSpec:
     filters: int
     l2: float
     value_hidden: int
+    #: KataGo's ownership head (Go only): the network's third output
+    ownership: bool
 
     def build(self, *, mixed_precision: bool = False) -> keras.Model:
         """The network (engine/network.py's ``build_network``), untrained."""
@@ -32,4 +34,4 @@ class NetworkSpec:
 
         return build_network(input_shape=self.input_shape, num_actions=self.num_actions, blocks=self.blocks,
                              filters=self.filters, l2=self.l2, value_hidden=self.value_hidden,
-                             mixed_precision=mixed_precision)
+                             ownership=self.ownership, mixed_precision=mixed_precision)

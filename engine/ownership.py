@@ -6,9 +6,9 @@ engine's end-of-game play. It sits behind one narrow interface,
     ``Ownership``: ``ownership(state, history) -> float32[N * N]``
 
 the expected final owner of every point, in [-1, 1] from Black's point of view
-(+1 Black's, -1 White's), row-major from the top-left like the Go actions. A
-network's ownership head can implement it; the one here needs no model:
-``PlayoutOwnership`` averages the final Tromp-Taylor owner of every point over many
+(+1 Black's, -1 White's), row-major from the top-left like the Go actions.
+``NetworkOwnership`` reads a network's ownership head (engine/network.py); the other
+needs no model: ``PlayoutOwnership`` averages the final Tromp-Taylor owner of every point over many
 seeded light playouts from the position (uniform random legal moves, never filling
 one's own single-point eye, played until both pass), the classic Monte Carlo
 estimate. It is deterministic: the same position always gets the same estimate.
@@ -32,6 +32,7 @@ from tengen.engine.games.go import GoGame, Group
 __all__ = [
     "Ownership",
     "PlayoutOwnership",
+    "NetworkOwnership",
     "GroupStatus",
     "stone_status",
     "area_without_dead",
@@ -41,6 +42,9 @@ __all__ = [
 
 #: ``ownership(state, history) -> float32[N * N]`` in [-1, 1], Black's point of view
 Ownership = Callable[[np.ndarray, Sequence[np.ndarray]], np.ndarray]
+#: a network's ownership head: ``planes uint8[B, H, W, C] -> float32[B, H * W]``, +1 for
+#: the mover's points (``CompiledModel.ownership``)
+OwnershipHead = Callable[[np.ndarray], np.ndarray]
 
 #: a group whose stones its own colour is expected to keep less than this (mean
 #: ownership seen from the group's colour) is dead: the opponent owns its points
@@ -199,6 +203,32 @@ class PlayoutOwnership:
         start[K.MOVES] = 0
         _playout_ownership_kernel(self._params, start, self.playouts, self.seed, out)
         return out
+
+
+class NetworkOwnership:
+    """The ``Ownership`` of a network's ownership head: the position's (and its
+    history's) planes through ``head`` under each of the board's 8 symmetries, mapped
+    back and averaged (one batch of 8; a net's estimate then has the board's symmetry,
+    as the true ownership does), and turned from the mover's view to Black's.
+    Deterministic, like a network call."""
+
+    def __init__(self, game: GoGame, head: OwnershipHead, *, symmetries: bool = True):
+        self.game = game
+        self.head = head
+        self._ks = range(len(game.symmetries)) if symmetries else range(1)
+
+    def __call__(self, state: np.ndarray, history: Sequence[np.ndarray] = ()) -> np.ndarray:
+        game, sym = self.game, self.game.symmetries
+        planes = game.encode(state, history).astype(np.uint8)
+        images = np.stack([game.transform_planes(planes, k) for k in self._ks])
+        owners = np.asarray(self.head(images), dtype=np.float32)
+        if owners.shape != (len(images), game.size * game.size):
+            raise ValueError(f"the ownership head answered {owners.shape} for {len(images)} positions of "
+                             f"{game.size * game.size} points")
+        # image cell i is original cell gather[k][i]: scatter[k] reads each original
+        # cell's value off the image
+        mover = np.mean([owners[i][sym.scatter[k]] for i, k in enumerate(self._ks)], axis=0)
+        return (mover if game.to_play(state) == 0 else -mover).astype(np.float32)
 
 
 @dataclass(frozen=True)

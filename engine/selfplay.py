@@ -56,6 +56,11 @@ class GameRecord:
     search_visits: np.ndarray | None = None
     #: whether the move had a full search (playout-cap randomisation makes others cheap), bool [n]
     full_search: np.ndarray | None = None
+    #: the ownership head's target, int8 [H*W]: who owns each point of the final
+    #: position by Tromp-Taylor (+1 player 0, -1 player 1, 0 nobody), from player 0's
+    #: view; None for a resigned game (it has no final position), a game without
+    #: territory and records from before it
+    ownership: np.ndarray | None = None
 
     @property
     def length(self) -> int:
@@ -293,6 +298,7 @@ class SelfPlay:
             search_value=np.array(info.root_values, dtype=np.float32),
             search_visits=np.array(info.root_visits, dtype=np.int32),
             full_search=np.array(info.full_searches, dtype=np.bool_),
+            ownership=self.game.final_ownership(state) if resigned_by is None else None,
         )
         self._games[g] = self._new_game()
         self.search.reset(g)

@@ -35,7 +35,7 @@ from tengen.engine.network import weights_to_bytes
 from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import GameRecord
 from tengen.learner.options import LearnerOptions
-from tengen.learner.replay import ReplayWindow
+from tengen.learner.replay import ReplayWindow, mover_ownership
 from tengen.learner.storage import open_storage
 from tengen.learner.trainer import Trainer
 
@@ -76,9 +76,11 @@ class Learner:
         self.consumer = consumer
         self.model = network.build()
         self.trainer = Trainer(model=self.model, optimizer=options.optimizer, learning_rate=options.learning_rate,
-                               momentum=options.momentum)
+                               momentum=options.momentum, ownership_weight=options.ownership_weight)
+        # the ownership target is kept only for a network that learns it
+        points = game.board_shape[0] * game.board_shape[1]
         self.window = ReplayWindow(capacity=options.replay_window, planes_shape=game.planes_shape,
-                                   num_actions=game.num_actions)
+                                   num_actions=game.num_actions, ownership_points=points if network.ownership else 0)
         self.rng = np.random.default_rng(seed)
         #: the version number the next candidate gets (the best is 0 at the start)
         self.next_version = 1
@@ -113,7 +115,9 @@ class Learner:
                 # the Redis client's socket timeout.
                 self._read(block_ms=max(1, int(min(remaining, 0.5) * 1000)))
                 continue
-            self.losses = self.trainer.train_step(*self.window.sample(self.batch_size, self.rng, game=self.game))
+            batch = self.window.sample(self.batch_size, self.rng, game=self.game)
+            self.losses = self.trainer.train_step(batch.planes, batch.policy, batch.value,
+                                                  batch.ownership, batch.has_ownership)
             if self.trainer.step % self.candidate_every == 0:
                 published.append(self.publish_candidate())
             if self.trainer.step % 50 == 0:
@@ -163,7 +167,10 @@ class Learner:
             if len(self._seen_games) > SEEN_GAMES:
                 self._seen_games.popitem(last=False)
         if len(record.value):
-            self.window.add(record.planes, record.policy, record.value)
+            ownership = None
+            if self.window.keeps_ownership and record.ownership is not None:
+                ownership = mover_ownership(record.planes, record.ownership)
+            self.window.add(record.planes, record.policy, record.value, ownership)
             self.positions_read += len(record.value)
             self.sample_versions.extend([record.model_version] * len(record.value))
             del self.sample_versions[:-10_000]

@@ -24,3 +24,5 @@ class LearnerOptions:
     max_reuse: float
     #: learner steps between published candidates
     candidate_every: int
+    #: the ownership loss's weight (a network with the ownership head only)
+    ownership_weight: float

@@ -4,37 +4,76 @@ AlphaZero trains on minibatches drawn uniformly from the most recent positions (
 last 500K games in AlphaGo Zero); here the window counts positions. Planes are 0/1,
 so they are stored as uint8 (4x less memory than float32) and turned into float32
 only for the sampled batch.
+
+A window made with ``ownership_points`` also keeps the ownership head's target per
+position (KataGo's auxiliary ownership target): the final Tromp-Taylor owner of each
+point from that position's mover's view (int8: +1 the mover's, -1 the opponent's, 0
+nobody's), with a mask of which positions have one (games that resigned have none).
+``mover_ownership`` turns a record's final ownership (player 0's view) into those rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from tengen.engine.games.base import Game
 
-__all__ = ["ReplayWindow"]
+__all__ = ["Batch", "ReplayWindow", "mover_ownership"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A sampled minibatch; ``ownership`` and ``has_ownership`` only from a window that
+    keeps ownership (None otherwise)."""
+
+    planes: np.ndarray  # float32 [B, H, W, C]
+    policy: np.ndarray  # float32 [B, A]
+    value: np.ndarray  # float32 [B]
+    #: float32 [B, H*W]: the final owner of each point from the mover's view (0 where no target)
+    ownership: np.ndarray | None = None
+    #: float32 [B]: 1 where the position has an ownership target, 0 where not
+    has_ownership: np.ndarray | None = None
+
+
+def mover_ownership(planes: np.ndarray, final_ownership: np.ndarray) -> np.ndarray:
+    """``int8[L, H*W]``: a game's final ownership (``int8[H*W]``, +1 player 0) seen by
+    the mover of each of its positions ``planes[L, H, W, C]`` (the sign flips where
+    player 1 is to move)."""
+    final = np.asarray(final_ownership, dtype=np.int8).reshape(-1)
+    sign = np.where(Game.movers(planes) == 0, 1, -1).astype(np.int8)
+    return sign[:, None] * final[None, :]
 
 
 class ReplayWindow:
     """A ring buffer of positions: ``planes uint8[N, H, W, C]``, ``policy float32[N, A]``
-    (search visit distributions), ``value float32[N]`` (game outcome for the mover).
+    (search visit distributions), ``value float32[N]`` (game outcome for the mover), and
+    with ``ownership_points`` P > 0, ``ownership int8[N, P]`` (final owners for the
+    mover) and ``has_ownership bool[N]``.
 
     ``positions_added`` counts every position ever added and ``samples_drawn`` every
     position ever sampled, so ``reuse`` is how many times, on average, the learner has
     seen each position (the ratio the learner holds below ``max_reuse``).
     """
 
-    def __init__(self, *, capacity: int, planes_shape: Sequence[int], num_actions: int):
+    def __init__(self, *, capacity: int, planes_shape: Sequence[int], num_actions: int, ownership_points: int = 0):
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
         self.capacity = int(capacity)
         self.planes_shape = tuple(int(n) for n in planes_shape)
         self.num_actions = int(num_actions)
+        self.ownership_points = int(ownership_points)
+        if self.ownership_points and self.ownership_points != self.planes_shape[0] * self.planes_shape[1]:
+            raise ValueError(f"ownership_points must be the board's {self.planes_shape[0] * self.planes_shape[1]} "
+                             f"points (or 0: none kept), got {ownership_points}")
         self.planes = np.zeros((self.capacity, *self.planes_shape), np.uint8)  # [N, H, W, C]
         self.policy = np.zeros((self.capacity, self.num_actions), np.float32)  # [N, A]
         self.value = np.zeros((self.capacity,), np.float32)  # [N]
+        self.ownership = np.zeros((self.capacity if self.ownership_points else 0, self.ownership_points),
+                                  np.int8)  # [N, P]
+        self.has_ownership = np.zeros((self.capacity if self.ownership_points else 0,), np.bool_)  # [N]
         #: the slot the next position goes to
         self._head = 0
         self._size = 0
@@ -45,12 +84,19 @@ class ReplayWindow:
         return self._size
 
     @property
+    def keeps_ownership(self) -> bool:
+        return self.ownership_points > 0
+
+    @property
     def reuse(self) -> float:
         """Samples drawn per position added (0 before anything is added)."""
         return self.samples_drawn / self.positions_added if self.positions_added else 0.0
 
-    def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray) -> None:
-        """Append one game: ``planes[L, H, W, C]`` (0/1 values), ``policy[L, A]``, ``value[L]``.
+    def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
+            ownership: np.ndarray | None = None) -> None:
+        """Append one game: ``planes[L, H, W, C]`` (0/1 values), ``policy[L, A]``, ``value[L]``
+        and, for a window that keeps ownership, ``ownership[L, P]`` from each mover's view
+        (``mover_ownership``; None: the game has no target, as a resigned one).
 
         The oldest positions are overwritten once the window is full; a game longer
         than the whole window keeps only its last ``capacity`` positions.
@@ -63,6 +109,16 @@ class ReplayWindow:
             raise ValueError(f"policy must be [{length}, {self.num_actions}], got {policy.shape}")
         if value.shape != (length,):
             raise ValueError(f"value must be [{length}], got {value.shape}")
+        owners = None
+        if ownership is not None:
+            if not self.keeps_ownership:
+                raise ValueError("this window keeps no ownership (made with ownership_points=0)")
+            owners = np.asarray(ownership)
+            if owners.shape != (length, self.ownership_points):
+                raise ValueError(f"ownership must be [{length}, {self.ownership_points}], got {owners.shape}")
+            if owners.size and not np.isin(owners, (-1, 0, 1)).all():
+                raise ValueError("ownership must hold only -1, 0 and 1")
+            owners = owners.astype(np.int8)
         planes_u8 = planes.astype(np.uint8)
         # the uint8 store is only lossless for 0/1 (or small integer) planes
         if not np.array_equal(planes_u8, planes):
@@ -70,34 +126,49 @@ class ReplayWindow:
         self.positions_added += length
         if length > self.capacity:
             planes_u8, policy, value = planes_u8[-self.capacity :], policy[-self.capacity :], value[-self.capacity :]
+            owners = None if owners is None else owners[-self.capacity :]
             length = self.capacity
         slots = (self._head + np.arange(length)) % self.capacity
         self.planes[slots] = planes_u8
         self.policy[slots] = policy
         self.value[slots] = value
+        if self.keeps_ownership:
+            self.ownership[slots] = 0 if owners is None else owners
+            self.has_ownership[slots] = owners is not None
         self._head = (self._head + length) % self.capacity
         self._size = min(self._size + length, self.capacity)
 
     def contents(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Copies of what is stored, oldest first: ``(planes uint8[n, ...], policy[n, A], value[n])``."""
-        start = (self._head - self._size) % self.capacity
-        order = (start + np.arange(self._size)) % self.capacity
+        order = self._order()
         return self.planes[order], self.policy[order], self.value[order]
 
-    def sample(
-        self, batch_size: int, rng: np.random.Generator, *, game: Game | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A uniform minibatch (with replacement): ``(planes float32[B, H, W, C], policy[B, A], value[B])``.
+    def ownership_contents(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the ownership kept, oldest first: ``(ownership int8[n, P], has_ownership bool[n])``."""
+        if not self.keeps_ownership:
+            raise ValueError("this window keeps no ownership (made with ownership_points=0)")
+        order = self._order()
+        return self.ownership[order], self.has_ownership[order]
+
+    def _order(self) -> np.ndarray:
+        start = (self._head - self._size) % self.capacity
+        return (start + np.arange(self._size)) % self.capacity
+
+    def sample(self, batch_size: int, rng: np.random.Generator, *, game: Game | None = None) -> Batch:
+        """A uniform minibatch (with replacement) as a ``Batch``: planes float32[B, H, W, C],
+        policy[B, A], value[B], and the ownership and its mask when the window keeps them.
 
         With ``game``, each sample gets one of the game's symmetries at random (the
-        data augmentation of AlphaGo Zero); the batch is grouped by symmetry so each
-        transform is one vectorised call.
+        data augmentation of AlphaGo Zero), the same one for its planes, policy and
+        ownership; the batch is grouped by symmetry so each transform is one vectorised
+        call.
         """
         if self._size == 0:
             raise ValueError("the replay window is empty")
         index = rng.integers(0, self._size, size=batch_size)
         # slots are filled from 0 up before wrapping, so 0.._size-1 are exactly the stored ones
         planes, policy, value = self.planes[index], self.policy[index], self.value[index]
+        ownership = self.ownership[index] if self.keeps_ownership else None
         if game is not None:
             ks = rng.integers(0, len(game.symmetries), size=batch_size)
             for k in np.unique(ks):
@@ -105,5 +176,12 @@ class ReplayWindow:
                 # transform in uint8, before the float32 copy: 4x fewer bytes to move
                 planes[rows] = game.transform_planes(planes[rows], int(k))
                 policy[rows] = game.transform_policy(policy[rows], int(k))
+                if ownership is not None:
+                    # the points as a one-plane board: the very permutation of the planes
+                    board = ownership[rows].reshape(-1, *self.planes_shape[:2], 1)
+                    ownership[rows] = game.transform_planes(board, int(k)).reshape(-1, self.ownership_points)
         self.samples_drawn += batch_size
-        return planes.astype(np.float32), policy, value
+        if ownership is None:
+            return Batch(planes.astype(np.float32), policy, value)
+        return Batch(planes.astype(np.float32), policy, value, ownership.astype(np.float32),
+                     self.has_ownership[index].astype(np.float32))

@@ -3,7 +3,10 @@
 The loss is AlphaGo Zero's ``l = (z - v)^2 - pi^T log p + c ||theta||^2``: the value
 MSE (weighted by ``value_weight``), the cross-entropy between the search policy
 ``pi`` and the network's softmax, and the L2 term the network's kernel regularisers
-put in ``model.losses``.
+put in ``model.losses``. A network with the ownership head adds
+``ownership_weight`` times its mean per-point squared error (KataGo's auxiliary
+ownership target; a squared error of a tanh output like the value's), averaged over
+the positions that have a target (games that resigned have none).
 
 Checkpoints are the weights blob format of engine/network.py (safetensors, never
 pickle) with a different tag: the model's weights under ``model/<path>``, the
@@ -20,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tengen.engine.network import assign_checked, model_variables, pack_tensors, unpack_tensors
+from tengen.engine.network import assign_checked, has_ownership, model_variables, pack_tensors, unpack_tensors
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -70,7 +73,8 @@ def _uses_float16(model: keras.Model) -> bool:
 
 
 class Trainer:
-    """Trains a ``build_network`` model on ``(planes, policy, value)`` minibatches.
+    """Trains a ``build_network`` model on ``(planes, policy, value)`` minibatches, and
+    a model with the ownership head on ``ownership`` targets too.
 
     ``optimizer`` is "sgd" (with ``momentum``, AlphaZero's choice) or "adam";
     ``learning_rate`` is a float or a ``[[step, lr], ...]`` schedule. A model built
@@ -86,9 +90,12 @@ class Trainer:
         learning_rate: float | Sequence[Sequence[float]] = ALPHAGO_ZERO_SCHEDULE,
         momentum: float = 0.9,
         value_weight: float = 1.0,
+        ownership_weight: float = 1.0,
     ):
         self.model = model
         self.value_weight = float(value_weight)
+        self.ownership_weight = float(ownership_weight)
+        self.has_ownership = has_ownership(model)
         lr: Any = float(learning_rate) if isinstance(learning_rate, (int, float)) else StepSchedule(learning_rate)
         if optimizer == "sgd":
             opt: keras.optimizers.Optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
@@ -111,6 +118,12 @@ class Trainer:
             tf.TensorSpec([None, num_actions], tf.float32, name="policy"),
             tf.TensorSpec([None], tf.float32, name="value"),
         ]
+        self.points = height * width
+        if self.has_ownership:
+            signature += [
+                tf.TensorSpec([None, self.points], tf.float32, name="ownership"),
+                tf.TensorSpec([None], tf.float32, name="has_ownership"),
+            ]
         self._train_step = tf.function(self._step, input_signature=signature)
 
     @property
@@ -123,41 +136,64 @@ class Trainer:
         """The learning rate the next update will use."""
         return float(self.optimizer.learning_rate.numpy())
 
-    def _step(self, planes, policy, value):
+    def _step(self, planes, policy, value, ownership=None, has_target=None):
         self.trace_count += 1  # runs only while tracing
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            logits, v = self.model(planes, training=True)
-            logits, v = tf.cast(logits, tf.float32), tf.cast(v, tf.float32)
+            outputs = self.model(planes, training=True)
+            logits, v = tf.cast(outputs[0], tf.float32), tf.cast(outputs[1], tf.float32)
             policy_loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=policy, logits=logits))
             value_loss = tf.reduce_mean(tf.square(v - value))
             losses = self.model.losses
             l2 = tf.add_n([tf.cast(x, tf.float32) for x in losses]) if losses else tf.constant(0.0)
             loss = policy_loss + self.value_weight * value_loss + l2
+            if self.has_ownership:
+                per_position = tf.reduce_mean(tf.square(tf.cast(outputs[2], tf.float32) - ownership), axis=-1)
+                # the mean over the positions with a target (0 when the batch has none)
+                ownership_loss = tf.math.divide_no_nan(tf.reduce_sum(per_position * has_target),
+                                                       tf.reduce_sum(has_target))
+                loss += self.ownership_weight * ownership_loss
             scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, variables)
         learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)  # before the step moves on
         self.optimizer.apply_gradients(zip(grads, variables, strict=True))
-        return {
+        out = {
             "loss": loss,
             "policy_loss": policy_loss,
             "value_loss": value_loss,
             "l2": l2,
             "learning_rate": learning_rate,
         }
+        if self.has_ownership:
+            out["ownership_loss"] = ownership_loss
+        return out
 
-    def train_step(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray) -> dict[str, float]:
+    def train_step(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
+                   ownership: np.ndarray | None = None, has_ownership: np.ndarray | None = None) -> dict[str, float]:
         """One update on ``planes[B, H, W, C]``, ``policy[B, A]`` (targets summing to 1),
-        ``value[B]`` (outcomes in [-1, 1]).
+        ``value[B]`` (outcomes in [-1, 1]) and, for a model with the ownership head,
+        ``ownership[B, H*W]`` (final owners from the mover's view, in [-1, 1]) with
+        ``has_ownership[B]`` (1 where a position has that target; without both, none has).
 
         Returns the losses before the update (``loss``, ``policy_loss``,
-        ``value_loss``, ``l2``) and the ``learning_rate`` it used.
+        ``value_loss``, ``l2``, and ``ownership_loss`` with the head) and the
+        ``learning_rate`` it used.
         """
-        out = self._train_step(
+        batch = len(value)
+        args = [
             tf.constant(np.asarray(planes, np.float32)),
             tf.constant(np.asarray(policy, np.float32)),
             tf.constant(np.asarray(value, np.float32)),
-        )
+        ]
+        if (ownership is None) != (has_ownership is None):
+            raise ValueError("ownership and has_ownership go together")
+        if self.has_ownership:
+            if ownership is None:
+                ownership, has_ownership = np.zeros((batch, self.points), np.float32), np.zeros(batch, np.float32)
+            args += [tf.constant(np.asarray(ownership, np.float32)), tf.constant(np.asarray(has_ownership, np.float32))]
+        elif ownership is not None:
+            raise ValueError("ownership targets for a model without the ownership head")
+        out = self._train_step(*args)
         return {name: float(t.numpy()) for name, t in out.items()}
 
     # -- checkpoints -----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from tengen.engine.network_spec import NetworkSpec
 from tengen.workers.inference_server import InferenceServer
 
 # connect4-shaped planes, a one-block net: small enough to trace in well under a second
-NET = NetworkSpec(input_shape=(6, 7, 3), num_actions=7, blocks=1, filters=8, l2=1e-4, value_hidden=16)
+NET = NetworkSpec(input_shape=(6, 7, 3), num_actions=7, blocks=1, filters=8, l2=1e-4, value_hidden=16, ownership=False)
 LONG_MS = 30_000.0  # a timeout that never fires within a test
 
 

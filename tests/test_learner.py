@@ -50,7 +50,9 @@ def test_sample_shapes_dtypes_and_reuse():
     )
     assert window.planes.dtype == np.uint8
 
-    planes, policy, value = window.sample(4, rng)
+    batch = window.sample(4, rng)
+    planes, policy, value = batch.planes, batch.policy, batch.value
+    assert batch.ownership is None and batch.has_ownership is None  # a window that keeps none
     assert planes.shape == (4, 6, 7, 3) and planes.dtype == np.float32
     assert policy.shape == (4, 7) and policy.dtype == np.float32
     assert value.shape == (4,) and value.dtype == np.float32
@@ -63,7 +65,7 @@ def test_sample_shapes_dtypes_and_reuse():
 def test_only_stored_positions_are_sampled():
     window = ReplayWindow(capacity=50, planes_shape=(1, 1, 1), num_actions=2)
     window.add(*numbered_positions(0, 3))  # 47 slots still empty
-    _, _, value = window.sample(100, np.random.default_rng(1))
+    value = window.sample(100, np.random.default_rng(1)).value
     assert set(value.tolist()) == {0, 1, 2}
 
 
@@ -96,7 +98,8 @@ def test_each_sample_gets_one_symmetry_of_the_stored_position():
 
     window = ReplayWindow(capacity=4, planes_shape=game.planes_shape, num_actions=9)
     window.add(stored_planes[None], stored_policy[None], np.array([1.0], np.float32))
-    planes, policy, value = window.sample(200, np.random.default_rng(3), game=game)
+    batch = window.sample(200, np.random.default_rng(3), game=game)
+    planes, policy, value = batch.planes, batch.policy, batch.value
 
     seen = set()
     for sample_planes, sample_policy in zip(planes, policy, strict=True):

@@ -18,10 +18,11 @@ from tengen.learner.options import LearnerOptions
 
 GAME = make_game("tictactoe")
 NETWORK = NetworkSpec(input_shape=GAME.planes_shape, num_actions=GAME.num_actions, blocks=1, filters=8, l2=1e-4,
-                      value_hidden=64)
+                      value_hidden=64, ownership=False)
 #: what the learner tests train with: small batches, an early first step, a candidate often
 OPTIONS = LearnerOptions(batch_size=16, optimizer="sgd", learning_rate=0.02, momentum=0.9, replay_window=100_000,
-                         min_positions=32, max_reuse=2.0, candidate_every=10)
+                         min_positions=32, max_reuse=2.0, candidate_every=10,
+                         ownership_weight=1.0)
 
 
 @pytest.fixture(scope="module")

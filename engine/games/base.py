@@ -122,6 +122,12 @@ class Game(abc.ABC):
     def board(self, state: np.ndarray) -> np.ndarray:
         """``int8[H, W]``: 0 empty, 1 player 0's stone, 2 player 1's stone."""
 
+    def final_ownership(self, state: np.ndarray) -> np.ndarray | None:
+        """``int8[H * W]`` for a game that ends by counting territory: who owns each
+        point of the final position (+1 player 0, -1 player 1, 0 nobody), row-major
+        like the actions; None for games without territory (the default)."""
+        return None
+
     # -- network inputs ----------------------------------------------------------------
     @property
     def num_planes(self) -> int:
@@ -131,6 +137,13 @@ class Game(abc.ABC):
     @property
     def planes_shape(self) -> tuple[int, int, int]:
         return (*self.board_shape, self.num_planes)
+
+    @staticmethod
+    def movers(planes: np.ndarray) -> np.ndarray:
+        """``int64[L]``: the player to move in each of ``planes[L, H, W, C]``, read from
+        the colour plane that ``encode`` writes (1 when player 0 is to move)."""
+        planes = np.asarray(planes)
+        return np.where(planes[:, 0, 0, -1] > 0, 0, 1).astype(np.int64)
 
     def encode(self, state: np.ndarray, history: Sequence[np.ndarray] = ()) -> np.ndarray:
         """``float32[H, W, C]`` input planes for the player to move.

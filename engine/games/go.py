@@ -142,6 +142,16 @@ class GoGame(Game):
         padded = state[K.HEADER : K.HEADER + self.params[K.P_POINTS]].reshape(self._stride, self._stride)
         return padded[1:-1, 1:-1].astype(np.int8)
 
+    def final_ownership(self, state: np.ndarray) -> np.ndarray:
+        """``int8[N * N]``: the Tromp-Taylor owner of every point as the board stands
+        (+1 Black: a black stone or empty points that reach only black; -1 White; 0
+        dame and empty points of a seki that reach both), the ownership head's target."""
+        points = int(self.params[K.P_POINTS])
+        owners = np.empty(points, dtype=np.int32)
+        K.area_owners_into(self.params, state, np.empty(points, dtype=np.int32), np.empty(points, dtype=np.int32),
+                           owners)
+        return owners.reshape(self._stride, self._stride)[1:-1, 1:-1].reshape(-1).astype(np.int8)
+
     # -- Go specifics ------------------------------------------------------------------
     def resign(self, state: np.ndarray, player: int | None = None) -> None:
         """``player`` (default: the one to move) resigns; the other wins."""
