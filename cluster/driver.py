@@ -295,6 +295,8 @@ class ClusterRun:
         try:
             with self.client.impatient():
                 self.loop.save_best()
+                # The learner's last steps may have published candidates no report showed.
+                self.loop.prune_registry()
         except RedisUnavailable:
             self.log("the best model stays as saved at its promotion (Redis is away)")
         try:

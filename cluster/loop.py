@@ -145,7 +145,7 @@ class TrainingLoop:
         published = stats.get("published", [])
         self.pending.extend(published)
         if published:  # bounded however slowly matches go, not only at each gating
-            self._prune()
+            self.prune_registry()
 
     def next_match(self) -> int | None:
         """The candidate to gate now: only the newest is worth a match."""
@@ -183,10 +183,10 @@ class TrainingLoop:
         else:
             self.registry.discard(result["candidate"])
         self.in_match = None
-        self._prune()
+        self.prune_registry()
         return promoted
 
-    def _prune(self) -> None:
+    def prune_registry(self) -> None:
         """Weights in the registry: the best, the newest ``redis.keep_candidates``, the
         next to be gated (only the newest waiting is) and the one in a match (a match
         played again fetches it)."""

@@ -149,6 +149,7 @@ class SingleProcessRun:
     def finish(self) -> dict:
         self.learner.checkpoint()
         self.loop.save_best()
+        self.loop.prune_registry()
         self._report()
         summary = self.loop.summary()
         self._log_file.close()
