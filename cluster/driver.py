@@ -218,7 +218,7 @@ class ClusterRun:
         best = loop.begin(resume=self.resume)
         blob, _ = registry.fetch(best)
         self._config_dict = cfg.model_dump(mode="json")
-        self._redis_args = (redis_url, ray.put(password))  # the password travels in the object store only
+        self._redis = (redis_url, password)
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
         self._start_learner()
         learner_node = ray.get(self.learner.node_id.remote(), timeout=300) if gpus else None
@@ -393,14 +393,22 @@ class ClusterRun:
                 del self._due[name]
                 start()
 
+    def _redis_args(self) -> tuple[str, Any]:
+        """The Redis URL and the password for a new actor: the password travels in the
+        object store only (never in runtime_env, which Ray's dashboard shows), put
+        anew for each actor, since one ObjectRef shared by every actor's creation was
+        once found freed under a live run ("owner is unknown") after workers came and went."""
+        url, password = self._redis
+        return url, ray.put(password)
+
     # -- the parts ----------------------------------------------------------------------
     def _start_gatekeeper(self) -> None:
-        url, password = self._redis_args
+        url, password = self._redis_args()
         self.gatekeeper = ray.remote(GatekeeperActor).options(num_cpus=0).remote(
             self._config_dict, self.run_id, url, password, self.config.seed + 1)
 
     def _start_learner(self) -> None:
-        url, password = self._redis_args
+        url, password = self._redis_args()
         storage = self.config.storage or str(self.files.learner)
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
         # A new learner resumes from its checkpoint and the stream.
@@ -428,7 +436,7 @@ class ClusterRun:
         # Next to their GPU server when it has one; else SPREAD: workers go to
         # different nodes first, so losing a node loses few.
         placement: Any = (NodeAffinitySchedulingStrategy(node, soft=True) if node else "SPREAD")
-        url, password = self._redis_args
+        url, password = self._redis_args()
         # A replacement plays other games than the worker it replaces.
         starts = self._worker_starts[wid] = self._worker_starts.get(wid, 0) + 1
         seed = (self.config.seed * 1000 + int(wid[1:])) * 1000 + starts - 1
