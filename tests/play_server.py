@@ -24,16 +24,19 @@ ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 240
 
 
-def write_checkpoint(directory: Path, game: dict[str, Any], *, simulations: int = 32) -> Path:
+def write_checkpoint(directory: Path, game: dict[str, Any], *, simulations: int = 32, leaves_per_round: int = 4,
+                     gating: dict[str, Any] | None = None) -> Path:
     """``directory`` as a run's ``best/``: ``config.yaml`` and ``model.safetensors`` of
-    a fresh 1-block, 8-filter network for ``game`` (a config's ``game`` section).
-    A child process builds it, so the test process never imports TensorFlow."""
+    a fresh 1-block, 8-filter network for ``game`` (a config's ``game`` section), with
+    that search and ``gating`` section. A child process builds it, so the test process
+    never imports TensorFlow."""
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / "config.yaml"
     config.write_text(yaml.safe_dump({
         "game": game,
         "network": {"blocks": 1, "filters": 8},
-        "mcts": {"simulations": simulations, "leaves_per_round": 4},
+        "mcts": {"simulations": simulations, "leaves_per_round": leaves_per_round},
+        **({"gating": gating} if gating else {}),
     }))
     script = textwrap.dedent(f"""
         from tengen.cluster.checkpoint import build_model

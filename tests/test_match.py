@@ -13,9 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 from debian import fetch_gnugo
 from gtp_referee import ROOT
+from play_server import write_checkpoint
 from sgfmill import sgf
 
 from tengen.engine.game_records import read_plain
@@ -49,26 +49,9 @@ def python_engine(tmp_path: Path, name: str, source: str) -> str:
 
 
 def tiny_model(tmp: Path, game: dict, simulations: int, *, temperature_moves: int = 2) -> Path:
-    """A fresh network's best/ directory (weights and config.yaml), written by a child
-    process so that this one never imports TensorFlow."""
-    best = tmp / "best"
-    best.mkdir(parents=True)
-    config = best / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "game": game, "network": {"blocks": 1, "filters": 8},
-        "mcts": {"simulations": simulations, "leaves_per_round": 8},
-        "gating": {"games_in_flight": 8, "temperature_moves": temperature_moves},
-    }))
-    script = textwrap.dedent(f"""
-        from tengen.cluster.config import load_config
-        from tengen.cluster.checkpoint import build_model
-        from tengen.engine.network import save_weights_file
-        save_weights_file(build_model(load_config({str(config)!r})), {str(best / 'model.safetensors')!r},
-                          metadata={{"version": "000000"}})
-    """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return best
+    """A fresh network's best/ directory, with the search and gating a match uses."""
+    return write_checkpoint(tmp / "best", game, simulations=simulations, leaves_per_round=8,
+                            gating={"games_in_flight": 8, "temperature_moves": temperature_moves})
 
 
 @pytest.fixture(scope="module")
