@@ -33,11 +33,11 @@ from aiohttp import web
 
 from tengen.engine.analysis import Analysis, SearchPlayer
 from tengen.engine.games.base import Game, IllegalMove
-from tengen.engine.games.go import GTP_COLUMNS, GoGame
+from tengen.web.board_view import game_info
 from tengen.web.server import ApiError, add_static, json_errors, read_json, run_app, static_page
-from tengen.web.session import NotYourTurn, PlaySession, player_names
+from tengen.web.session import NotYourTurn, PlaySession
 
-__all__ = ["PlayServer", "MAX_VISITS", "MAX_SECONDS", "game_info", "run_play"]
+__all__ = ["PlayServer", "MAX_VISITS", "MAX_SECONDS", "run_play"]
 
 #: the most visits one move may search (its tree is allocated for them), also the
 #: cap of a search by seconds
@@ -46,28 +46,6 @@ MAX_VISITS = 10_000
 MAX_SECONDS = 60.0
 #: games kept in memory; the oldest idle one goes first
 MAX_GAMES = 64
-
-
-def game_info(game: Game) -> dict[str, Any]:
-    """What the page needs to draw ``game``'s board and name its moves."""
-    rows, cols = game.board_shape
-    go = isinstance(game, GoGame)
-    gravity = bool(getattr(game, "gravity", False))
-    return {
-        "game": game.name,
-        "kind": "go" if go else ("columns" if gravity else "cells"),
-        "rows": rows,
-        "cols": cols,
-        "num_actions": game.num_actions,
-        "pass_action": game.pass_action if isinstance(game, GoGame) else None,
-        "komi": game.komi if isinstance(game, GoGame) else None,
-        "players": list(player_names(game)),
-        "moves": [game.action_to_text(a) for a in range(game.num_actions)],
-        # Go: GTP's letters without I, rows numbered from the bottom; the m,n,k games
-        # name their columns (Connect Four) or cells (tic-tac-toe) by the move text.
-        "column_labels": list(GTP_COLUMNS[:cols]) if go else [str(c + 1) for c in range(cols)],
-        "row_labels": [str(rows - r) for r in range(rows)] if go else [],
-    }
 
 
 class PlayServer:

@@ -26,19 +26,13 @@ from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
 from tengen.engine.ownership import PlayoutOwnership, area_without_dead, stone_status
 from tengen.engine.sgf import GoRecord, Move, write_sgf
+from tengen.web.board_view import last_point, player_names
 
-__all__ = ["Thought", "Result", "PlaySession", "NotYourTurn", "player_names", "expected_score"]
+__all__ = ["Thought", "Result", "PlaySession", "NotYourTurn", "expected_score"]
 
 
 class NotYourTurn(ValueError):
     """A move, undo or resignation that the game's state does not allow now."""
-
-
-def player_names(game: Game) -> tuple[str, str]:
-    """How the page names player 0 and player 1: by the colour of their stones."""
-    if isinstance(game, GoGame):
-        return ("Black", "White")
-    return ("Red", "Yellow") if getattr(game, "gravity", False) else ("X", "O")
 
 
 def expected_score(value: float) -> float:
@@ -264,8 +258,7 @@ class PlaySession:
         """[row, col] of the stone the last move put down (None: none yet, or a pass)."""
         if not self._history:
             return None
-        placed = np.argwhere((self.game.board(self._history[-1]) == 0) & (self.game.board(self._state) != 0))
-        return [int(placed[0][0]), int(placed[0][1])] if len(placed) else None
+        return last_point(self.game.board(self._history[-1]), self.game.board(self._state))
 
 
 def _thought_view(game: Game, thought: Thought) -> dict:
