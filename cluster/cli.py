@@ -524,6 +524,39 @@ def _run_play(args: argparse.Namespace) -> int:
         return _fail("play", e)
 
 
+def _add_serve(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="a read-only web page of a running or finished run",
+        description="Serves a page on 127.0.0.1 with the run's best model and Elo ladder, its losses and rates "
+        "over time, workers and inference servers, the last gating results and its newest games, replayable move "
+        "by move; it follows a live run without reloading. Prints the page's URL as its first line. Listening "
+        "anywhere but loopback needs --host, and the page then asks for a token (--token, or one generated and "
+        "printed on the second line).",
+    )
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1, this machine only; any other needs a token)")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, a free one)")
+    p.add_argument("--token", default=None,
+                   help="the token the page asks for (default: none on loopback, else one generated and printed)")
+    p.add_argument("--open", action="store_true", help="open the page in a browser")
+    p.set_defaults(handler=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from tengen.cluster.config import ConfigError
+    from tengen.cluster.run_dir import RunDirError
+    from tengen.web.run_page import run_serve
+
+    if not 0 <= args.port <= 65535:
+        return _fail("serve", "--port must be in 0..65535")
+    try:
+        return run_serve(args.run_dir, host=args.host, port=args.port, token=args.token, open_browser=args.open)
+    except (FileNotFoundError, ConfigError, RunDirError, ValueError) as e:
+        return _fail("serve", e)
+
+
 def _add_selfplay_demo(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "selfplay-demo",
@@ -603,6 +636,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_gtp,
     _add_match,
     _add_play,
+    _add_serve,
     _add_selfplay_demo,
     _add_config,
 ]

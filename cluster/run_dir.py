@@ -106,9 +106,14 @@ class RunDir:
         """A kept game's file: ``games/<id><suffix>`` (``game_file_name``)."""
         return self.games / game_file_name(game_id, suffix)
 
+    @property
+    def gating_matches(self) -> Path:
+        """The folders of the kept gating matches' games (``gating_games``)."""
+        return self.games / "gating"
+
     def gating_games(self, candidate: int, best: int) -> Path:
         """The folder of one match's games."""
-        return self.games / "gating" / f"{version_id(candidate)}-{version_id(best)}"
+        return self.gating_matches / f"{version_id(candidate)}-{version_id(best)}"
 
     @property
     def redis(self) -> Path:

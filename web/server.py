@@ -15,18 +15,20 @@ opens a browser on it, and serves until Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import secrets
 import signal
 import sys
 import webbrowser
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-__all__ = ["LOOPBACK", "STATIC", "ApiError", "json_errors", "read_json", "static_page", "add_static", "run_app",
-           "url_of"]
+__all__ = ["LOOPBACK", "STATIC", "ApiError", "json_errors", "require_token", "is_loopback", "read_json", "static_page",
+           "add_static", "run_app", "url_of"]
 
 LOOPBACK = "127.0.0.1"
 #: the pages' HTML, JavaScript and CSS, shipped as package data
@@ -51,6 +53,34 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return await handler(request)
     except ApiError as e:
         return web.json_response({"error": e.message}, status=e.status)
+
+
+def require_token(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    """A middleware that answers 401 to any ``/api/`` request without
+    ``Authorization: Bearer TOKEN``. The HTML, JavaScript and CSS stay open: they hold
+    nothing of the run, and the page must load to ask for the token."""
+    expected = token.encode()
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith("/api/"):
+            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), expected):
+                return web.json_response({"error": "this page needs its token (the one `tengen serve` printed "
+                                          "or was given)"}, status=401, headers={"WWW-Authenticate": "Bearer"})
+        return await handler(request)
+
+    return check
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is an address of this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
@@ -103,13 +133,17 @@ async def _serve(app: web.Application, host: str, port: int, on_ready: Callable[
         await runner.cleanup()
 
 
-def run_app(app: web.Application, *, host: str = LOOPBACK, port: int = 0, open_browser: bool = False) -> int:
-    """Serve ``app`` until Ctrl-C or SIGTERM; the URL is stdout's first line."""
+def run_app(app: web.Application, *, host: str = LOOPBACK, port: int = 0, open_browser: bool = False,
+            after_url: Sequence[str] = (), exposed: str = "anyone who can reach this machine can use the page") -> int:
+    """Serve ``app`` until Ctrl-C or SIGTERM; the URL is stdout's first line, then the
+    lines ``after_url``; off loopback, stderr says ``exposed``."""
 
     def ready(url: str) -> None:
         print(url, flush=True)
+        for line in after_url:
+            print(line, flush=True)
         if host != LOOPBACK:
-            print(f"serving on {host}: anyone who can reach this machine can use the page", file=sys.stderr)
+            print(f"serving on {host}: {exposed}", file=sys.stderr)
         if open_browser and not webbrowser.open(url):
             print(f"found no browser to open; open {url} yourself", file=sys.stderr, flush=True)
 

@@ -1,0 +1,163 @@
+"""The run's status lines (``status.jsonl``, one JSON object a line, appended by
+cluster/loop.py's ``TrainingLoop.report``) as the run page plots them, without
+sending megabytes per poll.
+
+A run of days writes a line every few seconds, each a few kilobytes (its
+``reported_games`` alone can be 200 entries), so the file reaches hundreds of
+megabytes. ``read_history`` answers with *points*: each line cut down to the
+numbers the plots draw (``POINT_FIELDS``), at most ``max_points`` of them, and the
+byte offset to ask from next time:
+
+- the first request (``after=None``) gets the whole run thinned to ``max_points``: a
+  small file is read whole and every k-th line kept; a big one is sampled by seeking
+  to ``max_points`` evenly spaced offsets and reading the line that starts after
+  each (lines are alike in size, so this is close to evenly spaced in time), which
+  reads kilobytes, not the file;
+- later polls (``after=OFFSET``) get only the complete lines appended since, at most
+  ``MAX_READ_BYTES`` of them a call (``more`` says there is more to read);
+- an offset past the end (the file was replaced) answers as a first request, with
+  ``reset``.
+
+A line still being written (no newline yet) is never read: the next offset stops
+before it. The newest complete line goes out whole as ``latest`` (without
+``reported_games``), for what the page shows as it is now.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = ["POINT_FIELDS", "MAX_POINTS", "MAX_READ_BYTES", "READ_ALL_BYTES", "History", "read_history", "point"]
+
+#: what a point keeps of a status line: the numbers the page plots (``losses`` is the
+#: learner's dict of loss parts)
+POINT_FIELDS = ("time", "elapsed_s", "games", "learner_step", "loss", "losses", "games_per_s", "positions_per_s",
+                "evaluations_per_s", "mean_batch", "window", "window_capacity", "workers", "inference_servers",
+                "promotions")
+#: the most points one answer holds
+MAX_POINTS = 1500
+#: the most bytes a poll reads after its offset
+MAX_READ_BYTES = 4 << 20
+#: files up to this size are read whole on the first request; bigger ones are sampled
+READ_ALL_BYTES = 8 << 20
+#: how much of a big file's end is read for its last line (a line is kilobytes)
+_TAIL_BYTES = 1 << 20
+#: left out of ``latest``: large and not shown
+_NOT_LATEST = ("reported_games",)
+
+
+@dataclass(frozen=True)
+class History:
+    points: list[dict[str, Any]]  # oldest first
+    next: int  # the offset to ask from next time
+    latest: dict[str, Any] | None  # the newest line read, None when no new line came
+    reset: bool  # the answer starts the history afresh (the client drops what it had)
+    more: bool  # more complete lines wait after ``next``
+    size: int  # the file's size in bytes now
+
+    def to_json(self) -> dict[str, Any]:
+        return {"points": self.points, "next": self.next, "latest": self.latest, "reset": self.reset,
+                "more": self.more, "size": self.size}
+
+
+def point(line: dict[str, Any]) -> dict[str, Any]:
+    """The plotted numbers of one status line (fields it lacks are left out)."""
+    return {key: line[key] for key in POINT_FIELDS if key in line}
+
+
+def _latest(line: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if line is None else {k: v for k, v in line.items() if k not in _NOT_LATEST}
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        line = json.loads(raw)
+    except ValueError:
+        return None  # a line cut by a crash mid-write; the rest of the history stands
+    return line if isinstance(line, dict) else None
+
+
+def _thin(lines: list[dict[str, Any]], max_points: int) -> list[dict[str, Any]]:
+    """Every k-th line, the newest always kept."""
+    if len(lines) <= max_points:
+        return lines
+    step = -(-len(lines) // max_points)
+    kept = lines[::-1][::step][::-1]
+    return kept[-max_points:]
+
+
+def _complete_lines(data: bytes) -> tuple[list[bytes], int]:
+    """The complete lines of ``data`` and how many bytes they span."""
+    end = data.rfind(b"\n") + 1
+    return [raw for raw in data[:end].split(b"\n") if raw.strip()], end
+
+
+def _read_all(f: BinaryIO, max_points: int) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None]:
+    raw, end = _complete_lines(f.read())
+    lines = [line for line in map(_parse, raw) if line is not None]
+    return _thin(lines, max_points), end, lines[-1] if lines else None
+
+
+def _sampled(f: BinaryIO, size: int, max_points: int) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None]:
+    """One line at each of ``max_points`` evenly spaced offsets, and the last one."""
+    tail = min(size, _TAIL_BYTES)
+    f.seek(size - tail)
+    last_raw, tail_end = _complete_lines(f.read(tail))
+    end = size - tail + tail_end  # past the last complete line
+    starts_seen: set[int] = set()
+    lines: list[dict[str, Any]] = []
+    for i in range(max_points - 1):
+        offset = i * end // (max_points - 1)
+        if offset:
+            # From one byte before: when ``offset`` starts a line, the newline before it
+            # is what readline skips, and that line is the one read.
+            f.seek(offset - 1)
+            f.readline()
+        else:
+            f.seek(0)
+        start = f.tell()
+        if start >= end or start in starts_seen:
+            continue
+        starts_seen.add(start)
+        parsed = _parse(f.readline())
+        if parsed is not None:
+            lines.append(parsed)
+    last = _parse(last_raw[-1]) if last_raw else None
+    if last is not None and (not lines or lines[-1] != last):
+        lines.append(last)
+    return lines, end, last
+
+
+def read_history(path: Path, *, after: int | None = None, max_points: int = MAX_POINTS,
+                 read_all_bytes: int = READ_ALL_BYTES) -> History:
+    """The points of ``path`` (a status.jsonl) for a first request (``after`` None) or
+    those after the offset ``after``; see the module docstring. Files bigger than
+    ``read_all_bytes`` are sampled on a first request."""
+    if after is not None and after < 0:
+        raise ValueError(f"after must be an offset >= 0, not {after}")
+    if max_points < 2:
+        raise ValueError(f"max_points must be at least 2, not {max_points}")
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return History([], 0, None, reset=after is not None and after > 0, more=False, size=0)
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if after is not None and after <= size:
+            f.seek(after)
+            chunk = f.read(MAX_READ_BYTES)
+            raw, span = _complete_lines(chunk)
+            lines = [line for line in map(_parse, raw) if line is not None]
+            more = len(chunk) == MAX_READ_BYTES and after + span < size
+            return History([point(line) for line in _thin(lines, max_points)], after + span,
+                           _latest(lines[-1] if lines else None), reset=False, more=more, size=size)
+        if size <= read_all_bytes:
+            lines, end, last = _read_all(f, max_points)
+        else:
+            lines, end, last = _sampled(f, size, max_points)
+        return History([point(line) for line in lines], end, _latest(last), reset=after is not None, more=False,
+                       size=size)
