@@ -34,10 +34,9 @@ from typing import Any, BinaryIO
 __all__ = ["POINT_FIELDS", "MAX_POINTS", "MAX_READ_BYTES", "READ_ALL_BYTES", "History", "read_history", "point"]
 
 #: what a point keeps of a status line: the numbers the page plots (``losses`` is the
-#: learner's dict of loss parts)
-POINT_FIELDS = ("time", "elapsed_s", "games", "learner_step", "loss", "losses", "games_per_s", "positions_per_s",
-                "evaluations_per_s", "mean_batch", "window", "window_capacity", "workers", "inference_servers",
-                "promotions")
+#: learner's dict of loss parts, the total among them)
+POINT_FIELDS = ("time", "learner_step", "losses", "games_per_s", "positions_per_s", "evaluations_per_s", "mean_batch",
+                "window", "window_capacity")
 #: the most points one answer holds
 MAX_POINTS = 1500
 #: the most bytes a poll reads after its offset
@@ -82,12 +81,11 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
 
 
 def _thin(lines: list[dict[str, Any]], max_points: int) -> list[dict[str, Any]]:
-    """Every k-th line, the newest always kept."""
+    """``max_points`` lines evenly spaced, the oldest and the newest among them."""
     if len(lines) <= max_points:
         return lines
-    step = -(-len(lines) // max_points)
-    kept = lines[::-1][::step][::-1]
-    return kept[-max_points:]
+    last = len(lines) - 1
+    return [lines[round(i * last / (max_points - 1))] for i in range(max_points)]
 
 
 def _complete_lines(data: bytes) -> tuple[list[bytes], int]:

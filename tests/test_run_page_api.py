@@ -1,0 +1,231 @@
+"""``tengen serve``'s JSON API over real HTTP, on the directory of a short real run
+(tests/short_run.py): the command started as a person starts it, called with urllib.
+What it answers is checked against the run's own files, read here with the
+engine's readers; a live run's Redis stream against the session's real Redis."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from page_server import PageServer
+
+from tengen.cluster.codec import decode_game
+from tengen.cluster.keys import RunKeys
+from tengen.cluster.run_dir import RunDir
+from tengen.cluster.stream import SampleStream
+from tengen.engine.game_records import read_plain
+from tengen.engine.games import make_game
+
+TTT = make_game("tictactoe")
+
+
+def serve(run_dir: Path, *args: str) -> PageServer:
+    return PageServer("serve", "--run-dir", str(run_dir), "--port", "0", *args)
+
+
+@pytest.fixture(scope="module")
+def page(short_run_dir):
+    server = serve(short_run_dir)
+    yield server
+    assert server.close() == 0, server.stderr()
+
+
+def board_after(moves: list[int]) -> str:
+    state, _ = TTT.state_from_moves(moves)
+    return "".join(str(int(x)) for x in TTT.board(state).ravel())
+
+
+def test_the_page_is_on_this_machine_only_and_names_the_run(page, short_run_dir):
+    assert page.url.startswith("http://127.0.0.1:") and page.url.endswith("/")
+    status, html, headers = page.get_text("/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html") and 'id="ladder-plot"' in html
+    status, info = page.get("/api/info")
+    assert status == 200
+    assert info["run_id"] == json.loads((short_run_dir / "run.json").read_text())["run_id"]
+    assert (info["game"], info["rows"], info["cols"], info["kind"]) == ("tictactoe", 3, 3, "cells")
+    assert info["config"]["gating"] == "threshold" and info["config"]["keep_game_every"] == 5
+
+
+def test_the_server_loads_neither_tensorflow_nor_ray(page):
+    maps = Path(f"/proc/{page.process.pid}/maps")
+    if not maps.exists():
+        pytest.skip("no /proc here to see what the server loaded")
+    loaded = maps.read_text()
+    assert "libtensorflow" not in loaded and "_raylet" not in loaded
+
+
+def test_the_status_history_is_the_runs_status_lines(page, short_run_dir):
+    lines = [json.loads(line) for line in (short_run_dir / "status.jsonl").read_text().splitlines()]
+    status, history = page.get("/api/status")
+    assert status == 200 and not history["reset"]
+    assert [p["time"] for p in history["points"]] == [line["time"] for line in lines]
+    assert [p.get("losses") for p in history["points"]] == [line["losses"] for line in lines]
+    assert history["latest"]["learner_step"] == json.loads((short_run_dir / "status.json").read_text())["learner_step"]
+    assert "reported_games" not in history["latest"]
+    assert history["next"] == (short_run_dir / "status.jsonl").stat().st_size
+    status, later = page.get(f"/api/status?after={history['next']}")
+    assert status == 200 and later["points"] == [] and later["latest"] is None
+
+
+def test_a_live_run_sends_only_its_new_status_lines(short_run_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(short_run_dir, run_dir)
+    server = serve(run_dir)
+    try:
+        _, first = server.get("/api/status")
+        last = json.loads((run_dir / "status.json").read_text())
+        new = {**last, "time": last["time"] + 10, "learner_step": last["learner_step"] + 7}
+        with open(run_dir / "status.jsonl", "a", encoding="utf-8") as f:  # as TrainingLoop.report appends
+            f.write(json.dumps(new) + "\n")
+        _, later = server.get(f"/api/status?after={first['next']}")
+        assert [p["learner_step"] for p in later["points"]] == [new["learner_step"]]
+        assert later["latest"]["time"] == new["time"]
+    finally:
+        assert server.close() == 0, server.stderr()
+
+
+def test_the_ladder_is_ladder_json_sent_from_what_the_page_knows(page, short_run_dir):
+    ladder = json.loads((short_run_dir / "ladder.json").read_text())
+    assert len(ladder) >= 2, "the short run promoted nothing"
+    _, answer = page.get("/api/ladder")
+    assert answer["entries"] == ladder and answer["count"] == len(ladder)
+    _, answer = page.get(f"/api/ladder?known={len(ladder) - 1}")
+    assert answer["entries"] == ladder[-1:] and answer["start"] == len(ladder) - 1
+    _, answer = page.get(f"/api/ladder?known={len(ladder) + 5}")  # a page that saw another run
+    assert answer["reset"] and answer["entries"] == ladder
+
+
+def test_self_play_games_replay_move_by_move_with_their_search(page, short_run_dir):
+    _, games = page.get("/api/games")
+    assert games["source"] == "directory" and "single-process" in games["note"]
+    kept = sorted((short_run_dir / "games").glob("*.game"), key=lambda p: -p.stat().st_mtime)
+    assert [g["key"] for g in games["selfplay"]] == [f"selfplay/{p.stem}" for p in kept[:20]]
+    for listed in games["selfplay"][:3]:
+        status, game = page.get(f"/api/game?key={listed['key']}")
+        assert status == 200
+        stem = listed["key"].split("/", 1)[1]
+        record = decode_game((short_run_dir / "games" / f"{stem}.game").read_bytes(),
+                             planes_shape=TTT.planes_shape, num_actions=TTT.num_actions, game_name=TTT.name)
+        _, result = read_plain((short_run_dir / "games" / f"{stem}.txt").read_text(), TTT)
+        moves = record.moves.tolist()
+        assert [m["action"] for m in game["move_list"]] == moves
+        assert game["boards"] == [board_after(moves[:i]) for i in range(len(moves) + 1)]
+        assert [m["value"] for m in game["move_list"]] == pytest.approx(record.search_value.tolist(), abs=1e-4)
+        assert [m["visits"] for m in game["move_list"]] == record.search_visits.tolist()
+        assert game["result"] == listed["result"] == result and game["has_search"]
+
+
+def test_gating_games_replay_without_search(page, short_run_dir):
+    _, games = page.get("/api/games")
+    assert games["gating"], "the short run kept no gating game"
+    listed = games["gating"][0]
+    match, number = listed["key"].split("/")[1:]
+    line = (short_run_dir / "games" / "gating" / match / f"{number}.txt").read_text()
+    finished, result = read_plain(line, TTT)
+    _, game = page.get(f"/api/game?key={listed['key']}")
+    assert [m["action"] for m in game["move_list"]] == list(finished.moves) and game["result"] == result
+    assert not game["has_search"] and all("value" not in m for m in game["move_list"])
+    assert listed["candidate"] == match.split("-")[0] and game["players"][0] in match.split("-")
+
+
+def test_bad_requests_say_why(page):
+    assert page.get("/api/game?key=selfplay/no-such-game") == (
+        404, {"error": "no game 'selfplay/no-such-game' in this run (the run directory keeps only its newest games)"})
+    status, error = page.get("/api/game?key=../../etc/passwd")
+    assert status == 404 and "not a game key" in error["error"]
+    status, error = page.get("/api/status?after=-3")
+    assert status == 400 and "after must be an integer" in error["error"]
+
+
+def _live_copy(short_run_dir: Path, tmp_path: Path, url: str, password: str | None) -> RunDir:
+    files = RunDir(tmp_path / "live")
+    shutil.copytree(short_run_dir, files.path)
+    files.write_private(files.connection, json.dumps({"url": url, "password": password}).encode())
+    return files
+
+
+def test_a_live_runs_newest_games_come_from_its_redis_stream(short_run_dir, tmp_path, redis_server, redis_client):
+    files = _live_copy(short_run_dir, tmp_path, redis_server.url, redis_server.password)
+    blobs = [p.read_bytes() for p in sorted(files.games.glob("*.game"))[:3]]
+    SampleStream(redis_client, files.run_id(), maxlen=100).add_many(blobs)
+    server = serve(files.path)
+    try:
+        _, games = server.get("/api/games")
+        assert games["source"] == "stream" and "live run" in games["note"]
+        decoded = [decode_game(b, planes_shape=TTT.planes_shape, num_actions=TTT.num_actions, game_name=TTT.name)
+                   for b in blobs]
+        assert [g["id"] for g in games["selfplay"]] == [r.game_id for r in reversed(decoded)]  # newest first
+        redis_client.delete(RunKeys(files.run_id()).samples)  # the stream moves on
+        _, game = server.get(f"/api/game?key={games['selfplay'][0]['key']}")
+        assert [m["action"] for m in game["move_list"]] == decoded[-1].moves.tolist()  # still replayable
+    finally:
+        assert server.close() == 0, server.stderr()
+
+
+def test_a_redis_that_does_not_answer_falls_back_to_the_directory_quickly(short_run_dir, tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    files = _live_copy(short_run_dir, tmp_path, f"redis://127.0.0.1:{port}/0", "x")
+    server = serve(files.path)
+    try:
+        for _ in range(2):  # the second poll does not wait for Redis again
+            started = time.monotonic()
+            status, games = server.get("/api/games", timeout=30)
+            assert time.monotonic() - started < 8
+            assert status == 200 and games["source"] == "directory" and "does not answer" in games["note"]
+            assert games["selfplay"]
+    finally:
+        assert server.close() == 0, server.stderr()
+
+
+# -- who may read it ------------------------------------------------------------------------------
+def test_any_other_address_needs_the_token_it_prints(short_run_dir):
+    server = serve(short_run_dir, "--host", "0.0.0.0")
+    try:
+        assert server.printed_url.startswith("http://0.0.0.0:")
+        line = server.read_line()
+        assert line.startswith("token: ")
+        token = line.removeprefix("token: ")
+        assert len(token) >= 16
+        status, error = server.get("/api/info")
+        assert status == 401 and "token" in error["error"]
+        assert server.get("/api/games", headers={"Authorization": "Bearer not-the-token"})[0] == 401
+        status, info = server.get("/api/info", headers={"Authorization": f"Bearer {token}"})
+        assert status == 200 and info["game"] == "tictactoe"
+        assert server.get_text("/")[0] == 200  # the page itself loads, to ask for the token
+        assert "anyone who can reach this machine and has the token can read the run" in server.stderr()
+    finally:
+        assert server.close() == 0
+
+
+def test_a_token_given_on_loopback_is_asked_for_too(short_run_dir):
+    token = "a-token-of-our-own-choosing"
+    server = serve(short_run_dir, "--token", token)
+    try:
+        assert server.read_line(timeout=1) == ""  # a given token is not printed
+        assert server.get("/api/ladder")[0] == 401
+        assert server.get("/api/ladder", headers={"Authorization": f"Bearer {token}"})[0] == 200
+    finally:
+        assert server.close() == 0
+
+
+def test_bad_arguments_are_refused(short_run_dir, tmp_path):
+    import subprocess
+    import sys
+
+    from page_server import ROOT
+
+    def tengen(*args):
+        return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "serve", *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+
+    done = tengen("--run-dir", str(tmp_path / "nothing"))
+    assert done.returncode == 2 and "not a run directory" in done.stderr
+    done = tengen("--run-dir", str(short_run_dir), "--host", "0.0.0.0", "--token", "short")
+    assert done.returncode == 2 and "--token must be at least 16 characters" in done.stderr
