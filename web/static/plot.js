@@ -3,8 +3,7 @@
 //   title, xLabel, yLabel: text; series: [{name, points: [[x, y], ...]}] (y null: a gap)
 //   steps: draw each series as a step line (a value holds until the next point)
 //   markers: a dot on every point, with its label (spec.label(point, series)) as a tooltip
-//   xMin, xMax, yMin, yMax: the range an axis must cover (default: the data's, widened to nice ticks);
-//     yMin and yMax given are also the y axis's ends
+//   xMin, xMax, yMin, yMax: an axis's ends (default: the data's, widened to nice ticks)
 //   empty: what to say when no series has a point
 // Each series' path carries class "series" and data-series (its name) and data-points
 // (how many points it draws), for the tests and for CSS.
@@ -75,7 +74,9 @@ export function linePlot(svg, spec) {
   const ys = all.map((p) => p[1]);
   const xTicks = niceTicks(spec.xMin ?? Math.min(...xs), spec.xMax ?? Math.max(...xs));
   const yTicks = niceTicks(spec.yMin ?? Math.min(...ys), spec.yMax ?? Math.max(...ys));
-  const [x0, x1] = [xTicks[0], xTicks[xTicks.length - 1]];
+  // Given ends are the axis's (a time axis ends at the newest line, not at a round number).
+  const [x0, x1] = spec.xMin !== undefined && spec.xMax !== undefined && spec.xMax > spec.xMin
+    ? [spec.xMin, spec.xMax] : [xTicks[0], xTicks[xTicks.length - 1]];
   const [y0, y1] = [spec.yMin ?? yTicks[0], spec.yMax ?? yTicks[yTicks.length - 1]];
   const X = (x) => MARGIN.left + ((x - x0) / (x1 - x0 || 1)) * inner.w;
   const Y = (y) => MARGIN.top + inner.h - ((y - y0) / (y1 - y0 || 1)) * inner.h;
@@ -86,6 +87,7 @@ export function linePlot(svg, spec) {
     text(formatNumber(t), { x: MARGIN.left - 5, y: Y(t) + 4, class: "tick y" }, svg);
   }
   for (const t of xTicks) {
+    if (t < x0 - 1e-9 || t > x1 + 1e-9) continue;
     el("line", { x1: X(t), x2: X(t), y1: MARGIN.top + inner.h, y2: MARGIN.top + inner.h + 4, class: "tick-mark" },
       svg);
     text(formatNumber(t), { x: X(t), y: MARGIN.top + inner.h + 16, class: "tick x" }, svg);
@@ -114,9 +116,11 @@ export function linePlot(svg, spec) {
   if (named.length > 1 || spec.legend) {
     named.forEach((s, k) => {
       const i = series.indexOf(s);
-      const y = MARGIN.top + 10 + k * 14;
-      el("line", { x1: MARGIN.left + 8, x2: MARGIN.left + 24, y1: y - 4, y2: y - 4, class: `series s${i}` }, svg);
-      text(s.name, { x: MARGIN.left + 28, y, class: "legend" }, svg);
+      // Top right: curves that fall (losses) leave it free.
+      const y = MARGIN.top + 12 + k * 14;
+      const x = MARGIN.left + inner.w - 96;
+      el("line", { x1: x, x2: x + 16, y1: y - 4, y2: y - 4, class: `series s${i}` }, svg);
+      text(s.name, { x: x + 20, y, class: "legend" }, svg);
     });
   }
 }

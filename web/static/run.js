@@ -8,8 +8,9 @@ const POLL_MS = 3000;
 // A page left open for days keeps at most about this many points per plot: past it,
 // every other old point goes.
 const MAX_POINTS = 3000;
-// A run whose last status line is older than this is shown as stopped.
-const STALE_S = 90;
+// Both wirings report every 5 s; a line older than this says the run is not
+// reporting (stopped, or a single-process run busy with a long match).
+const STALE_S = 30;
 const TOKEN_KEY = "tengen-run-token";
 
 let info = null;
@@ -172,8 +173,10 @@ function drawLiveness() {
   const age = Date.now() / 1000 - latest.time;
   const live = age < STALE_S && !latest.error;
   box.dataset.state = live ? "live" : "stopped";
-  box.textContent = live ? `Live: the last status line is ${Math.max(0, Math.round(age))} s old; this page follows it ` +
-    `every ${POLL_MS / 1000} s.` : `Not running (or not reporting): the last status line is from ${when(latest.time)}.`;
+  box.textContent = live ? `Live: the last status line is ${Math.max(0, Math.round(age))} s old; this page follows ` +
+    `the run every ${POLL_MS / 1000} s.` : `Not reporting: the last status line is from ${when(latest.time)} (the ` +
+    `run has stopped${latest.error ? `: ${latest.error}` : ", or is busy with a long match"}); this page still ` +
+    `looks every ${POLL_MS / 1000} s.`;
 }
 
 // -- games --------------------------------------------------------------------------------------
