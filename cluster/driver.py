@@ -302,9 +302,9 @@ class ClusterRun:
         try:
             with self.client.impatient():
                 memory = memory_by_part(self.client, self.run_id)
-                self._report(stream, status, memory)
+                self._report(stream, status, memory, final=True)
         except RedisUnavailable:
-            self._report(stream, status, memory, redis=False)  # status.json at least
+            self._report(stream, status, memory, redis=False, final=True)  # status.json at least
         return self.loop.summary()
 
     # -- what came back ---------------------------------------------------------------
@@ -579,7 +579,8 @@ class ClusterRun:
             return None
 
     # -- the run's state ------------------------------------------------------------------
-    def _report(self, stream: SampleStream, status: StatusBoard, memory: dict, *, redis: bool = True) -> None:
+    def _report(self, stream: SampleStream, status: StatusBoard, memory: dict, *, redis: bool = True,
+                final: bool = False) -> None:
         """The loop's status line with what this wiring adds (workers, servers, Redis),
         also on the run's status board while Redis answers; the run directory's sample
         of games is read from the stream then too."""
@@ -588,7 +589,7 @@ class ClusterRun:
             loop = self.loop
             self._try_redis(lambda: loop.keep_games(stream))
         line = self.loop.report(
-            mean_batch=round(self.server_stats.get("mean_batch_size", 0.0), 1), workers=len(self.workers),
+            final=final, mean_batch=round(self.server_stats.get("mean_batch_size", 0.0), 1), workers=len(self.workers),
             target_workers=self.target_workers, inference_servers=len(self.pool.servers) if self.pool else 0,
             stream_length=self._try_redis(stream.length) if redis else None,
             redis_outage_s=round(self.client.outage_seconds, 1) if self.client else 0.0,

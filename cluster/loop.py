@@ -163,10 +163,13 @@ class TrainingLoop:
     def gated(self, result: dict) -> int | None:
         """A gating result: a promoted candidate becomes the best (on disk too), a
         rejected one's weights leave the registry; returns the version promoted. The
-        match's ``games`` go to the run directory, not into the status line."""
+        match's ``games`` go to the run directory, not into the status line; the rest
+        of the result is appended to gating.jsonl (the ladder holds only promotions)."""
         self.games.write_match(result)
         result = {key: value for key, value in result.items() if key != "games"}
         self.last_gating = result
+        with open(self.files.gating_history, "a", encoding="utf-8") as history:
+            history.write(json.dumps({"time": round(time.time(), 1), **result}) + "\n")
         self.log(f"gating {version_id(result['candidate'])} vs {version_id(result['best'])}: "
                  f"{result['wins']}-{result['draws']}-{result['losses']}, Elo {result['elo']:+.0f} "
                  f"-> {result['decision']}")
@@ -221,10 +224,12 @@ class TrainingLoop:
             return True
         return stop.promotions is not None and self.promotions >= stop.promotions
 
-    def report(self, **parts: Any) -> dict:
+    def report(self, *, final: bool = False, **parts: Any) -> dict:
         """The status line: rates over the last interval (start-up and slow phases do
         not dilute them), totals since the start, and ``parts`` (what the wiring adds:
-        workers, servers, Redis); written to status.json and appended to status.jsonl."""
+        workers, servers, Redis); written to status.json and appended to status.jsonl.
+        ``final`` marks the run's last line, so that a reader (the run page) can tell a
+        finished run from one that has stopped reporting."""
         now = time.monotonic()
         before, then = self._last_totals
         interval = max(now - then, 1e-9)
@@ -243,7 +248,8 @@ class TrainingLoop:
             "best": version_id(self.best_version), "promotions": self.promotions, "last_gating": self.last_gating,
             "bad_entries": self.learner_stats.get("bad_entries", 0),
             "duplicate_games": self.learner_stats.get("duplicate_games", 0),
-            "error": self.error, "reported_games": dict(list(self.reported_games.items())[-200:]),
+            "error": self.error, "final": final,
+            "reported_games": dict(list(self.reported_games.items())[-200:]),
         } | parts
         text = json.dumps(line)
         write_atomically(self.files.status, json.dumps(line, indent=2).encode())

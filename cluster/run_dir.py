@@ -6,6 +6,7 @@
     status.json             the last status line
     status.jsonl            every status line, one JSON object a line (what a finished run shows)
     ladder.json             every promotion with its gating result and Elo
+    gating.jsonl            every gating match's result, promoted or not, one JSON object a line
     best/                   the best model (model.safetensors, config.yaml)
     models/                 every promoted model, by version (000042.safetensors)
     learner/                the learner's checkpoint, unless ``storage`` names another place
@@ -81,6 +82,10 @@ class RunDir:
     @property
     def ladder(self) -> Path:
         return self.path / "ladder.json"
+
+    @property
+    def gating_history(self) -> Path:
+        return self.path / "gating.jsonl"
 
     @property
     def best(self) -> Path:

@@ -150,7 +150,7 @@ class SingleProcessRun:
         self.learner.checkpoint()
         self.loop.save_best()
         self.loop.prune_registry()
-        self._report()
+        self._report(final=True)
         summary = self.loop.summary()
         self._log_file.close()
         return summary
@@ -160,11 +160,11 @@ class SingleProcessRun:
         self._games += 1
         self.stream.add(encode_game(record, worker_id=_WORKER))
 
-    def _report(self) -> None:
+    def _report(self, *, final: bool = False) -> None:
         self._last_report = time.monotonic()
         self.loop.keep_games(self.stream)
-        self.loop.report(mode="single-process", workers=1, inference_servers=0, stream_length=self.stream.length(),
-                         reuse=round(float(self.learner.window.reuse), 3))
+        self.loop.report(final=final, mode="single-process", workers=1, inference_servers=0,
+                         stream_length=self.stream.length(), reuse=round(float(self.learner.window.reuse), 3))
 
     def log(self, line: str) -> None:
         self._print(line)

@@ -112,7 +112,11 @@ def test_the_loss_curve_and_the_rates_follow_the_status_lines(browser, page, sho
     gating = lines[-1]["last_gating"]
     assert browser.find_element(By.ID, "last-gating").text.startswith(
         f"{gating['candidate']:06d} vs {gating['best']:06d}: {gating['wins']}-{gating['draws']}-{gating['losses']}")
-    assert "the last status line" in browser.find_element(By.ID, "liveness").text
+    matches = (short_run_dir / "gating.jsonl").read_text().splitlines()
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#gating-list li")) == min(len(matches), 10)
+    # the run ended: its last status line says so
+    assert browser.find_element(By.ID, "liveness").get_attribute("data-state") == "finished"
+    assert browser.find_element(By.ID, "settings").text.endswith("no Redis (single-process)")
 
 
 def test_a_self_play_game_replays_move_by_move_with_its_value(browser, page, short_run_dir, shots):
@@ -158,7 +162,7 @@ def test_a_line_the_run_appends_shows_without_a_reload(browser, short_run_dir, t
         before = plotted(browser, "loss-plot", "total")
         browser.execute_script("window.notReloaded = true")
         last = json.loads((run_dir / "status.json").read_text())
-        new = {**last, "time": round(time.time(), 1), "learner_step": last["learner_step"] + 50,
+        new = {**last, "time": round(time.time(), 1), "final": False, "learner_step": last["learner_step"] + 50,
                "losses": {**last["losses"], "loss": last["losses"]["loss"] - 0.1}}
         with open(run_dir / "status.jsonl", "a", encoding="utf-8") as f:  # as TrainingLoop.report appends
             f.write(json.dumps(new) + "\n")

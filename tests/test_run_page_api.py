@@ -100,6 +100,26 @@ def test_the_ladder_is_ladder_json_sent_from_what_the_page_knows(page, short_run
     assert answer["reset"] and answer["entries"] == ladder
 
 
+def test_gating_lists_every_match_newest_first_rejections_too(page, short_run_dir, tmp_path):
+    matches = [json.loads(line) for line in (short_run_dir / "gating.jsonl").read_text().splitlines()]
+    ladder = json.loads((short_run_dir / "ladder.json").read_text())
+    # every promotion on the ladder was a match that passed
+    assert sum(m["decision"] == "promote" for m in matches) == len(ladder) - 1
+    _, answer = page.get("/api/gating")
+    assert answer["matches"] == matches[::-1][:10]
+    # a line still being written is skipped, the rest still listed
+    run_dir = tmp_path / "run"
+    shutil.copytree(short_run_dir, run_dir)
+    with open(run_dir / "gating.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"candidate": 99, "wi')
+    server = serve(run_dir)
+    try:
+        _, answer = server.get("/api/gating")
+        assert answer["matches"] == matches[::-1][:10]
+    finally:
+        assert server.close() == 0, server.stderr()
+
+
 def test_self_play_games_replay_move_by_move_with_their_search(page, short_run_dir):
     _, games = page.get("/api/games")
     assert games["source"] == "directory" and "single-process" in games["note"]

@@ -35,7 +35,7 @@ GO5 = {
     "seed": 7,
 }
 #: what every run directory holds, whichever wiring made it
-ARTIFACTS = ["run.json", "config.yaml", "log.txt", "status.json", "status.jsonl", "ladder.json",
+ARTIFACTS = ["run.json", "config.yaml", "log.txt", "status.json", "status.jsonl", "ladder.json", "gating.jsonl",
              "best/model.safetensors", "best/config.yaml", "models/000000.safetensors", f"learner/{CHECKPOINT_FILE}"]
 
 
@@ -79,6 +79,8 @@ def test_the_ladder_and_status_have_one_format(runs):
     for d in (single, cluster):  # every line of the history is a status line
         lines = [json.loads(line) for line in (d / "status.jsonl").read_text().splitlines()]
         assert lines and lines[-1] == json.loads((d / "status.json").read_text())
+        # the last line, and only it, marks the run's end (the run page tells finished from silent by it)
+        assert [line["final"] for line in lines] == [False] * (len(lines) - 1) + [True]
 
 
 def test_the_learner_checkpoint_is_one_format(runs):

@@ -6,6 +6,7 @@ file) and, while it goes, its Redis stream. Read-only: nothing here writes.
 - ``history(after)``: the status lines as points (web/status_history.py);
 - ``ladder(known)``: ladder.json's promotions from the ``known``-th on (the ladder
   only grows, so a poll sends what is new);
+- ``gating()``: the newest gating matches from gating.jsonl, rejections too;
 - ``games()``: the newest self-play games and the kept gating matches' games, each
   with a ``key`` to replay it by (``replay(key)``).
 
@@ -45,8 +46,8 @@ from tengen.web.board_view import game_info
 from tengen.web.replay import entry_game, file_game, replay, summary
 from tengen.web.status_history import MAX_POINTS, History, read_history
 
-__all__ = ["RunView", "UnknownGame", "GAMES_SHOWN", "GATING_MATCHES_SHOWN", "GATING_GAMES_SHOWN", "REDIS_WAIT_S",
-           "REDIS_RETRY_S", "KEEP_GAMES"]
+__all__ = ["RunView", "UnknownGame", "GAMES_SHOWN", "GATING_MATCHES_SHOWN", "GATING_RESULTS_SHOWN",
+           "GATING_GAMES_SHOWN", "REDIS_WAIT_S", "REDIS_RETRY_S", "KEEP_GAMES"]
 
 #: the newest self-play games listed
 GAMES_SHOWN = 20
@@ -56,7 +57,9 @@ REDIS_WAIT_S = 1.5
 REDIS_RETRY_S = 10.0
 #: games held in memory to replay (those listed from the stream, and the latest asked for)
 KEEP_GAMES = 256
-#: the newest gating matches listed, and the most games listed of each
+#: the newest gating results listed (from gating.jsonl)
+GATING_RESULTS_SHOWN = 10
+#: the newest gating matches whose games are listed, and the most games listed of each
 GATING_MATCHES_SHOWN = 3
 GATING_GAMES_SHOWN = 20
 #: keys: ``selfplay/<file stem>`` (games/<stem>.game), ``selfplay/stream-<entry id>``
@@ -105,7 +108,7 @@ class RunView:
                 "gating_games": c.gating.games if c.gating.rule == "threshold" else c.gating.max_games,
                 "replay_window": c.train.replay_window,
                 "keep_game_every": c.run.keep_game_every,
-                "redis": "external" if c.redis.url else "embedded",
+                "redis": "external" if c.redis.url else "embedded" if self.files.connection.exists() else "none",
             },
         }
 
@@ -128,6 +131,32 @@ class RunView:
         reset = known > len(entries)
         start = 0 if reset else known
         return {"entries": entries[start:], "start": start, "count": len(entries), "reset": reset}
+
+    def gating(self, *, count: int = GATING_RESULTS_SHOWN) -> dict[str, Any]:
+        """The newest ``count`` gating results, newest first (a line cut short by a write
+        in progress, or damaged, is skipped)."""
+        try:
+            with open(self.files.gating_history, "rb") as f:
+                size = f.seek(0, 2)
+                # a result line is a few hundred bytes: the tail holds the newest ones
+                start = max(0, size - 2048 * max(count, 1))
+                f.seek(start)
+                lines = f.read().split(b"\n")
+        except FileNotFoundError:
+            return {"matches": []}
+        if start > 0:
+            lines = lines[1:]  # begins mid-line
+        matches = []
+        for line in reversed(lines):
+            try:
+                result = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(result, dict):
+                matches.append(result)
+            if len(matches) == count:
+                break
+        return {"matches": matches}
 
     # -- games ---------------------------------------------------------------------------
     def games(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ let points = [];
 let statusNext = null;
 let latest = null;
 let ladder = [];
+let gating = []; // the newest gating results, newest first
 let gamesSeen = "";
 let shown = null; // the game being replayed
 let ply = 0;
@@ -157,10 +158,17 @@ function drawNow() {
     Object.assign(document.createElement("dd"), { textContent: String(v), id: `now-${k.replace(/[^a-z]+/g, "-")}` }),
   ]));
   const g = s.last_gating;
-  $("last-gating").textContent = g ? `${String(g.candidate).padStart(6, "0")} vs ${String(g.best).padStart(6, "0")}: ` +
-    `${wdl(g)} (W-D-L for the candidate), Elo ${signed(g.elo)} [${signed(g.elo_low)}, ${signed(g.elo_high)}], ` +
-    `${g.decision} (by ${g.by})` : "none yet";
+  $("last-gating").textContent = g ? gatingText(g) : "none yet";
   $("last-gating").classList.toggle("muted", !g);
+  $("gating-list").replaceChildren(...(gating.length ? gating.map((m) => Object.assign(document.createElement("li"), {
+    textContent: gatingText(m), className: m.decision === "promote" ? "promoted" : "rejected",
+  })) : [Object.assign(document.createElement("li"), { textContent: "none yet", className: "muted" })]));
+}
+
+function gatingText(g) {
+  return `${String(g.candidate).padStart(6, "0")} vs ${String(g.best).padStart(6, "0")}: ` +
+    `${wdl(g)} (W-D-L for the candidate), Elo ${signed(g.elo)} [${signed(g.elo_low)}, ${signed(g.elo_high)}], ` +
+    `${g.decision} (by ${g.by})`;
 }
 
 function drawLiveness() {
@@ -168,6 +176,12 @@ function drawLiveness() {
   if (!latest) {
     box.textContent = "No status line yet: the run is starting, or never reported.";
     box.dataset.state = "waiting";
+    return;
+  }
+  if (latest.final) {
+    box.dataset.state = "finished";
+    box.textContent = `Finished: the run wrote its last status line at ${when(latest.time)}` +
+      (latest.error ? ` (stopped: ${latest.error})` : "") + ".";
     return;
   }
   const age = Date.now() / 1000 - latest.time;
@@ -295,6 +309,10 @@ async function pollLadder() {
   ladder.push(...answer.entries);
 }
 
+async function pollGating() {
+  gating = (await api("/api/gating")).matches;
+}
+
 async function pollGames() {
   const games = await api("/api/games");
   const seen = JSON.stringify(games);
@@ -309,6 +327,7 @@ async function poll() {
     let more = await pollStatus();
     while (more) more = await pollStatus();
     await pollLadder();
+    await pollGating();
     await pollGames();
     say("");
   } catch (error) {
@@ -353,7 +372,7 @@ async function start() {
   $("settings").textContent = `${c.network}, ${c.simulations} simulations (${c.search}), gating: ${c.gating}, ` +
     `replay window ${formatNumber(c.replay_window)}, ` +
     `${c.keep_game_every ? `1 in ${c.keep_game_every} self-play games kept` : "no self-play games kept"}, ` +
-    `${c.redis} Redis`;
+    (c.redis === "none" ? "no Redis (single-process)" : `${c.redis} Redis`);
   await poll();
   polling = setInterval(poll, POLL_MS);
 }
