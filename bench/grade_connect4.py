@@ -33,8 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 from label_connect4 import LabelledPosition
 
-from tengen.engine.arena import MctsPlayer, Player, RolloutMctsPlayer, play_match
+from tengen.engine.arena import MctsPlayer, RolloutMctsPlayer, play_match
 from tengen.engine.games.base import Game
+from tengen.engine.interfaces import Player
 from tengen.engine.mcts import Evaluator, Search
 from tengen.engine.solvers import NO_SCORE
 

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tengen.engine.arena import MctsPlayer, Player
+from tengen.engine.arena import MctsPlayer
 from tengen.engine.game_records import FinishedGame, write_game
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
 from tengen.engine.gating import estimate_elo
 from tengen.engine.gtp_player import GtpPlayer
+from tengen.engine.interfaces import Player
 from tengen.engine.match import PlayedGame, play_games, result_text
 from tengen.engine.sgf import GoRecord, Move, write_sgf
 

@@ -1,38 +1,27 @@
-"""Matches between two players, many games at once, colours alternated.
+"""Players for matches, and gating's match: many games at once, colours alternated.
 
-A player keeps one slot per concurrent game: ``new_game(slot, state)`` starts a
-game, ``choose(slots, states, rng)`` picks the moves of the games in which it is to
-move (one batched search for all of them), and ``advance(slot, action)`` tells it the
-move played (its own or the opponent's), so tree players keep their subtrees.
-
-``play_match`` stops as soon as the decision rule (engine/gating.py) has a verdict;
-the result carries the wins, draws and losses of the first player and an Elo
+The players (``MctsPlayer`` for a model, ``RolloutMctsPlayer`` for pure MCTS,
+``RandomPlayer``) implement engine/interfaces.py's ``Player``; their games are played
+by engine/match.py's ``play_games``, the one loop for every match. ``play_match``
+is gating's use of it: it stops as soon as the decision rule (engine/gating.py) has a
+verdict, and its result carries the first player's wins, draws and losses and an Elo
 estimate with its interval.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
 from tengen.engine.gating import Decision, EloEstimate, GatingRule, estimate_elo
+from tengen.engine.interfaces import Player
+from tengen.engine.match import PlayedGame, play_games
 from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, choose_move
 
-__all__ = ["Player", "MctsPlayer", "RolloutMctsPlayer", "RandomPlayer", "PlayedGame", "MatchResult", "play_match"]
-
-
-class Player(Protocol):
-    name: str
-
-    def new_game(self, slot: int, state: np.ndarray) -> None: ...
-
-    def choose(self, slots: list[int], states: list[np.ndarray], rng: np.random.Generator) -> list[int]: ...
-
-    def advance(self, slot: int, action: int) -> None: ...
+__all__ = ["MctsPlayer", "RolloutMctsPlayer", "RandomPlayer", "MatchResult", "play_match"]
 
 
 class MctsPlayer:
@@ -132,18 +121,10 @@ class RandomPlayer:
 
 
 @dataclass(frozen=True)
-class PlayedGame:
-    """One finished game of a match, in the order the games ended."""
-
-    moves: tuple[int, ...]
-    first_is_black: bool  # whether the first player moved first (Go: black)
-    outcome: float  # +1 / 0 / -1 for the player who moved first
-
-
-@dataclass(frozen=True)
 class MatchResult:
     """The first player's results against the second, and the games that were played
-    to the end (those cut off by an early decision are not)."""
+    to the end, in the order they were started (those cut off by an early decision
+    are not)."""
 
     wins: int
     draws: int
@@ -175,52 +156,20 @@ def play_match(
     even-numbered games and player 1 in odd ones; stop early once ``rule`` decides.
     Without a rule every game is played (a measurement), and the decision says
     whether ``first`` scored above one half."""
-    wins = draws = losses = 0
-    started = 0
-    states: list[np.ndarray | None] = [None] * slots
-    first_is_black = [True] * slots
-    moves: list[list[int]] = [[] for _ in range(slots)]
-    played: list[PlayedGame] = []
+    counts = {"wins": 0, "draws": 0, "losses": 0}
     decision = rule.decide(0, 0, 0) if rule else Decision.CONTINUE
 
-    def start(slot: int) -> None:
-        nonlocal started
-        state = game.initial_state()
-        states[slot] = state
-        first_is_black[slot] = started % 2 == 0
-        moves[slot] = []
-        first.new_game(slot, state)
-        second.new_game(slot, state)
-        started += 1
+    def decided(played: PlayedGame) -> bool:
+        nonlocal decision
+        result = played.first_result
+        counts["wins" if result > 0 else "draws" if result == 0 else "losses"] += 1
+        if rule:
+            decision = rule.decide(**counts)
+        return decision != Decision.CONTINUE
 
-    for slot in range(min(slots, games)):
-        start(slot)
-    while decision == Decision.CONTINUE and any(s is not None for s in states):
-        for player, is_first in ((first, True), (second, False)):
-            movers = [i for i, s in enumerate(states)
-                      if s is not None and (game.to_play(s) == 0) == (first_is_black[i] == is_first)]
-            if not movers:
-                continue
-            actions = player.choose(movers, [s for i in movers if (s := states[i]) is not None], rng)
-            for slot, action in zip(movers, actions, strict=True):
-                state = states[slot]
-                assert state is not None
-                game.play(state, action)
-                moves[slot].append(int(action))
-                first.advance(slot, action)
-                second.advance(slot, action)
-                if not game.is_terminal(state):
-                    continue
-                played.append(PlayedGame(tuple(moves[slot]), first_is_black[slot], game.outcome(state)))
-                result = game.outcome(state) * (1 if first_is_black[slot] else -1)
-                wins, draws, losses = wins + (result > 0), draws + (result == 0), losses + (result < 0)
-                states[slot] = None
-                if rule:
-                    decision = rule.decide(wins, draws, losses)
-                if decision == Decision.CONTINUE and started < games:
-                    start(slot)
-            if decision != Decision.CONTINUE:
-                break
+    played = [] if decision != Decision.CONTINUE else play_games(game, first, second, games=games, slots=slots,
+                                                                 rng=rng, until=decided)
+    wins, draws, losses = counts["wins"], counts["draws"], counts["losses"]
     if decision == Decision.CONTINUE:  # every game played without a verdict
         decision = rule.decide(wins, draws, losses) if rule else Decision.CONTINUE
         if decision == Decision.CONTINUE:

@@ -7,7 +7,7 @@ killed and ``GtpEngineError`` names it, the command and the tail of its stderr, 
 hung engine is never a silent hang. A program that cannot start, exits at once or
 closes its output raises the same error.
 
-``GtpPlayer`` is ``engine.arena.Player`` for Go with one process per game slot, so
+``GtpPlayer`` is ``engine.interfaces.Player`` for Go with one process per game slot, so
 the games of a match run in parallel: ``choose`` writes ``genmove`` to every slot's
 engine before it reads any answer. Two answers are no move: ``RESIGN``, and
 ``FORFEIT`` for an engine that failed inside a game (died, timed out, refused the

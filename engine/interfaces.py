@@ -1,6 +1,6 @@
 """The narrow interfaces between the loops and the plumbing (STYLE.md, rules 6 and 18):
 what the learner, the gatekeeper and the self-play side need of a sample stream and
-of a model registry, as ``typing.Protocol`` classes.
+of a model registry, and what a match needs of a player, as ``typing.Protocol`` classes.
 
 They live here, with the Game and Evaluator contracts, because every layer may import
 the engine and only the engine: the learner (learner/) and the gatekeeper (workers/)
@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+import numpy as np
+
 from tengen.engine.selfplay import GameRecord
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "CandidateSink",
     "Subscription",
     "ModelRegistryLike",
+    "Player",
 ]
 
 #: a stream entry's blob to its game (``cluster.codec.game_decoder``), raising on a bad one
@@ -118,3 +121,20 @@ class ModelRegistryLike(WeightSource, CandidateSink, Protocol):
     def prune(self, *, keep_candidates: int, keep: Iterable[int] = ()) -> list[int]: ...
 
     def subscribe(self) -> Subscription: ...
+
+
+class Player(Protocol):
+    """One side of a match (engine/match.py), with a slot per concurrent game:
+    ``new_game(slot, state)`` starts a game, ``choose(slots, states, rng)`` picks the
+    moves of the games in which it is to move (one batched search for all of them),
+    and ``advance(slot, action)`` tells it the move played (its own or the
+    opponent's), so that tree players keep their subtrees. The players are in
+    engine/arena.py (models, pure MCTS, random) and engine/gtp_player.py (a GTP engine)."""
+
+    name: str
+
+    def new_game(self, slot: int, state: np.ndarray) -> None: ...
+
+    def choose(self, slots: list[int], states: list[np.ndarray], rng: np.random.Generator) -> list[int]: ...
+
+    def advance(self, slot: int, action: int) -> None: ...

@@ -1,10 +1,11 @@
-"""Whole games between two players for ``tengen match``, many at once, colours
-alternated, each game returned as a ``PlayedGame``.
+"""Whole games between two players, many at once, colours alternated, each game
+returned as a ``PlayedGame``: the one match loop, for ``tengen match``, gating
+(``engine.arena.play_match``, which stops at a verdict through ``until``) and the
+benchmarks.
 
-The players are ``engine.arena.Player``s: a model's ``MctsPlayer`` searches all its
-games in one batch; a ``GtpPlayer`` (engine/gtp_player.py) runs one engine process
-per slot. Unlike ``arena.play_match`` (gating's loop, which stops at a verdict), every
-game is played, and a GTP engine may resign or fail.
+The players are engine/interfaces.py ``Player``s: a model's ``MctsPlayer`` searches
+all its games in one batch; a ``GtpPlayer`` (engine/gtp_player.py) runs one engine
+process per slot, and may resign or fail.
 
 Scoring of Go games: Tromp-Taylor area (black's stones and the empty regions only
 black reaches, minus white's, minus komi) on the final board: the rules the models
@@ -34,11 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tengen.engine.arena import Player
 from tengen.engine.games import go_kernels as K
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
 from tengen.engine.gtp_player import FORFEIT, RESIGN, GtpPlayer
+from tengen.engine.interfaces import Player
 
 __all__ = ["PlayedGame", "play_games", "result_text"]
 
@@ -95,10 +96,12 @@ def _reopened(game: GoGame, state: np.ndarray) -> np.ndarray:
 
 
 def play_games(game: Game, first: Player, second: Player, *, games: int, slots: int, rng: np.random.Generator,
-               on_game: Callable[[PlayedGame], None] | None = None) -> list[PlayedGame]:
+               on_game: Callable[[PlayedGame], None] | None = None,
+               until: Callable[[PlayedGame], bool] | None = None) -> list[PlayedGame]:
     """Play ``games`` games, ``slots`` at a time, ``first`` moving first in the
-    even-numbered ones; ``on_game`` gets each game as it finishes. Returns the games
-    in the order of their index."""
+    even-numbered ones; ``on_game`` gets each game as it finishes. When ``until``
+    returns True for a finished game, the match ends there: the games still going
+    are dropped unfinished. Returns the finished games in the order of their index."""
     if games < 1 or slots < 1:
         raise ValueError(f"games and slots must be at least 1, got {games} and {slots}")
     go = game if isinstance(game, GoGame) else None
@@ -109,6 +112,7 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
     cleanup_start: list[int | None] = [None] * slots
     finished: list[PlayedGame] = []
     started = 0
+    stopped = False
 
     def first_is_black(slot: int) -> bool:
         return index[slot] % 2 == 0
@@ -122,6 +126,7 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
         second.new_game(slot, state)
 
     def finish(slot: int, outcome: float, end: str, *, reason: str | None = None) -> None:
+        nonlocal stopped
         state = states[slot]
         assert state is not None
         score = go.score(state) if go is not None and end in ("two passes", "move cap") else None
@@ -137,7 +142,8 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
         if on_game is not None:
             on_game(played)
         states[slot] = None
-        if started < games:
+        stopped = until is not None and until(played)
+        if not stopped and started < games:
             start(slot)
 
     def needs_cleanup(slot: int) -> bool:
@@ -147,7 +153,7 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
 
     for slot in range(min(slots, games)):
         start(slot)
-    while any(s is not None for s in states):
+    while not stopped and any(s is not None for s in states):
         for player, is_first in ((first, True), (second, False)):
             movers = [i for i, s in enumerate(states)
                       if s is not None and (game.to_play(s) == 0) == (first_is_black(i) == is_first)]
@@ -155,6 +161,8 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
                 continue
             actions = player.choose(movers, [s for i in movers if (s := states[i]) is not None], rng)
             for slot, action in zip(movers, actions, strict=True):
+                if stopped:
+                    break
                 state = states[slot]
                 assert state is not None
                 mover = game.to_play(state)
@@ -185,4 +193,6 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
                             p.new_game(slot, reopened)
                     continue
                 finish(slot, game.outcome(state), go.end_reason(state) if go is not None else "finished")
+            if stopped:
+                break
     return sorted(finished, key=lambda g: g.index)

@@ -12,15 +12,18 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from debian import fetch_gnugo
 from gtp_referee import ROOT
 from play_server import write_checkpoint
 from sgfmill import sgf
 
+from tengen.engine.arena import RandomPlayer
 from tengen.engine.game_records import read_plain
 from tengen.engine.games.mnk import tictactoe
 from tengen.engine.gtp import GtpEngine
+from tengen.engine.match import PlayedGame, play_games
 from tengen.engine.sgf import load_sgf
 
 #: GTP answers without a move: the engine of the forfeit test dies on its first genmove
@@ -92,6 +95,28 @@ def test_a_tiny_go_model_against_gnugo(tmp_path, gnugo) -> None:
             assert played["engine_scores"]["gnugo"] == played["result"]  # GNU Go agrees once dead stones are off
     # What people read: one line per game and the W-D-L with the interval.
     assert done.stderr.count("game ") == 2
+
+
+def test_a_match_ends_at_the_game_its_caller_stops_it() -> None:
+    # gating's use of the one match loop: stop at a verdict, drop the games in flight
+    game = tictactoe()
+    seen: list[int] = []
+
+    def third_game(played: PlayedGame) -> bool:
+        seen.append(played.index)
+        return len(seen) == 3
+
+    played = play_games(game, RandomPlayer(game, "a"), RandomPlayer(game, "b"), games=20, slots=4,
+                        rng=np.random.default_rng(3), until=third_game)
+    assert len(played) == 3 and sorted(seen) == [g.index for g in played]
+    assert [g.first_is_black for g in played] == [g.index % 2 == 0 for g in played]
+    for g in played:  # each a whole game, its outcome the board's
+        state, _ = game.state_from_moves(list(g.moves))
+        assert game.is_terminal(state) and game.outcome(state) == g.outcome
+    # without a stop every game is played
+    every = play_games(game, RandomPlayer(game, "a"), RandomPlayer(game, "b"), games=20, slots=4,
+                       rng=np.random.default_rng(3))
+    assert [g.index for g in every] == list(range(20))
 
 
 def test_tictactoe_models_draw_each_other(tmp_path) -> None:
