@@ -46,3 +46,11 @@ def chrome(work: Path, *, width: int = 1280, height: int = 900):
         options.add_argument(argument)
     service = Service(executable_path=str(root / "usr/lib/chromium/chromedriver"), env=env)
     return webdriver.Chrome(service=service, options=options)
+
+
+def screenshot_folder(tmp_path_factory, page: str) -> Path:
+    """Where a page's tests keep their screenshots (artifacts of the run), said once."""
+    folder = tmp_path_factory.getbasetemp() / "screenshots"
+    folder.mkdir(exist_ok=True)
+    print(f"\nscreenshots of the {page}: {folder}")
+    return folder

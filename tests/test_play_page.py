@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from browser import chrome
+from browser import chrome, screenshot_folder
 from play_server import PlayServer, write_checkpoint
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -26,10 +26,7 @@ REPLY_TIMEOUT = 120
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.getbasetemp() / "screenshots"
-    folder.mkdir(exist_ok=True)
-    print(f"\nscreenshots of the play page: {folder}")
-    return folder
+    return screenshot_folder(tmp_path_factory, "play page")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import chrome
+from browser import chrome, screenshot_folder
 from page_server import PageServer
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -29,10 +29,7 @@ LOAD_TIMEOUT = 60
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.getbasetemp() / "screenshots"
-    folder.mkdir(exist_ok=True)
-    print(f"\nscreenshots of the run page: {folder}")
-    return folder
+    return screenshot_folder(tmp_path_factory, "run page")
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,8 @@
 // Every point a person may click carries class "target" and data-action (the
 // engine's action: row * cols + col, or the column for Connect Four).
 
-const SVG = "http://www.w3.org/2000/svg";
+import { el, text } from "./svg.js";
 
-function el(name, attrs, parent) {
-  const node = document.createElementNS(SVG, name);
-  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
-  if (parent) parent.appendChild(node);
-  return node;
-}
-
-function text(content, attrs, parent) {
-  const node = el("text", attrs, parent);
-  node.textContent = content;
-  return node;
-}
 
 function percent(share) {
   return share >= 0.995 ? "100%" : share >= 0.1 ? `${Math.round(share * 100)}%` : `${(share * 100).toFixed(1)}%`;

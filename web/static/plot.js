@@ -8,23 +8,11 @@
 // Each series' path carries class "series" and data-series (its name) and data-points
 // (how many points it draws), for the tests and for CSS.
 
-const SVG = "http://www.w3.org/2000/svg";
+import { el, text } from "./svg.js";
 const WIDTH = 460;
 const HEIGHT = 250;
 const MARGIN = { left: 62, right: 14, top: 30, bottom: 44 };
 
-function el(name, attrs, parent) {
-  const node = document.createElementNS(SVG, name);
-  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
-  if (parent) parent.appendChild(node);
-  return node;
-}
-
-function text(content, attrs, parent) {
-  const node = el("text", attrs, parent);
-  node.textContent = content;
-  return node;
-}
 
 // About `count` round tick values (1, 2 or 5 times a power of ten) covering [low, high].
 export function niceTicks(low, high, count = 5) {
