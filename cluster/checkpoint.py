@@ -15,16 +15,32 @@ from pathlib import Path
 import numpy as np
 
 from tengen.cluster.config import TengenConfig, load_config
+from tengen.cluster.keys import version_id
 from tengen.engine.analysis import SearchPlayer
 from tengen.engine.games.base import Game
-from tengen.engine.network import CompiledModel, weights_from_bytes, weights_have_ownership
+from tengen.engine.network import CompiledModel, weights_from_bytes, weights_have_ownership, weights_metadata
 
-__all__ = ["build_model", "load_model", "load_player"]
+__all__ = ["build_model", "checkpoint_version", "load_model", "load_player", "weights_file"]
 
 
 def build_model(config: TengenConfig):
     """A fresh (untrained) network of ``config``'s shape."""
     return config.network_spec().build()
+
+
+def weights_file(checkpoint: str | Path) -> Path:
+    """The weights of a checkpoint: a ``best`` directory's model.safetensors, or the file."""
+    path = Path(checkpoint)
+    return path / "model.safetensors" if path.is_dir() else path
+
+
+def checkpoint_version(checkpoint: str | Path) -> str | None:
+    """The model version id a checkpoint's weights were published as (``000042``), or
+    None when its metadata does not say."""
+    version = weights_metadata(weights_file(checkpoint).read_bytes()).get("version")
+    if isinstance(version, int) or (isinstance(version, str) and version.isdigit()):
+        return version_id(int(version))
+    return None
 
 
 def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
@@ -35,8 +51,7 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     before it (or trained without it) load under a config that asks for it, as a
     network without one, and the config returned says so (GTP then estimates dead
     stones by playouts)."""
-    path = Path(checkpoint)
-    weights = path / "model.safetensors" if path.is_dir() else path
+    weights = weights_file(checkpoint)
     if config is None:
         saved = weights.parent / "config.yaml"
         if not saved.exists():

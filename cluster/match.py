@@ -130,20 +130,22 @@ def _same_rules(a: Game, b: Game) -> bool:
     return True
 
 
-def record_file(game: Game, played: PlayedGame) -> tuple[str, str]:
+def record_file(game: Game, played: PlayedGame, labels: dict[str, str] | None = None) -> tuple[str, str]:
     """(file name, text) of one finished game: an SGF file for Go (engine/sgf.py:
     a match's game may go on after two passes for a cleanup phase, which a replay
     by the rules would refuse, so its record is built from the moves as played),
     else the plain line of engine/game_records.py, one game a line of ``games.txt``.
-    The one place a match's game becomes a record."""
+    The one place a match's game becomes a record. ``labels``: what the record calls
+    a player (a model by its version id and checkpoint) instead of its name."""
+    black, white = ((labels or {}).get(name, name) for name in (played.black, played.white))
     if isinstance(game, GoGame):
         record = GoRecord(size=game.size, komi=game.komi,
                           events=tuple(Move(i % 2, a) for i, a in enumerate(played.moves)),
-                          result=result_text(played), rules=RULES, players=(played.black, played.white),
+                          result=result_text(played), rules=RULES, players=(black, white),
                           application=("tengen", _version()))
         return f"game-{played.index + 1:04d}.sgf", write_sgf(record)
     loser = None if played.outcome == 0 else (1 if played.outcome > 0 else 0)
-    finished = FinishedGame(moves=played.moves, players=(_plain_name(played.black), _plain_name(played.white)),
+    finished = FinishedGame(moves=played.moves, players=(_plain_name(black), _plain_name(white)),
                             when=time.time(), resigned_by=loser if played.end == "resignation" else None,
                             forfeit_by=loser if played.end == "forfeit" else None)
     return "games.txt", write_game(game, finished)
@@ -181,6 +183,7 @@ def run_match(a: Side, b: Side, *, games: int, simulations: int | None = None, p
     if timeout <= 0:
         raise MatchError("--timeout must be positive")
     names = _names(a, b)
+    labels = {name: _record_name(side, name) for side, name in zip((a, b), names, strict=True)}
     any_gtp = a.command is not None or b.command is not None
     slots = parallel or min(games, os.cpu_count() or 1)
     players: list[Player] = []
@@ -216,7 +219,7 @@ def run_match(a: Side, b: Side, *, games: int, simulations: int | None = None, p
 
         def on_game(played: PlayedGame) -> None:
             if out is not None:
-                name, text = record_file(game, played)
+                name, text = record_file(game, played, labels)
                 with open(out / name, "a", encoding="utf-8") as f:
                     f.write(text)
                 where[played.index] = str(out / name)
@@ -233,6 +236,17 @@ def run_match(a: Side, b: Side, *, games: int, simulations: int | None = None, p
     if out is not None:
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _record_name(side: Side, name: str) -> str:
+    """A player as its game records name it: a model by the version id it was
+    published as, with its checkpoint (``000042 (runs/c4/best)``); an engine by its name."""
+    if side.checkpoint is None:
+        return name
+    from tengen.cluster.checkpoint import checkpoint_version
+
+    version = checkpoint_version(side.checkpoint)
+    return name if version is None else f"{version} ({name})"
 
 
 def _names(a: Side, b: Side) -> tuple[str, str]:

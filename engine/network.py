@@ -398,6 +398,17 @@ def weights_have_ownership(blob: bytes) -> bool:
     return any(_in_ownership_head(name) for name in header if name != "__metadata__")
 
 
+def weights_metadata(blob: bytes) -> dict:
+    """The JSON metadata of a weights blob (the learner's ``version`` and ``step``),
+    read from its header alone; {} when it has none."""
+    meta = _read_header(bytes(blob)).get("__metadata__") or {}
+    try:
+        metadata = json.loads(meta.get("metadata", "{}"))
+    except ValueError:
+        raise WeightsError("corrupt weights blob: its metadata is not JSON") from None
+    return metadata if isinstance(metadata, dict) else {}
+
+
 def weights_to_bytes(model: keras.Model, *, metadata: Mapping) -> bytes:
     """Every weight of ``model`` as a tengen-weights blob, ``metadata`` as JSON in it."""
     tensors = {name: v.numpy() for name, v in model_variables(model).items()}

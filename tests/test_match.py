@@ -81,7 +81,9 @@ def test_a_tiny_go_model_against_gnugo(tmp_path, gnugo) -> None:
         raw = sgf.Sgf_game.from_bytes(Path(played["file"]).read_bytes())
         assert raw.get_size() == 9 and raw.get_komi() == 7.5
         assert record.result == played["result"] and record.rules == "Tromp-Taylor"
-        assert record.players == (played["black"], played["white"])
+        # the model by the version id its checkpoint was published as, and where it is
+        model = f"000000 ({best})"
+        assert record.players == tuple(model if p == str(best) else p for p in (played["black"], played["white"]))
         assert len(record.moves) == played["moves"]
         assert [m.color for m in record.moves] == [i % 2 for i in range(len(record.moves))]
         if played["end"] == "resignation":
@@ -141,6 +143,7 @@ def test_tictactoe_models_draw_each_other(tmp_path) -> None:
     for line in lines:  # engine/game_records.py's plain line, which checks the result against the moves
         finished, result = read_plain(line, game)
         assert finished.end == "rules" and result in ("1-0", "0-1", "1/2-1/2")
+        assert set(finished.players) == {f"000000_({a})", f"000000_({b})"}  # version ids, no spaces
 
 
 def test_an_engine_that_cannot_start_is_a_clear_error(tmp_path, gnugo) -> None:
