@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 from tengen.engine.games.base import IllegalMove
 from tengen.engine.games.mnk import (
@@ -22,8 +23,10 @@ from tengen.engine.games.mnk import (
     WINNER,
     MNKGame,
     connect4,
+    fits_bitboard,
     gomoku,
     play_sequence,
+    random_outcome,
     random_playout,
     tictactoe,
 )
@@ -441,6 +444,30 @@ def test_random_games_end_with_a_result(game, seed):
     # both players' stone counts differ by at most one, the mover's side being the short one
     board = game.board(state)
     assert (board == 1).sum() - (board == 2).sum() == game.to_play(state)
+
+
+@njit
+def _seeded_random_outcome(params, state, seed):
+    np.random.seed(seed)
+    return random_outcome(params, state, np.empty_like(state))
+
+
+#: a gravity board too tall for the 64-bit playout, beside those of GAMES
+TALL = MNKGame(height=8, width=8, k=5, gravity=True, name="gravity885")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([*GAMES, TALL]), st.integers(0, 2**32 - 1), st.integers(0, 40), st.integers(0, 2**32 - 1))
+def test_a_playout_outcome_is_the_random_game_s_own(game, seed, moves_first, playout_seed):
+    # random_outcome (the bitboards of Connect Four and its kin) plays the same game
+    # as random_playout from the same seed, and leaves the position as it was
+    _, state = random_actions(game, seed, moves_first)
+    before = state.copy()
+    played = state.copy()
+    random_playout(game.params, played, playout_seed)
+    assert _seeded_random_outcome(game.params, state, playout_seed) == game.outcome(played)
+    np.testing.assert_array_equal(state, before)
+    assert fits_bitboard(game.params) == (game.gravity and game is not TALL)
 
 
 @settings(max_examples=60, deadline=None)

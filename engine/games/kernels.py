@@ -24,6 +24,7 @@ __all__ = [
     "play",
     "play_known_ongoing",
     "random_moves",
+    "random_outcome",
     "is_terminal",
     "outcome",
     "board_into",
@@ -93,6 +94,17 @@ def random_moves(kind, params, st):
         go.random_moves(params, st, True)
     else:
         mnk.random_moves(params, st)
+
+
+@njit(cache=True, inline="always")
+def random_outcome(kind, params, st, scratch):
+    """``outcome`` after ``random_moves`` from ``st``, which stays as it is (``scratch``:
+    a state-sized buffer the playout may use)."""
+    if kind == GO:
+        scratch[:] = st
+        go.random_moves(params, scratch, True)
+        return outcome(kind, params, scratch)
+    return mnk.random_outcome(params, st, scratch)
 
 
 @njit(cache=True, inline="always")

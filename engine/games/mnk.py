@@ -33,6 +33,8 @@ __all__ = [
     "random_playout",
     "random_games",
     "random_moves",
+    "random_outcome",
+    "fits_bitboard",
     "TO_PLAY",
     "MOVES",
     "WINNER",
@@ -214,6 +216,98 @@ def random_moves(params, state):
         play_in_place(params, state, action)
         played += 1
     return played
+
+
+@njit(cache=True)
+def fits_bitboard(params):
+    """Whether a gravity board fits the 64-bit playout of ``random_outcome``: each
+    column takes H bits and one empty guard bit above them, so that no line wraps
+    from one column into the next."""
+    return params[P_GRAVITY] != 0 and (params[P_HEIGHT] + 1) * params[P_WIDTH] <= 64
+
+
+@njit(cache=True, inline="always")
+def _has_line(stones, k, shift):
+    """Whether ``stones`` holds k in a row along the direction of bit ``shift``."""
+    run = stones
+    for i in range(1, k):
+        run &= stones >> np.uint64(i * shift)
+    return run != 0
+
+
+@njit(cache=True, inline="always")
+def _wins(stones, height, k):
+    # down a column: 1; along a row: H + 1; the diagonals: H and H + 2 (the guard
+    # bits keep every run inside the board)
+    return (_has_line(stones, k, 1) or _has_line(stones, k, height + 1) or _has_line(stones, k, height)
+            or _has_line(stones, k, height + 2))
+
+
+@njit(cache=True)
+def random_outcome(params, state, scratch):
+    """The outcome (+1 / -1 / 0, player 0's view) of finishing the game with uniform
+    random legal moves from numba's generator as the caller seeded it, ``state`` left
+    as it is: the result of ``random_moves`` then the winner, draw for draw.
+
+    Playouts are what pure MCTS spends its time on: a gravity board that fits 64 bits
+    (``fits_bitboard``: Connect Four) is played on bitboards, a move an addition and
+    a line a few shifts, with the same draws as ``random_moves`` (a full column is
+    redrawn), so the same seed gives the same game. Other boards play on ``scratch``,
+    a state-sized buffer."""
+    winner = state[WINNER]
+    if winner == NO_WINNER and fits_bitboard(params):
+        winner = _bitboard_playout(params, state)
+    elif winner == NO_WINNER:
+        scratch[:] = state
+        random_moves(params, scratch)
+        winner = scratch[WINNER]
+    if winner == DRAW:
+        return 0.0
+    return 1.0 if winner == 0 else -1.0
+
+
+@njit(cache=True)
+def _bitboard_playout(params, state):
+    """The winner (or DRAW) of a random playout; bit ``col * (H + 1) + r`` is row r
+    from the bottom of column ``col``."""
+    height, width, k = params[P_HEIGHT], params[P_WIDTH], params[P_K]
+    one = np.uint64(1)
+    stones0 = np.uint64(0)
+    stones1 = np.uint64(0)
+    for col in range(width):
+        for row in range(height):
+            cell = state[HEADER + row * width + col]
+            if cell != EMPTY:
+                bit = one << np.uint64(col * (height + 1) + height - 1 - row)
+                if cell == 1:
+                    stones0 |= bit
+                else:
+                    stones1 |= bit
+    filled = stones0 | stones1
+    player = state[TO_PLAY]
+    moves = state[MOVES]
+    cells = height * width
+    while True:
+        col = np.random.randint(0, width)
+        # full (its top cell taken): drawn again, as random_moves does
+        while filled & (one << np.uint64(col * (height + 1) + height - 1)):
+            col = np.random.randint(0, width)
+        # the column's stones sit at its bottom: adding its bottom bit carries into
+        # the first free cell
+        stone = (filled + (one << np.uint64(col * (height + 1)))) & ~filled
+        filled |= stone
+        if player == 0:
+            stones0 |= stone
+            won = _wins(stones0, height, k)
+        else:
+            stones1 |= stone
+            won = _wins(stones1, height, k)
+        moves += 1
+        if won:
+            return player
+        if moves == cells:
+            return DRAW
+        player = 1 - player
 
 
 class MNKGame(Game):

@@ -12,7 +12,6 @@ from numba import njit
 
 from tengen.engine.games import kernels as R
 from tengen.engine.games.base import Game
-from tengen.engine.mcts.tree import copy_into
 
 if TYPE_CHECKING:
     from tengen.engine.mcts.search import Search
@@ -47,9 +46,7 @@ def rollout_values_kernel(kind, params, states, count, rollouts, seed, out):
     for b in range(count):
         total = 0.0
         for _ in range(rollouts):
-            copy_into(states[b], scratch)
-            R.random_moves(kind, params, scratch)
-            total += R.outcome(kind, params, scratch)
+            total += R.random_outcome(kind, params, states[b], scratch)
         out[b] = (total if states[b, R.TO_PLAY] == 0 else -total) / rollouts
 
 
