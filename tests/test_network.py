@@ -1,5 +1,6 @@
 """The dual network, its compiled inference call and its weights blob (tiny nets)."""
 
+import logging
 import pickle
 
 import numpy as np
@@ -87,6 +88,19 @@ def test_no_retrace_across_batch_sizes_1_to_300(connect4, c4_model):
     # pad rows never leak into real rows: row i is the same answer at every batch size
     np.testing.assert_allclose(policy, everything_policy, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value, everything_value, rtol=1e-5, atol=1e-6)
+
+
+def test_every_bucket_traced_is_no_retracing_warning(connect4, c4_model, caplog):
+    # TensorFlow warns when one function traces five times in a row; the buckets are
+    # traced by design, and the warning landed on the terminal of a training run
+    compiled = CompiledModel(c4_model)
+    planes = random_planes(connect4, 1024, seed=2)
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+        for size in compiled.buckets:
+            compiled(planes[:size])
+            compiled(planes[:size])
+    assert compiled.trace_count == len(compiled.buckets)
+    assert not [r.getMessage() for r in caplog.records if "retracing" in r.getMessage()]
 
 
 def test_batches_are_padded_and_split_never_run_one_position_at_a_time(connect4, c4_model):
