@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import struct
 import tempfile
@@ -168,12 +169,27 @@ def has_ownership(model: keras.Model) -> bool:
 # -- inference ---------------------------------------------------------------------------
 
 
+class _BucketTracesAreExpected(logging.Filter):
+    """TensorFlow warns when one Python function traced five times within its last few
+    hundred calls, counting the traces of every ``tf.function`` made from it in the
+    process. A CompiledModel traces once per bucket by design, and a process holds
+    several (self-play's, the two gating sides'): the warning was noise on a training
+    run's terminal. Only that warning about our own function is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("triggered tf.function retracing" in message and "CompiledModel.__init__" in message)
+
+
+tf.get_logger().addFilter(_BucketTracesAreExpected())
+
+
 class CompiledModel:
     """``evaluate(planes[B, H, W, C]) -> (policy[B, A] probabilities, value[B])``.
 
     Every call is padded up to the smallest bucket that holds it (batches above the
-    largest bucket are cut into largest-bucket chunks), and each bucket has a
-    ``tf.function`` of its own, traced once: ``trace_count`` counts those traces and
+    largest bucket are cut into largest-bucket chunks), so the one ``tf.function``
+    below is traced at most once per bucket: ``trace_count`` counts those traces and
     ``traced_batch_sizes`` lists the shapes they were traced for. Pad rows are zeros;
     they cost compute but batch norm in inference mode keeps rows independent, so they
     never change the real rows' answers.
@@ -220,10 +236,8 @@ class CompiledModel:
         def owners(planes_nhwc):
             return (tf.cast(self.model(planes_nhwc, training=False)[2], tf.float32),)
 
-        self._bodies = {"evaluate": forward, "ownership": owners}
-        # One tf.function per (body, bucket), each traced once: a single function traced
-        # for every bucket made TensorFlow warn of "excessive retracing" on the terminal.
-        self._functions: dict[tuple[str, int], Any] = {}
+        self._forward = tf.function(forward, jit_compile=self.jit_compile, reduce_retracing=False)
+        self._owners = tf.function(owners, jit_compile=self.jit_compile, reduce_retracing=False)
 
     def bucket_for(self, batch: int) -> int:
         """The padded size a batch of ``batch`` positions runs at (for one chunk)."""
@@ -234,7 +248,7 @@ class CompiledModel:
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``planes[B, H, W, C]`` (float32 or uint8) -> ``(policy float32[B, A], value float32[B])``."""
-        policy, value = self._run("evaluate", planes, [(self.model.output_shape[0][-1],), ()])
+        policy, value = self._run(self._forward, planes, [(self.model.output_shape[0][-1],), ()])
         return policy, value
 
     def ownership(self, planes: np.ndarray) -> np.ndarray:
@@ -242,19 +256,12 @@ class CompiledModel:
         mover's points; ValueError for a model without the ownership head."""
         if not self.has_ownership:
             raise ValueError("this model has no ownership head (built with network.ownership false)")
-        (owners,) = self._run("ownership", planes, [(self.input_shape[0] * self.input_shape[1],)])
+        (owners,) = self._run(self._owners, planes, [(self.input_shape[0] * self.input_shape[1],)])
         return owners
 
-    def _function(self, body: str, size: int) -> Any:
-        function = self._functions.get((body, size))
-        if function is None:
-            function = tf.function(self._bodies[body], jit_compile=self.jit_compile, reduce_retracing=False)
-            self._functions[body, size] = function
-        return function
-
-    def _run(self, body: str, planes: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
-        """The outputs of ``body`` ("evaluate", "ownership"; ``shapes``: each one's per-row
-        shape) over ``planes``, padded to buckets and cut into largest-bucket chunks."""
+    def _run(self, function: Any, planes: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+        """``function``'s outputs (``shapes``: each one's per-row shape) over ``planes``,
+        padded to buckets and cut into largest-bucket chunks."""
         planes = np.asarray(planes)
         if planes.ndim != 4 or tuple(planes.shape[1:]) != self.input_shape:
             raise ValueError(f"planes must be [B, {', '.join(map(str, self.input_shape))}], got {planes.shape}")
@@ -272,7 +279,7 @@ class CompiledModel:
             else:
                 padded = np.zeros((size, *self.input_shape), np.float32)
                 padded[:n] = chunk
-            outputs = self._function(body, size)(tf.constant(padded))
+            outputs = function(tf.constant(padded))
             self.calls += 1
             for part, out in zip(parts, outputs, strict=True):
                 part.append(out.numpy()[:n])
