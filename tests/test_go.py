@@ -324,6 +324,27 @@ def test_copy_is_independent_and_random_playouts_replay_from_a_seed():
     assert game.is_terminal(a)
 
 
+@pytest.mark.parametrize("size, superko", [(5, False), (9, False), (9, True)])
+def test_eye_avoiding_playouts_end_when_neither_player_has_a_move_but_its_own_eyes(size, superko):
+    # The light playout's stopping rule, and a check that it tracks the empty points
+    # through captures: a captured point it forgot would be left empty and playable.
+    game = GoGame(size=size, superko=superko, max_moves=20 * size * size)
+    ended_by_passes = 0
+    for seed in range(40):
+        state = game.initial_state()
+        game.random_playout(state, seed, avoid_own_eyes=True)
+        if game.end_reason(state) != "two passes":
+            continue  # a long ko fight ran into the move cap
+        ended_by_passes += 1
+        assert game.prisoners(state) != (0, 0), "these games have captures"
+        for player in (0, 1):
+            after = game.state_from_board(game.board(state), to_play=player)
+            moves_left = [a for a in np.flatnonzero(game.legal_mask(after)[:-1])
+                          if not game.is_own_eye(after, int(a), player)]
+            assert moves_left == [], f"seed {seed}: {game.action_to_text(int(moves_left[0]))} was still open"
+    assert ended_by_passes >= 35
+
+
 # --- symmetries (hypothesis) ------------------------------------------------------------
 GO7 = GoGame(size=7, history_length=3)
 

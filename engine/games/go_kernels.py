@@ -500,7 +500,8 @@ def random_moves(params, st, avoid_own_eyes):
             if i == k:
                 break  # pass
             p = empties[i]
-            if is_legal_point(params, st, p) and not (avoid_own_eyes and is_own_eye(params, st, p, color)):
+            # the eye test first: it is cheaper than legality on a point surrounded by friends
+            if not (avoid_own_eyes and is_own_eye(params, st, p, color)) and is_legal_point(params, st, p):
                 chosen = i
                 break
             k -= 1
@@ -508,15 +509,11 @@ def random_moves(params, st, avoid_own_eyes):
         if chosen == NO_POINT:
             play_pass(params, st)
         else:
-            p = empties[chosen]
-            if play_point(params, st, p, captured) == 0:
-                n_empty -= 1
-                empties[chosen] = empties[n_empty]
-            else:
-                n_empty = 0
-                for q in range(points):
-                    if st[HEADER + q] == EMPTY:
-                        empties[n_empty] = q
-                        n_empty += 1
+            n_captured = play_point(params, st, empties[chosen], captured)
+            n_empty -= 1
+            empties[chosen] = empties[n_empty]
+            for c in range(n_captured):
+                empties[n_empty] = captured[c]
+                n_empty += 1
         played += 1
     return played
