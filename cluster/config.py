@@ -327,6 +327,10 @@ class ClusterConfig(_Strict):
     max_batch: int = Field(default=1024, ge=1)
     #: a second's wait for a fuller batch costs more than any batch saves
     batch_timeout_ms: float = Field(default=5.0, gt=0, le=1000)
+    #: batches the CPU inference server evaluates at once, the cores split among them
+    #: (on 2 cores two calls of one thread each evaluate ~1.5x the rows of one call on
+    #: both); a GPU server runs one at a time
+    cpu_server_model_calls: int = Field(default=2, ge=1, le=64)
     #: seconds a worker plays between two check-ins with the driver; at most an hour,
     #: since a stop or a new model waits for the check-in
     worker_chunk_seconds: float = Field(default=2.0, gt=0, le=3600)

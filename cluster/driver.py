@@ -223,7 +223,8 @@ class ClusterRun:
         self._start_learner()
         learner_node = ray.get(self.learner.node_id.remote(), timeout=300) if gpus else None
         pool = self.pool = InferencePool(run=self.run_id, network=cfg.network_spec(), max_batch=cfg.cluster.max_batch,
-                                         batch_timeout_ms=cfg.cluster.batch_timeout_ms)
+                                         batch_timeout_ms=cfg.cluster.batch_timeout_ms,
+                                         cpu_model_calls=cfg.cluster.cpu_server_model_calls)
         first_servers = pool.start(blob, best, learner_node=learner_node, learner_gpus=gpus)
         self._start_gatekeeper()
         if self.requested_workers or first_servers == [CPU_SERVER]:

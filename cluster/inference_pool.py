@@ -55,11 +55,13 @@ class _Server:
 
 
 class InferencePool:
-    def __init__(self, *, run: str, network: NetworkSpec, max_batch: int, batch_timeout_ms: float):
+    def __init__(self, *, run: str, network: NetworkSpec, max_batch: int, batch_timeout_ms: float,
+                 cpu_model_calls: int):
         self.run = run
         self.network = network
         self.max_batch = max_batch
         self.batch_timeout_ms = batch_timeout_ms
+        self.cpu_model_calls = cpu_model_calls
         self.servers: dict[str, _Server] = {}
         self._worker_server: dict[str, str] = {}
         self._weights: tuple[bytes, int] | None = None
@@ -143,7 +145,8 @@ class InferencePool:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         handle = ray.remote(InferenceServer).options(**options).remote(
             network=self.network, weights=blob, version=version, max_batch=self.max_batch,
-            batch_timeout_ms=self.batch_timeout_ms, clients=1, metrics=RunMetrics(self.run))
+            batch_timeout_ms=self.batch_timeout_ms, clients=1, model_calls=1 if gpus else self.cpu_model_calls,
+            metrics=RunMetrics(self.run))
         self.servers[key] = _Server(handle, node)
         return key
 

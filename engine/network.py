@@ -92,6 +92,17 @@ def share_gpu_memory() -> None:
             pass
 
 
+def share_cpu_threads(calls: int) -> None:
+    """Split this process's cores among ``calls`` model calls that run side by side:
+    each op runs on at most its share of TensorFlow's intra-op threads. Call before the
+    first op; once TensorFlow has started, the setting stands as it was."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(max(1, cores // calls))
+    except RuntimeError:
+        pass
+
+
 def build_network(
     *,
     input_shape: Sequence[int],
@@ -201,7 +212,8 @@ class CompiledModel:
     ``jit_compile`` defaults to XLA when a GPU is visible and off on CPU, where XLA
     compiles slowly and runs no faster. Weights can be swapped in place
     (``load_weights_blob``, ``set_weights_from``) without a retrace: the function reads
-    the same variables. Not thread-safe; one caller (the model server loop) at a time.
+    the same variables. Calls may run on several threads at once (the model server
+    does); a weights swap must not overlap them.
     """
 
     def __init__(

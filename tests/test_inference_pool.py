@@ -33,7 +33,8 @@ def gpu_cluster():
 
 
 def new_pool() -> InferencePool:
-    return InferencePool(run="pool-test", network=CONFIG.network_spec(), max_batch=64, batch_timeout_ms=2.0)
+    return InferencePool(run="pool-test", network=CONFIG.network_spec(), max_batch=64, batch_timeout_ms=2.0,
+                         cpu_model_calls=2)
 
 
 def test_the_learner_gets_half_a_lone_gpu_or_a_whole_one():
@@ -53,6 +54,7 @@ def test_a_server_per_gpu_and_workers_spread_over_them(gpu_cluster):
     planes = np.zeros((5, 3, 3, 3), dtype=np.uint8)
     policy, value = ray.get(pool.servers[started[0]].handle.evaluate.remote(planes))
     assert policy.shape == (5, 9) and value.shape == (5,)
+    assert ray.get(pool.servers[started[0]].handle.stats.remote())["model_calls"] == 1, "a GPU takes one at a time"
     stats, failed = pool.stats()
     assert failed == [] and stats["servers"] == 2 and stats["evaluations"] == 5
 
@@ -72,3 +74,4 @@ def test_a_server_per_gpu_and_workers_spread_over_them(gpu_cluster):
     assert len(left) == 2 and list(pool.servers) == [CPU_SERVER]
     handle, node = pool.attach("w9")
     assert node is None and ray.get(handle.evaluate.remote(planes))[0].shape == (5, 9)
+    assert ray.get(handle.stats.remote())["model_calls"] == 2, "the CPU server splits its cores"

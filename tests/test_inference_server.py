@@ -5,6 +5,7 @@ then as a real Ray actor fed by client actors.
 """
 
 import asyncio
+import threading
 import time
 
 import numpy as np
@@ -164,6 +165,80 @@ def test_set_clients_changes_the_flush_rule(nets):
 
     asyncio.run(run())
     assert server.stats()["batches"] == 1
+
+
+class HeldModel:
+    """The server's compiled model, with a hook that runs in the model thread before
+    each call (to hold a call inside the model while the test looks)."""
+
+    def __init__(self, compiled: CompiledModel, before_call):
+        self.compiled = compiled
+        self.before_call = before_call
+
+    def __call__(self, planes):
+        self.before_call()
+        return self.compiled(planes)
+
+    def __getattr__(self, name):
+        return getattr(self.compiled, name)
+
+
+def test_two_model_calls_put_a_second_batch_into_the_model_beside_the_first(nets):
+    (model, blob), _ = nets
+    # max_batch keeps the two requests apart (merged, they would be one call)
+    server = server_for(blob, clients=1, batch_timeout_ms=LONG_MS, max_batch=4, model_calls=2)
+    # Each call waits for the other inside the model: calls that took turns would
+    # break the barrier after its timeout instead.
+    both_inside = threading.Barrier(2, timeout=20)
+    server._model = HeldModel(server._model, both_inside.wait)
+    a, b = planes(3, 50), planes(4, 51)
+
+    async def two_requests():
+        return await asyncio.gather(server.evaluate(a), server.evaluate(b))
+
+    result_a, result_b = asyncio.run(two_requests())
+    assert server.stats()["batches"] == 2 and server.stats()["model_calls"] == 2
+    direct = CompiledModel(model)
+    assert_rows_match(result_a, direct(a))
+    assert_rows_match(result_b, direct(b))
+
+
+def test_a_hot_swap_waits_for_the_call_in_flight_and_holds_the_next_one_back(nets):
+    (model_a, blob_a), (model_b, blob_b) = nets
+    server = server_for(blob_a, version=1, clients=1, batch_timeout_ms=LONG_MS, model_calls=2)
+    first_inside, let_first_go = threading.Event(), threading.Event()
+
+    def hold_the_first_call():
+        if not first_inside.is_set():
+            first_inside.set()
+            assert let_first_go.wait(20)
+
+    server._model = HeldModel(server._model, hold_the_first_call)
+    a, b = planes(3, 60), planes(4, 61)
+
+    async def swap_between():
+        loop = asyncio.get_running_loop()
+        first = asyncio.ensure_future(server.evaluate(a))
+        assert await loop.run_in_executor(None, first_inside.wait, 20)
+        swap = loop.run_in_executor(None, server.load_weights, blob_b, blob_sha256(blob_b), 2)
+        await asyncio.sleep(0.3)
+        assert not swap.done(), "the swap waits for the call in the model"
+        second = asyncio.ensure_future(server.evaluate(b))
+        await asyncio.sleep(0.3)
+        assert not second.done(), "a call that came after the swap waits for it"
+        let_first_go.set()
+        return await first, await swap, await second
+
+    first, version, second = asyncio.run(swap_between())
+    assert version == 2
+    assert_rows_match(first, CompiledModel(model_a)(a))
+    assert_rows_match(second, CompiledModel(model_b)(b))
+
+
+def test_model_calls_must_be_at_least_one(nets):
+    (_, blob), _ = nets
+    with pytest.raises(ValueError, match="model_calls"):
+        server_for(blob, model_calls=0)
 
 
 # -- through a real Ray ---------------------------------------------------------------------

@@ -16,10 +16,16 @@ batcher flushes the waiting requests as one batch when
 
 A batch takes whole requests, oldest first, up to ``max_batch`` rows (a single
 request larger than that goes alone; CompiledModel cuts it into buckets). The model
-runs on one executor thread so that the event loop keeps accepting requests while
-it computes; CompiledModel pads each batch to a fixed bucket size, so no batch
-shape ever retraces. A weights hot swap takes the same lock as a model call, so it
-lands between two batches and every batch is computed by one version.
+runs on executor threads so that the event loop keeps accepting requests while it
+computes; CompiledModel pads each batch to a fixed bucket size, so no batch shape
+ever retraces.
+
+``model_calls`` batches may be in the model at once. On a CPU a model call cannot
+keep several cores busy (its ops are too small to split well: one TensorFlow thread
+evaluates more rows per core-second than two), so a CPU server does better running
+calls side by side, each on its own share of TensorFlow's threads, than one call on
+all of them. A weights hot swap waits for the calls in flight and holds new ones
+back, so it lands between batches and every batch is computed by one version.
 
 Given a ``metrics`` recorder (cluster/inference_pool.py passes the run's
 ``RunMetrics``, whose table in cluster/metrics.py names and describes every metric),
@@ -33,13 +39,15 @@ import asyncio
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from tengen.engine.network import CompiledModel, blob_sha256, gpu_available, share_gpu_memory
+from tengen.engine.network import CompiledModel, blob_sha256, gpu_available, share_cpu_threads, share_gpu_memory
 from tengen.engine.network_spec import NetworkSpec
 
 __all__ = ["InferenceServer", "MetricsRecorder"]
@@ -70,8 +78,10 @@ class InferenceServer:
 
     ``network`` is the network's spec (the run config's ``network_spec()``); ``weights`` is a
     weights blob to start from (None: fresh initialisation, for tests and benches).
-    ``mixed_precision`` None means on when TensorFlow sees a GPU. ``run`` tags its
-    metrics (inside Ray) with the run's id.
+    ``mixed_precision`` None means on when TensorFlow sees a GPU. ``model_calls`` above 1
+    runs that many batches at once and gives each op a share of the cores (set before
+    TensorFlow's first op in the process; in a process where it has already started,
+    the calls share its threads as they are).
     """
 
     def __init__(
@@ -84,6 +94,7 @@ class InferenceServer:
         batch_timeout_ms: float = 5.0,
         clients: int = 1,
         mixed_precision: bool | None = None,
+        model_calls: int = 1,
         metrics: MetricsRecorder | None = None,
     ):
         if max_batch < 1:
@@ -91,6 +102,11 @@ class InferenceServer:
         if batch_timeout_ms < 0:
             raise ValueError(f"batch_timeout_ms must be >= 0, got {batch_timeout_ms}")
         self._check_clients(clients)
+        if model_calls < 1:
+            raise ValueError(f"model_calls must be >= 1, got {model_calls}")
+        self.model_calls = int(model_calls)
+        if self.model_calls > 1:
+            share_cpu_threads(self.model_calls)
         self.max_batch = int(max_batch)
         self.batch_timeout_s = float(batch_timeout_ms) / 1000.0
         self.clients = int(clients)
@@ -104,15 +120,16 @@ class InferenceServer:
         self.input_shape: tuple[int, ...] = self._model.input_shape
         self.num_actions = int(model.output_shape[0][-1])
 
-        # held by a model call and by a weights swap: a swap waits for the batch in flight
-        self._model_lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference-model")
+        self._model_use = _CallsAndSwaps()
+        self._executor = ThreadPoolExecutor(max_workers=self.model_calls, thread_name_prefix="inference-model")
         # the event-loop side, (re)made on the first request of each loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: deque[_Request] = deque()
         self._pending_rows = 0
         self._wakeup: asyncio.Event | None = None
+        self._free_calls: asyncio.Semaphore | None = None
         self._batcher: asyncio.Task | None = None
+        self._in_model: set[asyncio.Task] = set()
 
         self._evaluations = 0
         self._batches = 0
@@ -152,6 +169,7 @@ class InferenceServer:
             self._pending.clear()
             self._pending_rows = 0
             self._wakeup = asyncio.Event()
+            self._free_calls = asyncio.Semaphore(self.model_calls)
             self._loop = loop
         self._batcher = loop.create_task(self._batch_loop(), name="inference-batcher")
 
@@ -159,14 +177,31 @@ class InferenceServer:
         return len(self._pending) >= self.clients or self._pending_rows >= self.max_batch
 
     async def _batch_loop(self) -> None:
-        assert self._wakeup is not None
-        wakeup = self._wakeup
+        assert self._free_calls is not None
+        free_calls = self._free_calls
         loop = asyncio.get_running_loop()
         while True:
-            if not self._pending:
+            # A batch is formed only when the model can take it: requests that arrive
+            # meanwhile join it, so batches are as large as the model's pace allows.
+            await free_calls.acquire()
+            try:
+                batch = await self._next_batch()
+            except BaseException:  # the loop is closing: the call was never made
+                free_calls.release()
+                raise
+            call = loop.create_task(self._run_batch(loop, batch))
+            self._in_model.add(call)
+            call.add_done_callback(self._in_model.discard)
+            call.add_done_callback(lambda _: free_calls.release())
+
+    async def _next_batch(self) -> list[_Request]:
+        """Waits for the flush rule, then takes the batch (at least one request)."""
+        assert self._wakeup is not None
+        wakeup = self._wakeup
+        while True:
+            while not self._pending:
                 wakeup.clear()
                 await wakeup.wait()
-                continue
             deadline = self._pending[0].arrived + self.batch_timeout_s
             while not self._ready():
                 remaining = deadline - time.perf_counter()
@@ -178,11 +213,12 @@ class InferenceServer:
                 except TimeoutError:
                     break
             batch = self._take_batch()
-            if batch:
-                await self._run_batch(loop, batch)
+            if batch:  # else every waiting caller had gone away
+                return batch
 
     def _take_batch(self) -> list[_Request]:
-        """Whole requests, oldest first, up to ``max_batch`` rows (at least one request)."""
+        """Whole requests, oldest first, up to ``max_batch`` rows (none if every waiting
+        caller went away)."""
         if self._metrics is not None:
             self._metrics.set("tengen_inference_queue_depth", len(self._pending))
         batch: list[_Request] = []
@@ -229,7 +265,7 @@ class InferenceServer:
     def _compute(self, parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
         """The one model call for a batch (on the executor thread)."""
         planes = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        with self._model_lock:
+        with self._model_use.call():
             start = time.perf_counter()
             policy, value = self._model(planes)
             return policy, value, time.perf_counter() - start
@@ -248,7 +284,7 @@ class InferenceServer:
         digest = blob_sha256(blob)
         if digest != sha256:
             raise ValueError(f"weights sha256 mismatch: blob has {digest}, expected {sha256}")
-        with self._model_lock:
+        with self._model_use.swap():
             self._model.load_weights_blob(blob)
             self._version = int(version)
         if self._metrics is not None:
@@ -280,6 +316,7 @@ class InferenceServer:
             "model_seconds": self._model_seconds,
             "traces": self._model.trace_count,
             "clients": self.clients,
+            "model_calls": self.model_calls,
             "metrics": self._metrics is not None,
         }
 
@@ -287,3 +324,39 @@ class InferenceServer:
     def _check_clients(n: int) -> None:
         if int(n) < 1:
             raise ValueError(f"clients must be >= 1, got {n}")
+
+
+class _CallsAndSwaps:
+    """Model calls share the model; a weights swap has it alone. A swap waits for the
+    calls in flight, and calls that come after it wait for the swap (so a stream of
+    calls cannot keep a new model out)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._calls = 0
+        self._swapping = False
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._swapping)
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._calls -= 1
+                self._changed.notify_all()
+
+    @contextmanager
+    def swap(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._swapping)
+            self._swapping = True
+            self._changed.wait_for(lambda: self._calls == 0)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._swapping = False
+                self._changed.notify_all()
