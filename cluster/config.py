@@ -152,8 +152,8 @@ class MctsConfig(_Strict):
     simulations: int = Field(default=200, ge=1)
     #: AlphaZero 1.25, UCT's 2.0; at 100 the priors alone pick every move
     c_puct: float = Field(default=1.25, gt=0, le=100)
-    #: values lie in -1..1, so a reduction of 2 already values an unvisited move as a
-    #: loss (-1) at any node
+    #: an unvisited move's Q: the node's value minus this times sqrt(the prior mass
+    #: visited); values lie in -1..1, so 2 can already value it as a loss (-1)
     fpu_reduction: float = Field(default=0.25, ge=0, le=2)
     leaves_per_round: int = Field(default=8, ge=1)
     #: in visits (KataGo 1, Leela Zero 3); it is added to and taken back from float32

@@ -78,7 +78,8 @@ def reference_visits(game, state, evaluate, simulations, c_puct, fpu_reduction):
         v = evaluate_node(node)
         if v is None:
             total = sum(node.n.values())
-            fpu = node.value_sum / node.visits - fpu_reduction
+            visited = sum(node.prior[a] for a, n in node.n.items() if n > 0)
+            fpu = node.value_sum / node.visits - fpu_reduction * math.sqrt(visited)
             best, best_score = None, -math.inf
             for a in np.flatnonzero(node.prior > 0):
                 n = node.n.get(a, 0)
@@ -132,14 +133,35 @@ def test_puct_numbers_by_hand():
     search = Search(TTT, games=1, simulations=3, leaves_per_round=1, c_puct=1.0, fpu_reduction=0.25)
     search.reset(0, state)
     search.run(evaluate)
-    # Sim 1 evaluates the root. Sim 2: all unvisited, Q = fpu = 0.2 - 0.25 = -0.05 for each;
-    # U = 1.0 * P * sqrt(max(0, 1)) / 1 -> 0.6, 0.3, 0.1: cell 7 wins (0.55).
+    # Sim 1 evaluates the root. Sim 2: all unvisited, none of the prior visited, so
+    # Q = fpu = 0.2 - 0.25 * sqrt(0) = 0.2 for each; U = 1.0 * P * sqrt(max(0, 1)) / 1
+    # -> 0.6, 0.3, 0.1: cell 7 wins (0.8).
     # X holds 1, 3, 5, so cell 7 makes 3-5-7 and ends the game: exact value +1 for the
-    # root's mover, no evaluation. Sim 3: root value (0.2 + 1) / 2 = 0.6,
-    # fpu = 0.35; cell 7: Q = 1, U = 0.6 * 1 / 2 = 0.3 -> 1.3; cell 8: 0.35 + 0.3 = 0.65.
+    # root's mover, no evaluation. Sim 3: root value (0.2 + 1) / 2 = 0.6, 0.6 of the
+    # prior visited: fpu = 0.6 - 0.25 * sqrt(0.6) = 0.406; cell 7: Q = 1, U = 0.6 *
+    # sqrt(1) / 2 = 0.3 -> 1.3; cell 8: 0.406 + 0.3 = 0.706.
     assert search.root_visits(0).tolist() == [0, 0, 0, 0, 0, 0, 2, 0, 0]
     assert search.root_q(0)[6] == 1.0
     assert search.root_value(0) == pytest.approx((0.2 + 1 + 1) / 3)
+
+
+def test_a_losing_first_visit_does_not_keep_the_search_on_it():
+    # Empty 5x5 board, Black to move, every position valued 0, the pass a little
+    # likelier than any point: passing loses (White passes back and wins on komi).
+    # The first-play urgency must let the other moves be tried once the pass's -1
+    # shows, though the pass is the first visited and drags the root's value down.
+    go = make_game("go", size=5)
+
+    def evaluate(planes):
+        policy = np.full((len(planes), go.num_actions), 1.0, np.float32)
+        policy[:, go.pass_action] = 1.5
+        return policy / policy.sum(axis=1, keepdims=True), np.zeros(len(planes), np.float32)
+
+    search = Search(go, games=1, simulations=16, leaves_per_round=1, c_puct=1.5, fpu_reduction=0.25)
+    search.reset(0, go.initial_state())
+    search.run(evaluate)
+    visits = search.root_visits(0)
+    assert visits.sum() == 15 and visits[go.pass_action] <= 2
 
 
 def test_terminal_leaves_are_exact_and_need_no_evaluation():

@@ -44,8 +44,9 @@ class SearchSettings:
     """How a Search walks its trees (AlphaZero's and KataGo's defaults).
 
     ``c_puct`` is PUCT's exploration constant (UCT's c with ``formula="uct"``);
-    ``fpu_reduction`` makes an unvisited move's Q the node's value minus this
-    (first-play urgency); each round walks up to ``leaves_per_round`` times per game,
+    ``fpu_reduction`` makes an unvisited move's Q the node's value minus this times
+    the square root of the prior mass already visited there (first-play urgency, as
+    Leela Zero and KataGo scale it); each round walks up to ``leaves_per_round`` times per game,
     each walk counting ``virtual_loss`` lost visits on its path until its leaf is
     backed up; ``keep_leaf_states`` keeps the leaves' positions (rollout evaluators).
 
