@@ -184,6 +184,9 @@ class SelfPlayConfig(_Strict):
     cheap_simulations: int = Field(default=0, ge=0)
     resign_threshold: float | None = Field(default=None, ge=-1, le=1)
     no_resign_fraction: float = Field(default=0.1, ge=0, le=1)
+    #: AlphaGo Zero's check: resigning stays off while more of the played-out games
+    #: that would have been resigned than this were not lost (1: resign unchecked)
+    resign_max_false_positives: float = Field(default=0.05, ge=0, le=1)
 
     @model_validator(mode="after")
     def _cheap_searches_need_simulations(self) -> SelfPlayConfig:
@@ -464,7 +467,7 @@ class TengenConfig(_Strict):
             temperature_schedule=sp.temperature_schedule, temperature_moves=sp.temperature_moves,
             temperature=sp.temperature, full_search_fraction=sp.full_search_fraction,
             cheap_simulations=sp.cheap_simulations, resign_threshold=sp.resign_threshold,
-            no_resign_fraction=sp.no_resign_fraction,
+            no_resign_fraction=sp.no_resign_fraction, resign_max_false_positives=sp.resign_max_false_positives,
         )
 
     def learner_options(self) -> LearnerOptions:

@@ -64,7 +64,8 @@ class MctsPlayer:
         self._search(active)
         if self.search.gumbel:
             return [self.search.gumbel_action(slot) for slot in slots]
-        return [choose_move(self.search.root_visits(slot), rng, temperature=1.0 if opening else 0.0)
+        return [choose_move(self.search.root_visits(slot), rng, temperature=1.0 if opening else 0.0,
+                            unsampled=self.game.pass_action)
                 for slot, opening in zip(slots, openings, strict=True)]
 
     def advance(self, slot: int, action: int) -> None:

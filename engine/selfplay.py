@@ -12,6 +12,12 @@ temperature (``temperature_schedule="constant"``, the classic Connect Four tutor
 KataGo's playout cap randomisation (``full_search_fraction`` < 1: only full searches
 become policy targets, the others use ``cheap_simulations``) and resignation
 (``resign_threshold``, never in a ``no_resign_fraction`` of games) are off by default.
+Resignation is checked as AlphaGo Zero checks it: the games that are played out
+record who would have resigned, and resigning stays off while more than
+``resign_max_false_positives`` of the last ``RESIGN_CHECKS`` such games were not lost
+by that player (or while fewer than ``MIN_RESIGN_CHECKS`` were played): every game is
+then played out (``resign_max_false_positives=1`` resigns unchecked). A young network's confident values would otherwise end games after a
+move or two and teach it nothing but those endings.
 
 With ``search="gumbel"`` (Gumbel AlphaZero, engine/mcts/gumbel.py) every search,
 full or cheap, draws its own Gumbel noise; the move played is the search's survivor
@@ -23,6 +29,7 @@ policy is the improved policy (``Search.improved_policy``).
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +37,13 @@ import numpy as np
 from tengen.engine.games.base import Game
 from tengen.engine.mcts import Evaluator, Search, choose_move, visit_policy
 
-__all__ = ["GameRecord", "SelfPlay", "SelfPlaySettings"]
+__all__ = ["GameRecord", "SelfPlay", "SelfPlaySettings", "RESIGN_CHECKS", "MIN_RESIGN_CHECKS"]
+
+#: the played-out games that would have been resigned, over which resignation's
+#: false positives are counted (the latest ones)
+RESIGN_CHECKS = 100
+#: resignation stays off until this many of them were played
+MIN_RESIGN_CHECKS = 20
 
 
 @dataclass
@@ -107,6 +120,7 @@ class SelfPlaySettings:
     cheap_simulations: int
     resign_threshold: float | None
     no_resign_fraction: float
+    resign_max_false_positives: float
 
 
 class SelfPlay:
@@ -132,6 +146,7 @@ class SelfPlay:
         cheap_simulations: int = 0,
         resign_threshold: float | None = None,
         no_resign_fraction: float = 0.1,
+        resign_max_false_positives: float = 0.05,
         model_version: int = 0,
         search: str = "puct",
         gumbel_considered: int = 16,
@@ -161,6 +176,10 @@ class SelfPlay:
         self.cheap_simulations = cheap_simulations
         self.resign_threshold = resign_threshold
         self.no_resign_fraction = no_resign_fraction
+        self.resign_max_false_positives = resign_max_false_positives
+        #: per played-out game that would have been resigned: whether its would-be
+        #: resigner did not lose (a false positive)
+        self.resign_checks: deque[bool] = deque(maxlen=RESIGN_CHECKS)
         self.model_version = model_version
         self._games = [self._new_game() for _ in range(games)]
         self._targets = np.zeros(games, dtype=np.float32)
@@ -213,6 +232,18 @@ class SelfPlay:
             records.extend(self.step(evaluate))
         return records
 
+    @property
+    def resigning(self) -> bool:
+        """Whether a game below ``resign_threshold`` is resigned now (see the module's
+        docstring); False without a threshold."""
+        if self.resign_threshold is None:
+            return False
+        if self.resign_max_false_positives >= 1.0:
+            return True
+        if len(self.resign_checks) < MIN_RESIGN_CHECKS:
+            return False
+        return sum(self.resign_checks) <= self.resign_max_false_positives * len(self.resign_checks)
+
     def set_model_version(self, version: int) -> None:
         """New samples carry ``version`` from the next recorded move on."""
         self.model_version = version
@@ -251,7 +282,7 @@ class SelfPlay:
         visits = self.search.root_visits(g)
         root_value = self.search.root_value(g)
         if self.resign_threshold is not None and root_value < self.resign_threshold:
-            if not info.no_resign:
+            if not info.no_resign and self.resigning:
                 return self._finish(g, resigned_by=mover)
             if info.would_resign is None:
                 info.would_resign = mover
@@ -262,7 +293,8 @@ class SelfPlay:
         if self.gumbel:
             action = self.search.gumbel_action(g)
         else:
-            action = choose_move(visits, self.rng, temperature=self._temperature(len(info.moves)))
+            action = choose_move(visits, self.rng, temperature=self._temperature(len(info.moves)),
+                                 unsampled=self.game.pass_action)
         info.state_history.append(state.copy())
         del info.state_history[: -max(self.game.history_length - 1, 1)]
         info.moves.append(action)
@@ -283,6 +315,8 @@ class SelfPlay:
             outcome = self.game.outcome(state)
         else:
             outcome = -1.0 if resigned_by == 0 else 1.0
+        if resigned_by is None and info.would_resign is not None:
+            self.resign_checks.append((outcome if info.would_resign == 0 else -outcome) >= 0)
         movers = np.array(info.movers, dtype=np.int64)
         shape = (0, *self.game.planes_shape)
         record = GameRecord(

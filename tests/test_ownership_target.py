@@ -71,7 +71,8 @@ def test_a_go_game_played_to_the_end_records_its_final_owners(go_records):
 
 def test_resigned_games_and_connect_four_record_none():
     # A uniform evaluator's root value is 0, above -1 and below 0.5: every mover resigns.
-    resigning = SelfPlay(GO5, games=2, simulations=4, seed=1, resign_threshold=0.5, no_resign_fraction=0.0)
+    resigning = SelfPlay(GO5, games=2, simulations=4, seed=1, resign_threshold=0.5, no_resign_fraction=0.0,
+                         resign_max_false_positives=1.0)
     resigned = resigning.play(uniform_evaluator(GO5.num_actions), games=2)
     assert all(r.resigned and r.ownership is None for r in resigned)
     c4 = make_game("connect4")

@@ -4,7 +4,7 @@ import numpy as np
 
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.selfplay import SelfPlay
+from tengen.engine.selfplay import MIN_RESIGN_CHECKS, SelfPlay
 
 C4 = make_game("connect4")
 TTT = make_game("tictactoe")
@@ -74,7 +74,8 @@ def test_the_winning_move_is_chosen_with_a_winning_value():
 def test_resignation_and_the_games_that_may_not_resign():
     # With a uniform evaluator the root value is 0 until a forced loss shows up; a
     # threshold just below 0 makes resignations common.
-    selfplay = SelfPlay(C4, games=8, simulations=64, seed=2, resign_threshold=-0.3, no_resign_fraction=0.5)
+    selfplay = SelfPlay(C4, games=8, simulations=64, seed=2, resign_threshold=-0.3, no_resign_fraction=0.5,
+                        resign_max_false_positives=1.0)
     records = selfplay.play(uniform_evaluator(7), games=30)
     resigned = [r for r in records if r.resigned]
     assert resigned, "some games should resign"
@@ -84,6 +85,46 @@ def test_resignation_and_the_games_that_may_not_resign():
         loser = len(r.moves) % 2  # the player to move resigned
         assert r.outcome == (-1.0 if loser == 0 else 1.0)
     assert all(r.would_resign is None for r in resigned)
+
+
+def test_resigning_waits_until_played_out_games_show_it_is_safe():
+    # Tic-tac-toe without temperature: a uniform evaluator's root value falls below
+    # -0.5 only when the search sees a forced loss, so would-be resigners lose, and
+    # after MIN_RESIGN_CHECKS played-out games resigning starts.
+    selfplay = SelfPlay(TTT, games=8, simulations=128, seed=2, resign_threshold=-0.5, no_resign_fraction=0.1,
+                        temperature_moves=0)
+    records = selfplay.play(uniform_evaluator(9), games=100)
+    first = next(i for i, r in enumerate(records) if r.resigned)
+    checked = [r for r in records[:first] if r.would_resign is not None]
+    assert len(checked) >= MIN_RESIGN_CHECKS
+    assert all(r.outcome == (-1.0 if r.would_resign == 0 else 1.0) for r in checked)
+    assert selfplay.resigning
+
+
+def test_resigning_stays_off_when_would_be_resigners_go_on_to_win():
+    # An evaluator sure that player 0 loses every position: player 0 would resign at
+    # once, yet played out, tic-tac-toe's first player mostly wins or draws; no game
+    # may resign.
+    def gloomy_for_player_0(planes):
+        policy, _ = uniform_evaluator(9)(planes)
+        return policy, np.where(TTT.movers(planes) == 0, -0.95, 0.95).astype(np.float32)
+
+    selfplay = SelfPlay(TTT, games=8, simulations=16, seed=4, resign_threshold=-0.9, no_resign_fraction=0.0)
+    records = selfplay.play(gloomy_for_player_0, games=40)
+    assert all(not r.resigned and r.would_resign is not None for r in records)
+    assert not selfplay.resigning
+    assert len(selfplay.resign_checks) == 40 and sum(selfplay.resign_checks) > 0.05 * 40
+
+
+def test_go_self_play_never_samples_a_pass_it_did_not_prefer():
+    # In the temperature moves a pass is drawn only when it has more visits than any
+    # other move: a uniform evaluator spreads 16 visits over 26 moves, so no game
+    # passes in its first moves.
+    go = make_game("go", size=5, max_moves=40)
+    records = SelfPlay(go, games=8, simulations=16, seed=6, temperature_moves=20).play(
+        uniform_evaluator(go.num_actions), games=16)
+    for r in records:
+        assert go.pass_action not in r.moves[:10].tolist()
 
 
 def test_constant_temperature_schedule_still_plays_legal_games():

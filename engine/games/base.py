@@ -58,6 +58,9 @@ class Game(abc.ABC):
     #: the same transformations acting on the action layout (the board cells for Go
     #: and tic-tac-toe, the columns for Connect Four); index k matches ``symmetries``
     policy_symmetries: SymmetrySet
+    #: the action that passes (Go's), None in games without one; temperature never
+    #: samples it (``choose_move``)
+    pass_action: int | None = None
 
     # -- positions -------------------------------------------------------------------
     @abc.abstractmethod
