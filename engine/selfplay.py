@@ -16,8 +16,9 @@ Resignation is checked as AlphaGo Zero checks it: the games that are played out
 record who would have resigned, and resigning stays off while more than
 ``resign_max_false_positives`` of the last ``RESIGN_CHECKS`` such games were not lost
 by that player (or while fewer than ``MIN_RESIGN_CHECKS`` were played): every game is
-then played out (``resign_max_false_positives=1`` resigns unchecked). A young network's confident values would otherwise end games after a
-move or two and teach it nothing but those endings.
+then played out (``resign_max_false_positives=1`` resigns unchecked). A young
+network's confident values would otherwise end games after a move or two and teach
+it nothing but those endings.
 
 With ``search="gumbel"`` (Gumbel AlphaZero, engine/mcts/gumbel.py) every search,
 full or cheap, draws its own Gumbel noise; the move played is the search's survivor

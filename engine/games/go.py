@@ -59,6 +59,8 @@ class GoGame(Game):
     """Go rules for one board size, komi and ko rule (constants only)."""
 
     kernel_kind = KERNEL_GO
+    #: the last action, after the points
+    pass_action: int
 
     def __init__(
         self,
