@@ -17,8 +17,15 @@ net (10 blocks, 128 filters) so that the GPU has real work. Ends with
 
     RATIO inference_server_vs_raw <fraction> vs raw_compiled_call target 0.85
 
+and, for the server as a run's CPU server is set up (``cluster.cpu_server_model_calls``,
+2: two batches in the model at once, each op on half the cores; on a couple of cores
+one call cannot keep them all busy),
+
+    RATIO inference_server_two_calls_vs_raw <fraction> vs raw_compiled_call target 1.0
+
 (``--gpu``: one ``RATIO gpu_inference_server_vs_raw_b<B>`` line per merged batch size,
-then ``RATIO gpu_inference_server_vs_raw`` for the largest).
+then ``RATIO gpu_inference_server_vs_raw`` for the largest; a GPU server makes one call
+at a time).
 """
 
 from __future__ import annotations
@@ -109,11 +116,13 @@ def compare(
     mixed_precision: bool,
     warmup: float,
     num_gpus: int = 0,
+    model_calls: int = 1,
 ) -> float:
     merged = clients * request
     print(
         f"-- net {net.blocks}x{net.filters} {net.input_shape}, {clients} clients x {request} rows "
-        f"(merged {merged}), max_batch {max_batch}, mixed_precision {mixed_precision}, threads {THREADS}",
+        f"(merged {merged}), max_batch {max_batch}, mixed_precision {mixed_precision}, threads {THREADS}, "
+        f"server model calls {model_calls}",
         flush=True,
     )
     raw = CompiledModel(net.build(mixed_precision=mixed_precision))
@@ -130,6 +139,7 @@ def compare(
             max_batch=max_batch,
             batch_timeout_ms=5.0,
             mixed_precision=mixed_precision,
+            model_calls=model_calls,
         )
     )
     actors: list[Any] = [
@@ -175,16 +185,22 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 "note: on a shared machine absolute rates are noisy; the ratio is measured in one run", flush=True
             )
-            ratio = compare(
-                net=CPU_NET,
-                clients=args.clients,
-                request=args.request,
-                max_batch=args.max_batch,
-                seconds=args.seconds or 10.0,
-                mixed_precision=False,
-                warmup=2.0,
-            )
-            print(f"RATIO inference_server_vs_raw {ratio:.3f} vs raw_compiled_call target 0.85", flush=True)
+            ratios = {
+                calls: compare(
+                    net=CPU_NET,
+                    clients=args.clients,
+                    request=args.request,
+                    max_batch=args.max_batch,
+                    seconds=args.seconds or 10.0,
+                    mixed_precision=False,
+                    warmup=2.0,
+                    model_calls=calls,
+                )
+                for calls in (1, 2)
+            }
+            print(f"RATIO inference_server_vs_raw {ratios[1]:.3f} vs raw_compiled_call target 0.85", flush=True)
+            print(f"RATIO inference_server_two_calls_vs_raw {ratios[2]:.3f} vs raw_compiled_call target 1.0",
+                  flush=True)
             return 0
 
         from tengen.engine.network import gpu_available
