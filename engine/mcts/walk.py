@@ -77,23 +77,30 @@ def _select_puct(prior, edge_n, edge_w, total, node_n, node_w, c_puct, fpu_reduc
     # than the node by fpu_reduction * sqrt(the prior mass already visited). Unscaled,
     # a bad first visit pulled the node's value down and every unvisited move below it,
     # so the search kept visiting that one move: Go's pass, 15 of 16 visits.
-    fpu = np.float32(-1.0)
-    if node_n > 0:
-        visited = np.float32(0.0)
-        for a in range(prior.shape[0]):
-            if edge_n[a] > 0 and prior[a] > 0:
-                visited += prior[a]
-        fpu = node_w / node_n - fpu_reduction * np.sqrt(visited)
+    # Every unvisited move has that same Q, so the best of them is the one of highest
+    # prior, and one pass finds it beside the best visited move and the visited mass.
     best, best_score = -1, np.float32(-1e30)
+    fresh, fresh_prior = -1, np.float32(-1.0)
+    visited = np.float32(0.0)
     for a in range(prior.shape[0]):
         p = prior[a]
         if p < 0:  # ILLEGAL
             continue
         n = edge_n[a]
-        q = edge_w[a] / n if n > 0 else fpu
-        score = q + k * p / (np.float32(1.0) + n)
-        if score > best_score:
-            best, best_score = a, score
+        if n > 0:
+            visited += p
+            score = edge_w[a] / n + k * p / (np.float32(1.0) + n)
+            if score > best_score:
+                best, best_score = a, score
+        elif p > fresh_prior:
+            fresh, fresh_prior = a, p
+    if fresh >= 0:
+        fpu = np.float32(-1.0)
+        if node_n > 0:
+            fpu = node_w / node_n - fpu_reduction * np.sqrt(visited)
+        score = fpu + k * fresh_prior / np.float32(1.0)
+        if score > best_score or (score == best_score and fresh < best):
+            best = fresh
     return best
 
 
