@@ -169,6 +169,13 @@ class MctsConfig(_Strict):
     #: 1.0); with c_scale 100 the values alone pick every move
     gumbel_c_visit: float = Field(default=50.0, ge=0, le=100_000)
     gumbel_c_scale: float = Field(default=1.0, gt=0, le=100)
+    #: Go: a pass only when every other legal move would fill one's own eye (the
+    #: eye-avoiding playout's rule), in the games this config's search plays (self-play,
+    #: gating, tengen match, the benches), not in GTP or the play page. Under area
+    #: scoring it costs nothing, games end with their dead stones captured, and a young
+    #: network's early passes, never punished in self-play, cannot become its habit.
+    #: It breaks sekis (a player must fill a shared liberty), rare on small boards.
+    pass_only_when_settled: bool = False
 
 
 class SelfPlayConfig(_Strict):
@@ -392,6 +399,13 @@ class TengenConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _settled_passes_are_for_go(self) -> TengenConfig:
+        if self.mcts.pass_only_when_settled and self.game.name != "go":
+            raise ValueError(f"mcts.pass_only_when_settled applies to go only, not {self.game.name}: "
+                             "it has no pass")
+        return self
+
+    @model_validator(mode="after")
     def _fits_in_memory(self) -> TengenConfig:
         budget, where = _memory_budget()
         m, sp, g = self.mcts, self.selfplay, self.gating
@@ -492,7 +506,8 @@ class TengenConfig(_Strict):
         """Which search, and Gumbel's constants (self-play and gating alike)."""
         mcts = self.mcts
         return {"search": mcts.search, "gumbel_considered": mcts.gumbel_considered,
-                "gumbel_c_visit": mcts.gumbel_c_visit, "gumbel_c_scale": mcts.gumbel_c_scale}
+                "gumbel_c_visit": mcts.gumbel_c_visit, "gumbel_c_scale": mcts.gumbel_c_scale,
+                "pass_only_when_settled": mcts.pass_only_when_settled}
 
     def gating_rule(self) -> GatingRule:
         g = self.gating

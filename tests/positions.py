@@ -20,3 +20,21 @@ def reachable_positions(game) -> list[np.ndarray]:
             game.play(child, int(a))
             stack.append(child)
     return found
+
+
+def only_own_eyes_left(go, state) -> bool:
+    """Go: whether every legal move of the player to move but the pass fills their
+    own eye (where ``pass_only_when_settled`` lets a pass stand)."""
+    mover = go.to_play(state)
+    return all(go.is_own_eye(state, int(a), mover) for a in np.flatnonzero(go.legal_mask(state)[:-1]))
+
+
+def pass_loving_evaluator(go):
+    """Every position even, and the pass twenty times likelier than any point."""
+
+    def evaluate(planes):
+        policy = np.full((len(planes), go.num_actions), 1.0, np.float32)
+        policy[:, go.pass_action] = 20.0
+        return policy / policy.sum(axis=1, keepdims=True), np.zeros(len(planes), np.float32)
+
+    return evaluate

@@ -4,9 +4,11 @@ import math
 
 import numpy as np
 import pytest
+from positions import only_own_eyes_left, pass_loving_evaluator
 
 from tengen.engine.games import make_game
 from tengen.engine.mcts import RolloutEvaluator, Search, choose_move, uniform_evaluator, visit_policy
+from tengen.engine.mcts.tree import EXPANDED
 
 TTT = make_game("tictactoe")
 C4 = make_game("connect4")
@@ -331,6 +333,43 @@ def test_a_new_root_lists_exactly_the_legal_moves():
     assert not legal[a1]
     assert np.array_equal(search.tree.prior[0, 0] >= 0, legal)
     assert search.root_prior(0).sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_settled_search_lists_the_pass_only_where_every_other_move_fills_an_own_eye():
+    # Black to move. Black's B4 and D4 and White's B1 are eyes (Black's B1 is suicide);
+    # D1 and E1 are open, so Black must play on and may not pass. Below, the nodes
+    # where the mover has nothing left but its own eyes list the pass, and no other
+    # does, though the evaluator would pass at every one of them.
+    go = make_game("go", size=5)
+    board = np.array([[".XO".index(c) for c in row.split()] for row in """
+        X X X X X
+        X . X . X
+        X X X X X
+        O O O O O
+        O . O . .""".strip().splitlines()], dtype=np.int8)
+    state = go.state_from_board(board, to_play=0)
+    search = Search(go, games=1, simulations=400, leaves_per_round=4, pass_only_when_settled=True)
+    search.reset(0, state)
+    search.run(pass_loving_evaluator(go))
+    assert search.root_prior(0)[go.pass_action] == 0
+    tree, nodes = search.tree, {True: 0, False: 0}
+    for node in np.flatnonzero(tree.status[0, : tree.num_nodes[0]] == EXPANDED):
+        position = state.copy()
+        for a in path_from_root(tree, 0, node):
+            go.play(position, a)
+        settled = only_own_eyes_left(go, position)
+        assert (tree.prior[0, node, go.pass_action] >= 0) == settled, go.render(position)
+        nodes[settled] += 1
+    assert nodes[True] > 0 and nodes[False] > 0
+    # Black D1 (in atari), White takes it at E1: Black has nothing but B4 and D4 left,
+    # and may pass at the root too.
+    after = state.copy()
+    for vertex in ("D1", "E1"):
+        go.play(after, go.text_to_action(vertex))
+    assert only_own_eyes_left(go, after)
+    search.reset(0, after)
+    search.run(pass_loving_evaluator(go))
+    assert search.root_prior(0)[go.pass_action] > 0
 
 
 def test_compiled_kernels_are_cached_by_the_contents_of_all_engine_sources(tmp_path):

@@ -21,6 +21,7 @@ __all__ = [
     "candidate_mask_into",
     "is_legal",
     "candidates_are_legal",
+    "settled_pass_into",
     "play",
     "play_known_ongoing",
     "random_moves",
@@ -57,6 +58,15 @@ def candidate_mask_into(kind, params, st, out):
 def candidates_are_legal(kind):
     """Whether ``candidate_mask_into`` is exact, so that no candidate needs checking."""
     return kind != GO
+
+
+@njit(cache=True, inline="always")
+def settled_pass_into(kind, params, st, listed):
+    """Take the pass out of ``listed`` (legal or candidate moves) while the player to
+    move has a legal move besides filling their own eye (``go_kernels.settled_pass_into``:
+    the search's ``pass_only_when_settled``); the m,n,k games have no pass."""
+    if kind == GO:
+        go.settled_pass_into(params, st, listed)
 
 
 @njit(cache=True, inline="always")

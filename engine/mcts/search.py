@@ -64,13 +64,15 @@ class Search:
         gumbel_considered: int = 16,
         gumbel_c_visit: float = 50.0,
         gumbel_c_scale: float = 1.0,
+        pass_only_when_settled: bool = False,
     ):
         if games < 1 or simulations < 1 or leaves_per_round < 1:
             raise ValueError("games, simulations and leaves_per_round must be at least 1")
         self.settings = SearchSettings(c_puct=c_puct, fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
                                        virtual_loss=virtual_loss, formula=formula, keep_leaf_states=keep_leaf_states,
                                        search=search, gumbel_considered=gumbel_considered,
-                                       gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale)
+                                       gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
+                                       pass_only_when_settled=pass_only_when_settled)
         self.gumbel = search == "gumbel"
         self._settings = self.settings.to_array()  # what the kernels read
         self.game = game

@@ -26,6 +26,7 @@ __all__ = [
     "GUMBEL_CONSIDERED",
     "GUMBEL_C_VISIT",
     "GUMBEL_C_SCALE",
+    "PASS_ONLY_WHEN_SETTLED",
     "NUM_SETTINGS",
 ]
 
@@ -36,7 +37,7 @@ _SEARCHES = {"puct": SEARCH_PUCT, "gumbel": SEARCH_GUMBEL}
 
 # The slots of SearchSettings.to_array().
 (LEAVES_PER_ROUND, FORMULA, KEEP_LEAF_STATES, C_PUCT, FPU_REDUCTION, VIRTUAL_LOSS, SEARCH, GUMBEL_CONSIDERED,
- GUMBEL_C_VISIT, GUMBEL_C_SCALE, NUM_SETTINGS) = range(11)
+ GUMBEL_C_VISIT, GUMBEL_C_SCALE, PASS_ONLY_WHEN_SETTLED, NUM_SETTINGS) = range(12)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class SearchSettings:
     ICLR 2022, their defaults): sequential halving over at most ``gumbel_considered``
     root moves (m), and sigma(q) = (``gumbel_c_visit`` + max_b N(b)) *
     ``gumbel_c_scale`` * q; ``c_puct`` and ``fpu_reduction`` are then unused.
+
+    ``pass_only_when_settled`` (Go) lists a pass, at the root and below, only where
+    every other legal move would fill the mover's own eye (go_kernels.settled_pass_into):
+    a rule for training's games, not for play against people and engines.
     """
 
     c_puct: float = 1.25
@@ -66,6 +71,7 @@ class SearchSettings:
     gumbel_considered: int = 16
     gumbel_c_visit: float = 50.0
     gumbel_c_scale: float = 1.0
+    pass_only_when_settled: bool = False
 
     def __post_init__(self) -> None:
         if self.leaves_per_round < 1:
@@ -95,4 +101,5 @@ class SearchSettings:
         out[GUMBEL_CONSIDERED] = self.gumbel_considered
         out[GUMBEL_C_VISIT] = self.gumbel_c_visit
         out[GUMBEL_C_SCALE] = self.gumbel_c_scale
+        out[PASS_ONLY_WHEN_SETTLED] = bool(self.pass_only_when_settled)
         return out
