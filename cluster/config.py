@@ -165,10 +165,12 @@ class MctsConfig(_Strict):
     #: m, the root moves sequential halving starts from (the paper's 16; fewer legal
     #: moves: all of them)
     gumbel_considered: int = Field(default=16, ge=1, le=4096)
-    #: sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q in [0, 1] (the paper's 50 and
-    #: 1.0); with c_scale 100 the values alone pick every move
+    #: sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q min-max normalised to [0, 1]
+    #: over the node's moves (mctx's 50 and 0.1: at the paper's c_scale of 1, which it
+    #: used with another normalisation, the policy target was nearly one-hot on the
+    #: best Q of a 32-simulation search); with c_scale 100 the values alone pick every move
     gumbel_c_visit: float = Field(default=50.0, ge=0, le=100_000)
-    gumbel_c_scale: float = Field(default=1.0, gt=0, le=100)
+    gumbel_c_scale: float = Field(default=0.1, gt=0, le=100)
     #: Go: a pass only when every other legal move would fill one's own eye (the
     #: eye-avoiding playout's rule), in the games this config's search plays (self-play,
     #: gating, tengen match, the benches), not in GTP or the play page. Under area

@@ -35,7 +35,7 @@ class MctsPlayer:
                  c_puct: float = 1.25, fpu_reduction: float = 0.25, leaves_per_round: int = 8,
                  temperature_moves: int = 0, formula: str = "puct", keep_leaf_states: bool = False,
                  search: str = "puct", gumbel_considered: int = 16, gumbel_c_visit: float = 50.0,
-                 gumbel_c_scale: float = 1.0, pass_only_when_settled: bool = False):
+                 gumbel_c_scale: float = 0.1, pass_only_when_settled: bool = False):
         self.name = name
         self.game = game
         self.evaluate = evaluate

@@ -153,7 +153,7 @@ class SelfPlay:
         search: str = "puct",
         gumbel_considered: int = 16,
         gumbel_c_visit: float = 50.0,
-        gumbel_c_scale: float = 1.0,
+        gumbel_c_scale: float = 0.1,
         pass_only_when_settled: bool = False,
     ):
         if temperature_schedule not in ("alphazero", "constant"):

@@ -154,13 +154,13 @@ def test_command_line_overrides_go_through_the_schema():
 
 
 def test_the_search_is_puct_unless_a_config_says_gumbel():
-    # the paper's constants (Danihelka et al. 2022: m = 16, c_visit = 50, c_scale = 1)
+    # mctx's constants for Danihelka et al. 2022's search (m = 16, c_visit = 50, c_scale = 0.1)
     assert parse_config(ttt()).search_kwargs() == {"search": "puct", "gumbel_considered": 16,
-                                                   "gumbel_c_visit": 50.0, "gumbel_c_scale": 1.0,
+                                                   "gumbel_c_visit": 50.0, "gumbel_c_scale": 0.1,
                                                    "pass_only_when_settled": False}
-    gumbel = parse_config(ttt(mcts={"search": "gumbel", "gumbel_considered": 4, "gumbel_c_scale": 0.1}))
+    gumbel = parse_config(ttt(mcts={"search": "gumbel", "gumbel_considered": 4, "gumbel_c_scale": 0.5}))
     assert gumbel.search_kwargs() == {"search": "gumbel", "gumbel_considered": 4, "gumbel_c_visit": 50.0,
-                                      "gumbel_c_scale": 0.1, "pass_only_when_settled": False}
+                                      "gumbel_c_scale": 0.5, "pass_only_when_settled": False}
     # both self-play and the gatekeeper's players get them
     assert dataclasses.asdict(gumbel.selfplay_settings()).items() >= gumbel.search_kwargs().items()
     assert gumbel.gatekeeper_kwargs().items() >= gumbel.search_kwargs().items()

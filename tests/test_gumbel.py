@@ -167,19 +167,24 @@ def perfect_ish_evaluator(positions):
 def test_with_a_perfect_ish_evaluator_gumbel_plays_an_optimal_tictactoe_move_everywhere():
     # Below the root Gumbel's rule is greedy (argmax of pi' - N share): with uniform
     # priors it can keep to the first move that holds up and never try the one that
-    # wins, so the prior must help. With 16 simulations below the root, noise drawn as
-    # in self-play, every one of the 4,520 positions gets an optimal move (with 8, 132
-    # do not).
+    # wins, so the prior must help. With 16 simulations below the root and no noise
+    # (an evaluation's search), every one of the 4,520 positions gets an optimal move.
+    # With noise drawn as in self-play the move is a sample of the improved policy,
+    # softmax(logits + sigma), whose best move leads by (50 + max N) * 0.1 = 5.5 logits
+    # at most: a Gumbel difference beats that about once in 250 (15 positions here).
     positions = reachable_positions(TTT)
     evaluate = perfect_ish_evaluator(positions)
-    search = gumbel_search(TTT, games=len(positions), simulations=17)
     rng = np.random.default_rng(2)
-    for g, state in enumerate(positions):
-        search.reset(g, state)
-        search.sample_gumbel(g, rng)
-    search.run(evaluate)
-    wrong = [g for g, state in enumerate(positions) if search.gumbel_action(g) not in tictactoe_optimal_actions(state)]
-    assert not wrong, TTT.render(positions[wrong[0]])
+    for noise, most_wrong in ((False, 0), (True, len(positions) // 100)):
+        search = gumbel_search(TTT, games=len(positions), simulations=17)
+        for g, state in enumerate(positions):
+            search.reset(g, state)
+            if noise:
+                search.sample_gumbel(g, rng)
+        search.run(evaluate)
+        wrong = [g for g, state in enumerate(positions)
+                 if search.gumbel_action(g) not in tictactoe_optimal_actions(state)]
+        assert len(wrong) <= most_wrong, (noise, len(wrong), TTT.render(positions[wrong[0]]))
 
 
 def fixed_evaluator(game, seed=0):
@@ -257,7 +262,7 @@ def test_the_rule_below_the_root_is_argmax_of_improved_policy_minus_visit_share(
         expected = np.argmax(np.where(t.prior[0, 0] >= 0, search.improved_policy(0) - visits / (1 + visits.sum()),
                                       -np.inf))
         chosen = select_interior(t.prior[0, 0], t.edge_n[0, 0], t.edge_w[0, 0], t.edge_n_sum[0, 0],
-                                 t.raw_value[0, 0], np.float32(50.0), np.float32(1.0),
+                                 t.raw_value[0, 0], np.float32(50.0), np.float32(0.1),
                                  np.zeros(7, np.float32))
         assert chosen == expected, simulations
 
@@ -265,8 +270,9 @@ def test_the_rule_below_the_root_is_argmax_of_improved_policy_minus_visit_share(
 def test_an_arena_player_with_gumbel_search_never_loses_to_a_random_player():
     from tengen.engine.arena import MctsPlayer, RandomPlayer, play_match
 
-    # Noise in the first 2 moves of each game so that the games differ, none after.
+    # Noise in each game's first move, so that the games differ (every opening holds
+    # the draw), none after.
     player = MctsPlayer(TTT, perfect_ish_evaluator(reachable_positions(TTT)), slots=20, simulations=17, search="gumbel",
-                        temperature_moves=2)
+                        temperature_moves=1)
     result = play_match(TTT, player, RandomPlayer(TTT), games=40, slots=20, rng=np.random.default_rng(0))
     assert result.games == 40 and result.losses == 0 and result.wins >= 30, result

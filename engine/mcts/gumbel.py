@@ -9,8 +9,10 @@ transform of a Q already normalised to [0, 1].
 - Completed Q: a visited edge keeps its Q; an unvisited one gets the node's mixed
   value v_mix = (v_hat + sum_b N(b) * sum_{visited a} P(a) Q(a) / sum_{visited a} P(a))
   / (1 + sum_b N(b)), v_hat the network's value of the node (the paper's appendix D).
-  The completed Qs are then min-max normalised over the node's moves (mctx does the
-  same).
+  The completed Qs are then min-max normalised over the node's moves, as mctx does,
+  so that the best move's sigma is always (c_visit + max N) * c_scale: hence mctx's
+  c_scale of 0.1, where the paper's 1.0 (with its own normalisation) made pi' nearly
+  one-hot on whichever move a few simulations happened to value best.
 - Improved policy pi' = softmax(logits + sigma(completed Q)): the policy target.
 - Root: the m moves of highest g + logits (Gumbel-top-m, m capped by the legal moves),
   then sequential halving. The budget is spread over ceil(log2 m) phases; a phase

@@ -63,7 +63,7 @@ class Search:
         search: str = "puct",
         gumbel_considered: int = 16,
         gumbel_c_visit: float = 50.0,
-        gumbel_c_scale: float = 1.0,
+        gumbel_c_scale: float = 0.1,
         pass_only_when_settled: bool = False,
     ):
         if games < 1 or simulations < 1 or leaves_per_round < 1:

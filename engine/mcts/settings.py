@@ -52,9 +52,11 @@ class SearchSettings:
     backed up; ``keep_leaf_states`` keeps the leaves' positions (rollout evaluators).
 
     ``search="gumbel"`` replaces PUCT by Gumbel AlphaZero's rules (Danihelka et al.,
-    ICLR 2022, their defaults): sequential halving over at most ``gumbel_considered``
-    root moves (m), and sigma(q) = (``gumbel_c_visit`` + max_b N(b)) *
-    ``gumbel_c_scale`` * q; ``c_puct`` and ``fpu_reduction`` are then unused.
+    ICLR 2022): sequential halving over at most ``gumbel_considered`` root moves (m),
+    and sigma(q) = (``gumbel_c_visit`` + max_b N(b)) * ``gumbel_c_scale`` * q, with
+    mctx's defaults (m = 16, c_visit = 50, c_scale = 0.1: q is min-max normalised over
+    each node's moves, so the paper's c_scale of 1 made the improved policy nearly one
+    move); ``c_puct`` and ``fpu_reduction`` are then unused.
 
     ``pass_only_when_settled`` (Go) lists a pass, at the root and below, only where
     every other legal move would fill the mover's own eye (go_kernels.settled_pass_into):
@@ -70,7 +72,7 @@ class SearchSettings:
     search: str = "puct"
     gumbel_considered: int = 16
     gumbel_c_visit: float = 50.0
-    gumbel_c_scale: float = 1.0
+    gumbel_c_scale: float = 0.1
     pass_only_when_settled: bool = False
 
     def __post_init__(self) -> None:
