@@ -171,13 +171,13 @@ class MctsConfig(_Strict):
     #: best Q of a 32-simulation search); with c_scale 100 the values alone pick every move
     gumbel_c_visit: float = Field(default=50.0, ge=0, le=100_000)
     gumbel_c_scale: float = Field(default=0.1, gt=0, le=100)
-    #: Go: a pass only when every other legal move would fill one's own eye (the
-    #: eye-avoiding playout's rule), in the games this config's search plays (self-play,
-    #: gating, tengen match, the benches), not in GTP or the play page. Under area
-    #: scoring it costs nothing, games end with their dead stones captured, and a young
-    #: network's early passes, never punished in self-play, cannot become its habit.
-    #: It breaks sekis (a player must fill a shared liberty), rare on small boards.
-    pass_only_when_settled: bool = False
+    #: Go: the eye-avoiding playout's rule (never fill one's own eye; pass only when
+    #: no other legal move is left) in the games this config's search plays
+    #: (self-play, gating, tengen match, the benches), not in GTP or the play page.
+    #: Under area scoring it costs nothing, games end with their dead stones
+    #: captured, and a young network's early passes and filled eyes cannot become
+    #: habits. It breaks sekis (a player must fill a shared liberty), rare on 9x9.
+    avoid_own_eyes: bool = False
 
 
 class SelfPlayConfig(_Strict):
@@ -401,9 +401,9 @@ class TengenConfig(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _settled_passes_are_for_go(self) -> TengenConfig:
-        if self.mcts.pass_only_when_settled and self.game.name != "go":
-            raise ValueError(f"mcts.pass_only_when_settled applies to go only, not {self.game.name}: "
+    def _avoid_eyes_are_for_go(self) -> TengenConfig:
+        if self.mcts.avoid_own_eyes and self.game.name != "go":
+            raise ValueError(f"mcts.avoid_own_eyes applies to go only, not {self.game.name}: "
                              "it has no pass")
         return self
 
@@ -509,7 +509,7 @@ class TengenConfig(_Strict):
         mcts = self.mcts
         return {"search": mcts.search, "gumbel_considered": mcts.gumbel_considered,
                 "gumbel_c_visit": mcts.gumbel_c_visit, "gumbel_c_scale": mcts.gumbel_c_scale,
-                "pass_only_when_settled": mcts.pass_only_when_settled}
+                "avoid_own_eyes": mcts.avoid_own_eyes}
 
     def gating_rule(self) -> GatingRule:
         g = self.gating

@@ -35,7 +35,7 @@ class MctsPlayer:
                  c_puct: float = 1.25, fpu_reduction: float = 0.25, leaves_per_round: int = 8,
                  temperature_moves: int = 0, formula: str = "puct", keep_leaf_states: bool = False,
                  search: str = "puct", gumbel_considered: int = 16, gumbel_c_visit: float = 50.0,
-                 gumbel_c_scale: float = 0.1, pass_only_when_settled: bool = False):
+                 gumbel_c_scale: float = 0.1, avoid_own_eyes: bool = False):
         self.name = name
         self.game = game
         self.evaluate = evaluate
@@ -45,7 +45,7 @@ class MctsPlayer:
                              fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round, formula=formula,
                              keep_leaf_states=keep_leaf_states, search=search,
                              gumbel_considered=gumbel_considered, gumbel_c_visit=gumbel_c_visit,
-                             gumbel_c_scale=gumbel_c_scale, pass_only_when_settled=pass_only_when_settled)
+                             gumbel_c_scale=gumbel_c_scale, avoid_own_eyes=avoid_own_eyes)
 
     def new_game(self, slot: int, state: np.ndarray) -> None:
         self.search.reset(slot, state)

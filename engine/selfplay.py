@@ -114,7 +114,7 @@ class SelfPlaySettings:
     gumbel_considered: int
     gumbel_c_visit: float
     gumbel_c_scale: float
-    pass_only_when_settled: bool
+    avoid_own_eyes: bool
     temperature_schedule: str
     temperature_moves: int
     temperature: float
@@ -154,7 +154,7 @@ class SelfPlay:
         gumbel_considered: int = 16,
         gumbel_c_visit: float = 50.0,
         gumbel_c_scale: float = 0.1,
-        pass_only_when_settled: bool = False,
+        avoid_own_eyes: bool = False,
     ):
         if temperature_schedule not in ("alphazero", "constant"):
             raise ValueError(f"temperature_schedule must be 'alphazero' or 'constant', not {temperature_schedule!r}")
@@ -169,7 +169,7 @@ class SelfPlay:
                              fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
                              virtual_loss=virtual_loss, search=search, gumbel_considered=gumbel_considered,
                              gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
-                             pass_only_when_settled=pass_only_when_settled)
+                             avoid_own_eyes=avoid_own_eyes)
         self.gumbel = search == "gumbel"
         self.dirichlet_alpha = dirichlet_alpha
         self.dirichlet_fraction = dirichlet_fraction

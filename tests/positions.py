@@ -22,11 +22,14 @@ def reachable_positions(game) -> list[np.ndarray]:
     return found
 
 
-def only_own_eyes_left(go, state) -> bool:
-    """Go: whether every legal move of the player to move but the pass fills their
-    own eye (where ``pass_only_when_settled`` lets a pass stand)."""
+def own_eyes_and_other_moves(go, state) -> tuple[np.ndarray, np.ndarray]:
+    """Go: the legal points of the player to move that fill their own eye, and the
+    other legal points (``avoid_own_eyes`` lists only the latter, and the pass when
+    there are none)."""
     mover = go.to_play(state)
-    return all(go.is_own_eye(state, int(a), mover) for a in np.flatnonzero(go.legal_mask(state)[:-1]))
+    points = np.flatnonzero(go.legal_mask(state)[:-1])
+    eye = np.array([go.is_own_eye(state, int(a), mover) for a in points], dtype=bool)
+    return points[eye], points[~eye]
 
 
 def pass_loving_evaluator(go):

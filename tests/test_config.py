@@ -115,7 +115,7 @@ NAN, INF = float("nan"), float("inf")
         (ttt(mcts={"gumbel_considered": 0}), r"mcts\.gumbel_considered: .*greater than or equal to 1"),
         (ttt(mcts={"gumbel_c_visit": -1}), r"mcts\.gumbel_c_visit: .*greater than or equal to 0"),
         (ttt(mcts={"gumbel_c_scale": 0}), r"mcts\.gumbel_c_scale: .*greater than 0"),
-        (ttt(mcts={"pass_only_when_settled": True}), r"mcts\.pass_only_when_settled applies to go only, not tictactoe"),
+        (ttt(mcts={"avoid_own_eyes": True}), r"mcts\.avoid_own_eyes applies to go only, not tictactoe"),
         (ttt(selfplay={"temperature": 0.001}), r"selfplay\.temperature: .*greater than or equal to 0\.1"),
         (ttt(selfplay={"temperature": 1e6}), r"selfplay\.temperature: .*less than or equal to 10"),
         (ttt(selfplay={"full_search_fraction": 0.5, "cheap_simulations": 65}, mcts={"simulations": 64}),
@@ -157,10 +157,10 @@ def test_the_search_is_puct_unless_a_config_says_gumbel():
     # mctx's constants for Danihelka et al. 2022's search (m = 16, c_visit = 50, c_scale = 0.1)
     assert parse_config(ttt()).search_kwargs() == {"search": "puct", "gumbel_considered": 16,
                                                    "gumbel_c_visit": 50.0, "gumbel_c_scale": 0.1,
-                                                   "pass_only_when_settled": False}
+                                                   "avoid_own_eyes": False}
     gumbel = parse_config(ttt(mcts={"search": "gumbel", "gumbel_considered": 4, "gumbel_c_scale": 0.5}))
     assert gumbel.search_kwargs() == {"search": "gumbel", "gumbel_considered": 4, "gumbel_c_visit": 50.0,
-                                      "gumbel_c_scale": 0.5, "pass_only_when_settled": False}
+                                      "gumbel_c_scale": 0.5, "avoid_own_eyes": False}
     # both self-play and the gatekeeper's players get them
     assert dataclasses.asdict(gumbel.selfplay_settings()).items() >= gumbel.search_kwargs().items()
     assert gumbel.gatekeeper_kwargs().items() >= gumbel.search_kwargs().items()

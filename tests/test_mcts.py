@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from positions import only_own_eyes_left, pass_loving_evaluator
+from positions import own_eyes_and_other_moves, pass_loving_evaluator
 
 from tengen.engine.games import make_game
 from tengen.engine.mcts import RolloutEvaluator, Search, choose_move, uniform_evaluator, visit_policy
@@ -335,11 +335,11 @@ def test_a_new_root_lists_exactly_the_legal_moves():
     assert search.root_prior(0).sum() == pytest.approx(1.0, abs=1e-5)
 
 
-def test_a_settled_search_lists_the_pass_only_where_every_other_move_fills_an_own_eye():
+def test_a_search_that_avoids_own_eyes_lists_no_eye_and_the_pass_only_when_nothing_else_is_left():
     # Black to move. Black's B4 and D4 and White's B1 are eyes (Black's B1 is suicide);
-    # D1 and E1 are open, so Black must play on and may not pass. Below, the nodes
-    # where the mover has nothing left but its own eyes list the pass, and no other
-    # does, though the evaluator would pass at every one of them.
+    # D1 and E1 are open, so Black must play on and may not pass. At every node of the
+    # tree, the mover's own eyes are not listed and the pass is listed only where no
+    # other legal move is left, though the evaluator would pass at every one of them.
     go = make_game("go", size=5)
     board = np.array([[".XO".index(c) for c in row.split()] for row in """
         X X X X X
@@ -348,28 +348,29 @@ def test_a_settled_search_lists_the_pass_only_where_every_other_move_fills_an_ow
         O O O O O
         O . O . .""".strip().splitlines()], dtype=np.int8)
     state = go.state_from_board(board, to_play=0)
-    search = Search(go, games=1, simulations=400, leaves_per_round=4, pass_only_when_settled=True)
+    search = Search(go, games=1, simulations=400, leaves_per_round=4, avoid_own_eyes=True)
     search.reset(0, state)
     search.run(pass_loving_evaluator(go))
-    assert search.root_prior(0)[go.pass_action] == 0
+    assert np.flatnonzero(search.root_prior(0)).tolist() == [go.text_to_action("D1"), go.text_to_action("E1")]
     tree, nodes = search.tree, {True: 0, False: 0}
     for node in np.flatnonzero(tree.status[0, : tree.num_nodes[0]] == EXPANDED):
         position = state.copy()
         for a in path_from_root(tree, 0, node):
             go.play(position, a)
-        settled = only_own_eyes_left(go, position)
-        assert (tree.prior[0, node, go.pass_action] >= 0) == settled, go.render(position)
-        nodes[settled] += 1
+        listed = tree.prior[0, node] >= 0  # inner nodes may list points still to be found illegal
+        eyes, others = own_eyes_and_other_moves(go, position)
+        assert not listed[eyes].any() and listed[others].all(), go.render(position)
+        assert listed[go.pass_action] == (len(others) == 0), go.render(position)
+        nodes[len(others) == 0] += 1
     assert nodes[True] > 0 and nodes[False] > 0
     # Black D1 (in atari), White takes it at E1: Black has nothing but B4 and D4 left,
-    # and may pass at the root too.
+    # and passes at the root too.
     after = state.copy()
     for vertex in ("D1", "E1"):
         go.play(after, go.text_to_action(vertex))
-    assert only_own_eyes_left(go, after)
     search.reset(0, after)
     search.run(pass_loving_evaluator(go))
-    assert search.root_prior(0)[go.pass_action] > 0
+    assert np.flatnonzero(search.root_prior(0)).tolist() == [go.pass_action]
 
 
 def test_compiled_kernels_are_cached_by_the_contents_of_all_engine_sources(tmp_path):

@@ -1,7 +1,7 @@
 """Self-play records: what a learner receives from G concurrent games."""
 
 import numpy as np
-from positions import only_own_eyes_left, pass_loving_evaluator
+from positions import own_eyes_and_other_moves, pass_loving_evaluator
 
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
@@ -128,21 +128,23 @@ def test_go_self_play_never_samples_a_pass_it_did_not_prefer():
         assert go.pass_action not in r.moves[:10].tolist()
 
 
-def test_settled_go_self_play_passes_only_when_nothing_but_own_eyes_is_left():
+def test_go_self_play_that_avoids_own_eyes_plays_on_until_nothing_else_is_left():
     # A search that loves to pass ends its games in two or three moves, a pass and a
-    # pass back. With pass_only_when_settled it plays on, and every pass it plays and
-    # every policy target that gives the pass a share comes from a position where
-    # each other legal move fills the mover's own eye.
+    # pass back. With avoid_own_eyes it plays on: no move and no policy target fills
+    # the mover's own eye, and it passes (or gives the pass a share of a target) only
+    # where no other legal move is left.
     go = make_game("go", size=5)
     free = SelfPlay(go, games=4, simulations=16, seed=1, temperature_moves=0).play(pass_loving_evaluator(go), games=4)
     assert all(r.length <= 3 for r in free)
-    settled = SelfPlay(go, games=4, simulations=16, seed=1, temperature_moves=0, pass_only_when_settled=True).play(
+    settled = SelfPlay(go, games=4, simulations=16, seed=1, temperature_moves=0, avoid_own_eyes=True).play(
         pass_loving_evaluator(go), games=8)
     passes = 0
     for r in settled:
         state = go.initial_state()
         for a, policy in zip(r.moves, r.policy, strict=True):
-            if not only_own_eyes_left(go, state):
+            eyes, others = own_eyes_and_other_moves(go, state)
+            assert a not in eyes and not policy[eyes].any()
+            if len(others):
                 assert a != go.pass_action and policy[go.pass_action] == 0
             passes += a == go.pass_action
             go.play(state, int(a))

@@ -26,7 +26,7 @@ class Gatekeeper:
     def __init__(self, *, game: Game, network: NetworkSpec, registry: ModelRegistryLike, rule: GatingRule,
                  simulations: int, games_in_flight: int, temperature_moves: int, c_puct: float,
                  fpu_reduction: float, leaves_per_round: int, seed: int, search: str, gumbel_considered: int,
-                 gumbel_c_visit: float, gumbel_c_scale: float, pass_only_when_settled: bool):
+                 gumbel_c_visit: float, gumbel_c_scale: float, avoid_own_eyes: bool):
         self.game = game
         self.registry = registry
         self.rule = rule
@@ -38,7 +38,7 @@ class Gatekeeper:
             slots=games_in_flight, simulations=simulations, c_puct=c_puct, fpu_reduction=fpu_reduction,
             leaves_per_round=leaves_per_round, temperature_moves=temperature_moves, search=search,
             gumbel_considered=gumbel_considered, gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
-            pass_only_when_settled=pass_only_when_settled)
+            avoid_own_eyes=avoid_own_eyes)
         self.matches = 0
 
     def gate(self, candidate: int, best: int) -> dict:

@@ -452,34 +452,31 @@ def is_own_eye(params, st, p, color):
 
 
 @njit(cache=True)
-def has_move_besides_own_eyes(params, st, listed):
-    """Whether the player to move has a legal move on a point that ``listed`` (bool[A]:
-    legal or candidate moves) lists and that does not fill their own eye: what
-    self-play's pass rule asks before it lets a pass stand (``settled_pass_into``)."""
+def own_eye_rule_into(params, st, listed):
+    """The eye-avoiding playout's rule over ``listed`` (bool[A]: legal or candidate
+    moves): take out every point that fills the mover's own eye, and the pass while
+    another listed point is a legal move. Under area scoring such a game loses
+    nothing by it: it ends with the dead stones captured, so Tromp-Taylor scores what
+    was played, and neither an early pass (which self-play against itself never
+    punishes) nor a filled eye (a young network filled the last eye of a 63-stone
+    group against a random player) can become a habit."""
     size, stride = params[P_SIZE], params[P_STRIDE]
     color = 1 + st[TO_PLAY]
+    moves_left = False
     a = 0
     for y in range(size):
         p = (y + 1) * stride + 1
         for _ in range(size):
-            # the eye test first, as in random_moves: cheaper than legality among friends
-            if listed[a] and not is_own_eye(params, st, p, color) and is_legal_point(params, st, p):
-                return True
+            if listed[a]:
+                if is_own_eye(params, st, p, color):
+                    listed[a] = False
+                elif not moves_left:
+                    # candidates may be suicide: the first legal one settles the pass
+                    moves_left = is_legal_point(params, st, p)
             a += 1
             p += 1
-    return False
-
-
-@njit(cache=True)
-def settled_pass_into(params, st, listed):
-    """Self-play's pass rule: take the pass out of ``listed`` (bool[A]) while the player
-    to move has another legal move that does not fill their own eye, the rule of the
-    eye-avoiding playout. Under area scoring such a game loses nothing by it and ends
-    with its dead stones captured, so Tromp-Taylor scores what was played; a young
-    network's early passes, which self-play against itself never punishes, go."""
-    pass_action = params[P_ACTIONS] - 1
-    if listed[pass_action] and has_move_besides_own_eyes(params, st, listed):
-        listed[pass_action] = False
+    if moves_left:
+        listed[params[P_ACTIONS] - 1] = False
 
 
 @njit(cache=True)

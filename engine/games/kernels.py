@@ -21,7 +21,7 @@ __all__ = [
     "candidate_mask_into",
     "is_legal",
     "candidates_are_legal",
-    "settled_pass_into",
+    "own_eye_rule_into",
     "play",
     "play_known_ongoing",
     "random_moves",
@@ -61,12 +61,13 @@ def candidates_are_legal(kind):
 
 
 @njit(cache=True, inline="always")
-def settled_pass_into(kind, params, st, listed):
-    """Take the pass out of ``listed`` (legal or candidate moves) while the player to
-    move has a legal move besides filling their own eye (``go_kernels.settled_pass_into``:
-    the search's ``pass_only_when_settled``); the m,n,k games have no pass."""
+def own_eye_rule_into(kind, params, st, listed):
+    """Take out of ``listed`` (legal or candidate moves) every move that fills the
+    mover's own eye, and the pass while another legal move is left
+    (``go_kernels.own_eye_rule_into``: the search's ``avoid_own_eyes``); the m,n,k
+    games have neither eyes nor a pass."""
     if kind == GO:
-        go.settled_pass_into(params, st, listed)
+        go.own_eye_rule_into(params, st, listed)
 
 
 @njit(cache=True, inline="always")

@@ -26,7 +26,7 @@ __all__ = [
     "GUMBEL_CONSIDERED",
     "GUMBEL_C_VISIT",
     "GUMBEL_C_SCALE",
-    "PASS_ONLY_WHEN_SETTLED",
+    "AVOID_OWN_EYES",
     "NUM_SETTINGS",
 ]
 
@@ -37,7 +37,7 @@ _SEARCHES = {"puct": SEARCH_PUCT, "gumbel": SEARCH_GUMBEL}
 
 # The slots of SearchSettings.to_array().
 (LEAVES_PER_ROUND, FORMULA, KEEP_LEAF_STATES, C_PUCT, FPU_REDUCTION, VIRTUAL_LOSS, SEARCH, GUMBEL_CONSIDERED,
- GUMBEL_C_VISIT, GUMBEL_C_SCALE, PASS_ONLY_WHEN_SETTLED, NUM_SETTINGS) = range(12)
+ GUMBEL_C_VISIT, GUMBEL_C_SCALE, AVOID_OWN_EYES, NUM_SETTINGS) = range(12)
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,10 @@ class SearchSettings:
     each node's moves, so the paper's c_scale of 1 made the improved policy nearly one
     move); ``c_puct`` and ``fpu_reduction`` are then unused.
 
-    ``pass_only_when_settled`` (Go) lists a pass, at the root and below, only where
-    every other legal move would fill the mover's own eye (go_kernels.settled_pass_into):
-    a rule for training's games, not for play against people and engines.
+    ``avoid_own_eyes`` (Go) plays by the eye-avoiding playout's rule, at the root and
+    below: no move fills the mover's own eye, and a pass is listed only where no
+    other legal move is left (go_kernels.own_eye_rule_into); a rule for training's
+    games, not for play against people and engines.
     """
 
     c_puct: float = 1.25
@@ -73,7 +74,7 @@ class SearchSettings:
     gumbel_considered: int = 16
     gumbel_c_visit: float = 50.0
     gumbel_c_scale: float = 0.1
-    pass_only_when_settled: bool = False
+    avoid_own_eyes: bool = False
 
     def __post_init__(self) -> None:
         if self.leaves_per_round < 1:
@@ -103,5 +104,5 @@ class SearchSettings:
         out[GUMBEL_CONSIDERED] = self.gumbel_considered
         out[GUMBEL_C_VISIT] = self.gumbel_c_visit
         out[GUMBEL_C_SCALE] = self.gumbel_c_scale
-        out[PASS_ONLY_WHEN_SETTLED] = bool(self.pass_only_when_settled)
+        out[AVOID_OWN_EYES] = bool(self.avoid_own_eyes)
         return out

@@ -37,7 +37,7 @@ from tengen.engine.mcts.settings import (
     GUMBEL_CONSIDERED,
     KEEP_LEAF_STATES,
     LEAVES_PER_ROUND,
-    PASS_ONLY_WHEN_SETTLED,
+    AVOID_OWN_EYES,
     SEARCH,
     SEARCH_GUMBEL,
     UCT,
@@ -209,7 +209,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
     gumbel = int(settings[SEARCH]) == SEARCH_GUMBEL
     considered = int(settings[GUMBEL_CONSIDERED])
     c_visit, c_scale = settings[GUMBEL_C_VISIT], settings[GUMBEL_C_SCALE]
-    settled_passes = settings[PASS_ONLY_WHEN_SETTLED] != 0.0
+    avoid_eyes = settings[AVOID_OWN_EYES] != 0.0
     games = tree.num_nodes.shape[0]
     max_nodes = tree.node_n.shape[1]
     num_actions = tree.prior.shape[2]
@@ -236,8 +236,8 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                 if R.is_terminal(kind, params, scratch.state):
                     break  # nothing to search in a finished game
                 R.legal_mask_into(kind, params, scratch.state, scratch.legal)
-                if settled_passes:
-                    R.settled_pass_into(kind, params, scratch.state, scratch.legal)
+                if avoid_eyes:
+                    R.own_eye_rule_into(kind, params, scratch.state, scratch.legal)
                 node, depth = ROOT, 0
             else:
                 if tree.status[g, ROOT] == TERMINAL:
@@ -311,8 +311,8 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                     counts[1] += 1
                     continue
                 R.candidate_mask_into(kind, params, st, scratch.legal)
-                if settled_passes:
-                    R.settled_pass_into(kind, params, st, scratch.legal)
+                if avoid_eyes:
+                    R.own_eye_rule_into(kind, params, st, scratch.legal)
                 node = child
             # A new leaf (the root's first, or one below it), in one place: it lists the
             # moves in scratch.legal at prior 1 until its evaluation, and its planes (and
