@@ -29,6 +29,7 @@ from tengen.engine.games import kernels as R
 from tengen.engine.mcts.gumbel import halve_root, halving_slot, select_interior, start_root
 from tengen.engine.mcts.planes import encode_leaf
 from tengen.engine.mcts.settings import (
+    AVOID_OWN_EYES,
     C_PUCT,
     FORMULA,
     FPU_REDUCTION,
@@ -37,7 +38,6 @@ from tengen.engine.mcts.settings import (
     GUMBEL_CONSIDERED,
     KEEP_LEAF_STATES,
     LEAVES_PER_ROUND,
-    AVOID_OWN_EYES,
     SEARCH,
     SEARCH_GUMBEL,
     UCT,
