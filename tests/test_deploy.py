@@ -14,7 +14,8 @@ build would reject, and for the house rules that keep a cluster closed:
   for the run directory, GCS fault tolerance), and the Redis ACL rendered by the
   manifest's own script and exercised on a real Redis by tengen's own stream, registry and
   status code and by Ray's own GCS;
-- Dockerfiles: pinned bases, a non-root user, tengen installed, COPY sources present;
+- Dockerfiles: pinned bases, a non-root user, tengen installed, COPY sources present, and
+  every folder tengen/ links to copied beside it;
 - README.md's "Scale out" section against the files it describes.
 
 Each family of checks is a function returning problems, so that the test that breaks a
@@ -30,6 +31,7 @@ import copy
 import fnmatch
 import json
 import os
+import posixpath
 import re
 import socket
 import stat
@@ -1224,6 +1226,27 @@ def _ignored(path: str, patterns: list[str]) -> bool:
     return False
 
 
+def _package_folders() -> list[str]:
+    """What `pip install .` reads the package from: tengen/ and every folder its links point
+    to (the layout's folders, the configs it ships, the web pages), as repository paths."""
+    links = [entry for entry in (ROOT / "tengen").iterdir() if entry.is_symlink()]
+    return ["tengen"] + sorted(os.path.normpath(os.path.join("tengen", os.readlink(link))) for link in links)
+
+
+def _copied(args: str) -> set[str]:
+    """The repository paths a COPY lands at the same place in the build's working folder,
+    where tengen/'s relative links find them."""
+    words = [w for w in args.split() if not w.startswith("--")]
+    sources, destination = words[:-1], words[-1]
+    into_folder = destination.endswith("/") or len(sources) > 1
+    landed: set[str] = set()
+    for source in (s.strip("/") for s in sources):
+        at = posixpath.join(destination, posixpath.basename(source)) if into_folder else destination
+        if posixpath.normpath(at) == source:
+            landed.add(source)
+    return landed
+
+
 def dockerfile_problems(text: str) -> list[str]:
     problems: list[str] = []
     instructions = _instructions(text)
@@ -1273,6 +1296,13 @@ def dockerfile_problems(text: str) -> list[str]:
                     problems.append(f"COPY {source}: no such file in the repository")
                 elif _ignored(source, ignored):
                     problems.append(f"COPY {source}: .dockerignore leaves it out of the build context")
+    # A folder left out is a dangling link in the image: pip installs the package without it,
+    # and only the image lacks those modules or pages.
+    copied = set().union(*(_copied(args) for stage in stages for i, args in stage
+                           if i in ("COPY", "ADD") and not any(w.startswith("--from") for w in args.split())))
+    for folder in _package_folders():
+        if folder not in copied:
+            problems.append(f"{folder}: the package needs it, and no COPY puts it at ./{folder}")
     exposed = {int(p.split("/")[0]) for stage in stages for i, args in stage if i == "EXPOSE" for p in args.split()}
     if not {6379, 8265, 10001, METRICS_PORT} <= exposed:
         problems.append(f"EXPOSE {sorted(exposed)} does not document Ray's ports")
@@ -1294,6 +1324,9 @@ def test_dockerfile_checks_catch_broken_dockerfiles():
     assert any("no such file" in p for p in dockerfile_problems(text.replace("COPY configs", "COPY configz")))
     assert any("leaves it out" in p for p in dockerfile_problems(text.replace("COPY configs", "COPY bench")))
     assert any("not installed" in p for p in dockerfile_problems(text.replace('pip install --no-cache-dir .', 'true')))
+    assert any(p.startswith("web:") for p in dockerfile_problems(text.replace("COPY web ./web\n", "")))
+    assert any(p.startswith("configs:") for p in dockerfile_problems(text.replace("COPY configs ./configs",
+                                                                                   "COPY configs ./etc/configs")))
 
 
 def test_images_share_one_python_and_keep_secrets_out():
