@@ -9,11 +9,11 @@ to install. A checkpoint is one whole object under a plain name (``learner.ckpt`
   import. A write goes to a temporary file beside the final name, is fsynced and
   renamed over it (``engine.network.write_atomically``), so a reader or a restarted
   learner sees the previous checkpoint or the new one, never half of one.
-- ``sftp://user@host[:port]/abs/path`` (``pip install 'tengen[sftp]'``, paramiko): the
+- ``sftp://user@host[:port]/abs/path`` (``pip install 'tengen-zero[sftp]'``, paramiko): the
   same temporary-then-rename, the rename being OpenSSH's ``posix-rename``, which
   replaces the target atomically.
-- ``s3://bucket/prefix`` (``tengen[s3]``, s3fs), ``gs://bucket/prefix``
-  (``tengen[gcs]``, gcsfs) and any other fsspec URL: one put of the whole object to
+- ``s3://bucket/prefix`` (``tengen-zero[s3]``, s3fs), ``gs://bucket/prefix``
+  (``tengen-zero[gcs]``, gcsfs) and any other fsspec URL: one put of the whole object to
   its final name. Object stores make an object visible only once it is complete; a
   filesystem of another kind may not, and its directory must exist.
 - ``memory://`` lives inside one process: a learner restarted elsewhere finds nothing.
@@ -47,6 +47,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
+
+from tengen import DISTRIBUTION
 
 __all__ = ["CheckpointStorage", "LocalStorage", "FsspecStorage", "open_storage", "check_storage_url"]
 
@@ -114,7 +116,7 @@ def check_storage_url(url: str) -> None:
         except ImportError as e:
             if protocol in EXTRAS:
                 package, extra = EXTRAS[protocol]
-                raise ValueError(f"{url} needs the {package} package: pip install 'tengen[{extra}]'") from None
+                raise ValueError(f"{url} needs the {package} package: pip install '{DISTRIBUTION}[{extra}]'") from None
             raise ValueError(f"{url}: {e}") from None
 
 

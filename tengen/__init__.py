@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from importlib import metadata
 
-__all__ = ["__version__"]
+__all__ = ["DISTRIBUTION", "__version__"]
+
+#: the name pip installs tengen by (its extras too: tengen-zero[s3]); "tengen" on PyPI is
+#: another project
+DISTRIBUTION = "tengen-zero"
 
 try:
-    __version__ = metadata.version("tengen-zero")
+    __version__ = metadata.version(DISTRIBUTION)
 except metadata.PackageNotFoundError:  # a source tree that is not installed
     __version__ = "0+unknown"

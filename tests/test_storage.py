@@ -325,7 +325,9 @@ def test_an_unknown_scheme_stops_the_run_at_start():
 def test_a_missing_backend_names_what_to_install(url, package, extra):
     if find_spec(package) is not None:
         pytest.skip(f"{package} is installed here")
-    assert _storage_error(url) == f"run.yaml: storage: {url} needs the {package} package: pip install 'tengen[{extra}]'"
+    # the distribution's name: "tengen" on PyPI is another project
+    assert _storage_error(url) == (f"run.yaml: storage: {url} needs the {package} package: "
+                                   f"pip install 'tengen-zero[{extra}]'")
 
 
 def test_a_password_in_the_url_is_refused():
