@@ -200,7 +200,7 @@ def table_row(name: str, grades: Grades) -> str:
 
 
 def ratio_lines(grades: Grades) -> list[str]:
-    """The three RATIO lines of the issue (DESIGN.md's form)."""
+    """The three RATIO lines of the Connect Four targets (the form of README.md's Benchmarks)."""
     return [
         f"RATIO connect4_optimal_share {grades.moves.optimal.value:.3f} vs solver target {TARGET_OPTIMAL}",
         f"RATIO connect4_outcome_share {grades.moves.outcome.value:.3f} vs solver target {TARGET_OUTCOME}",

@@ -26,8 +26,8 @@ search is measured against the code before it in the same run.
 
     python bench/mcts.py [--simulations 800] [--baseline DIR] [--only-gumbel]
 
-Ends with one ``RATIO`` line per game and peer (see DESIGN.md), and ``RATIO
-gumbel_vs_puct_sims_per_s`` for the slower of the games.
+Ends with one ``RATIO`` line per game and peer (the form of README.md's Benchmarks),
+and ``RATIO gumbel_vs_puct_sims_per_s`` for the slower of the games.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ and Redis has its own), with the server configured as a run's (AOF on).
 
     python bench/redis_stream.py [--seconds 4] [--batch 16] [--read-count 64]
 
-Ends with one ``RATIO`` line per game (see DESIGN.md); the targets are the loopback
-rates the design expects from one XADD per game.
+Ends with one ``RATIO`` line per game (the form of README.md's Benchmarks); the targets
+are the loopback rates that one XADD per game should reach.
 """
 
 from __future__ import annotations

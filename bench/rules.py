@@ -8,7 +8,7 @@ a mid-game 19x19 state (target: under 2 microseconds).
 
     python bench/rules.py [--seconds 3]
 
-Ends with one ``RATIO`` line per game (see DESIGN.md).
+Ends with one ``RATIO`` line per game (the form of README.md's Benchmarks).
 """
 
 from __future__ import annotations

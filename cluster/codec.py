@@ -1,8 +1,8 @@
 """The wire format of a finished self-play game: one stream entry = one game.
 
 Producers (self-play workers) call ``encode_game``; consumers (the learner, tools)
-call ``decode_game``. Both import this module, so the format lives in one place
-(STYLE.md, rule 13). Nothing here is ever unpickled: an entry is
+call ``decode_game``. Both import this module, so the format lives in one place.
+Nothing here is ever unpickled: an entry is
 
     zstd( msgpack({header fields..., "arrays": {name: {dtype, shape, encoding, data}}}) )
 

@@ -1,4 +1,4 @@
-"""The house rules of the layout, checked on the source itself (STYLE.md, rule 1)."""
+"""The house rules of the layout (docs/architecture.md, Layout), checked on the source itself."""
 
 import ast
 from pathlib import Path
