@@ -170,6 +170,44 @@ def test_a_reader_that_leaves_early_is_no_error():
     assert shown.returncode == 141 and stderr == b"", stderr.decode()
 
 
+def _keys(config: dict) -> set[str]:
+    """A config's keys as ``section.key`` (``game.size``), or ``key`` outside a section
+    (``seed``)."""
+    return {f"{name}.{key}" for name, section in config.items() if isinstance(section, dict) for key in section} | {
+        name for name, value in config.items() if not isinstance(value, dict)}
+
+
+def _schema_keys() -> set[str]:
+    """Every key the config schema knows, in ``_keys``' form."""
+    from pydantic import BaseModel
+
+    from tengen.cluster.config import TengenConfig
+
+    keys = set()
+    for name, field in TengenConfig.model_fields.items():
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            keys |= {f"{name}.{key}" for key in section.model_fields}
+        else:
+            keys.add(name)
+    return keys
+
+
+def test_config_show_spells_out_every_key_of_the_packaged_config():
+    """``tengen config show go9 > my-go9.yaml``: a start for one's own config."""
+    from tengen.cluster.config import config_path, load_config, parse_config
+
+    done = tengen("config", "show", "go9")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    shown = yaml.safe_load(done.stdout)
+    assert parse_config(shown, "tengen config show go9") == load_config("go9")
+    # go9.yaml leaves sections and keys to their defaults (redis, ray, seed, ...); the
+    # output names those too, with their values.
+    written = _keys(yaml.safe_load(config_path("go9").read_text()))
+    assert written < _schema_keys()
+    assert _keys(shown) == _schema_keys()
+
+
 def test_verbose_lets_tensorflow_start_up_through(tmp_path):
     # What this machine's TensorFlow prints when nothing holds it back (on some machines, nothing).
     bare = subprocess.run([sys.executable, "-c", "import tensorflow as tf; tf.config.list_physical_devices()"],
