@@ -15,7 +15,7 @@ import pytest
 from page_server import PageServer
 
 from tengen.cluster.codec import decode_game
-from tengen.cluster.keys import RunKeys
+from tengen.cluster.keys import RunKeys, version_id
 from tengen.cluster.run_dir import RunDir
 from tengen.cluster.stream import SampleStream
 from tengen.engine.game_records import read_plain
@@ -33,6 +33,12 @@ def page(short_run_dir):
     server = serve(short_run_dir)
     yield server
     assert server.close() == 0, server.stderr()
+
+
+def with_ids(result: dict) -> dict:
+    """A gating result as the API sends it: its versions' ids beside their numbers, for
+    the page to show as they are."""
+    return {**result, "candidate_id": version_id(result["candidate"]), "best_id": version_id(result["best"])}
 
 
 def board_after(moves: list[int]) -> str:
@@ -67,6 +73,7 @@ def test_the_status_history_is_the_runs_status_lines(page, short_run_dir):
     assert [p.get("losses") for p in history["points"]] == [line["losses"] for line in lines]
     assert history["latest"]["learner_step"] == json.loads((short_run_dir / "status.json").read_text())["learner_step"]
     assert "reported_games" not in history["latest"]
+    assert history["latest"]["last_gating"] == with_ids(lines[-1]["last_gating"])
     assert history["next"] == (short_run_dir / "status.jsonl").stat().st_size
     status, later = page.get(f"/api/status?after={history['next']}")
     assert status == 200 and later["points"] == [] and later["latest"] is None
@@ -92,12 +99,15 @@ def test_a_live_run_sends_only_its_new_status_lines(short_run_dir, tmp_path):
 def test_the_ladder_is_ladder_json_sent_from_what_the_page_knows(page, short_run_dir):
     ladder = json.loads((short_run_dir / "ladder.json").read_text())
     assert len(ladder) >= 2, "the short run promoted nothing"
+    # the initial network's entry has no gating result; each promotion's has its ids
+    sent = ladder[:1] + [{**e, "result": with_ids(e["result"])} for e in ladder[1:]]
     _, answer = page.get("/api/ladder")
-    assert answer["entries"] == ladder and answer["count"] == len(ladder)
+    assert answer["entries"] == sent and answer["count"] == len(ladder)
+    assert answer["entries"][1]["result"]["best_id"] == "000000"  # the first promotion beat the initial network
     _, answer = page.get(f"/api/ladder?known={len(ladder) - 1}")
-    assert answer["entries"] == ladder[-1:] and answer["start"] == len(ladder) - 1
+    assert answer["entries"] == sent[-1:] and answer["start"] == len(ladder) - 1
     _, answer = page.get(f"/api/ladder?known={len(ladder) + 5}")  # a page that saw another run
-    assert answer["reset"] and answer["entries"] == ladder
+    assert answer["reset"] and answer["entries"] == sent
 
 
 def test_gating_lists_every_match_newest_first_rejections_too(page, short_run_dir, tmp_path):
@@ -106,7 +116,7 @@ def test_gating_lists_every_match_newest_first_rejections_too(page, short_run_di
     # every promotion on the ladder was a match that passed
     assert sum(m["decision"] == "promote" for m in matches) == len(ladder) - 1
     _, answer = page.get("/api/gating")
-    assert answer["matches"] == matches[::-1][:10]
+    assert answer["matches"] == [with_ids(m) for m in matches[::-1][:10]]
     # a line still being written is skipped, the rest still listed
     run_dir = tmp_path / "run"
     shutil.copytree(short_run_dir, run_dir)
@@ -115,7 +125,7 @@ def test_gating_lists_every_match_newest_first_rejections_too(page, short_run_di
     server = serve(run_dir)
     try:
         _, answer = server.get("/api/gating")
-        assert answer["matches"] == matches[::-1][:10]
+        assert answer["matches"] == [with_ids(m) for m in matches[::-1][:10]]
     finally:
         assert server.close() == 0, server.stderr()
 

@@ -17,6 +17,10 @@ boards) polls this JSON API every few seconds; every answer is JSON, a refusal i
 - ``GET /api/game?key=KEY``: one of them to replay: the board after every move and
   each move's recorded search value and visits (web/replay.py).
 
+A gating result (``/api/gating``, a ladder entry's ``result``, the newest status line's
+``last_gating``) carries ``candidate_id`` and ``best_id``, its versions as ids
+(``000042``), beside their numbers: the page shows the ids as sent.
+
 Bound to 127.0.0.1 unless ``--host`` says otherwise; off loopback every ``/api/``
 call needs ``Authorization: Bearer TOKEN`` (``--token``, or one generated and
 printed), which the page asks for. The run is read on one thread

@@ -10,6 +10,11 @@ file) and, while it goes, its Redis stream. Read-only: nothing here writes.
 - ``games()``: the newest self-play games and the kept gating matches' games, each
   with a ``key`` to replay it by (``replay(key)``).
 
+A gating result (in ``gating()``, on a ladder entry, as a status line's
+``last_gating``) goes out with ``candidate_id`` and ``best_id`` beside its version
+numbers: the ids as ``cluster.keys.version_id`` spells them (``000042``), which the
+page shows as sent.
+
 The newest self-play games come from the run's Redis stream when its Redis answers
 within ``redis_wait_s`` (reached as ``tengen status`` and ``tengen games`` reach it,
 cluster/run_control.py), else from the sample in ``games/``: a finished run, a
@@ -24,6 +29,7 @@ Not thread-safe: the page's server calls it from one thread.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -36,6 +42,7 @@ from typing import Any
 from tengen.cluster.codec import SampleFormatError
 from tengen.cluster.config import load_config
 from tengen.cluster.game_sample import ENTRY_SUFFIX
+from tengen.cluster.keys import version_id
 from tengen.cluster.redis_client import RedisLike, RedisUnavailable
 from tengen.cluster.run_control import live_client
 from tengen.cluster.run_dir import RunDir
@@ -113,7 +120,11 @@ class RunView:
         }
 
     def history(self, *, after: int | None = None, max_points: int = MAX_POINTS) -> History:
-        return read_history(self.files.status_history, after=after, max_points=max_points)
+        history = read_history(self.files.status_history, after=after, max_points=max_points)
+        latest = history.latest
+        if latest is None or not isinstance(latest.get("last_gating"), dict):
+            return history
+        return dataclasses.replace(history, latest={**latest, "last_gating": _with_ids(latest["last_gating"])})
 
     def ladder(self, *, known: int = 0) -> dict[str, Any]:
         """The promotions from the ``known``-th on; all of them, with ``reset``, when the
@@ -130,7 +141,9 @@ class RunView:
             entries = []
         reset = known > len(entries)
         start = 0 if reset else known
-        return {"entries": entries[start:], "start": start, "count": len(entries), "reset": reset}
+        sent = [{**e, "result": _with_ids(e["result"])} if isinstance(e, dict) and isinstance(e.get("result"), dict)
+                else e for e in entries[start:]]
+        return {"entries": sent, "start": start, "count": len(entries), "reset": reset}
 
     def gating(self, *, count: int = GATING_RESULTS_SHOWN) -> dict[str, Any]:
         """The newest ``count`` gating results, newest first (a line cut short by a write
@@ -153,7 +166,7 @@ class RunView:
             except ValueError:
                 continue
             if isinstance(result, dict):
-                matches.append(result)
+                matches.append(_with_ids(result))
             if len(matches) == count:
                 break
         return {"matches": matches}
@@ -282,6 +295,18 @@ class _Held:
     stamp: tuple[int, int] | None
     game: FinishedGame
     shown: dict[str, Any]
+
+
+def _with_ids(result: dict[str, Any]) -> dict[str, Any]:
+    """A gating result with ``candidate_id`` and ``best_id`` beside the version numbers
+    it has (a damaged number gets no id)."""
+    ids = {}
+    for name in ("candidate", "best"):
+        try:
+            ids[f"{name}_id"] = version_id(result[name])
+        except (KeyError, ValueError):
+            continue
+    return {**result, **ids}
 
 
 def _newest_first(path: Path) -> tuple[float, str]:

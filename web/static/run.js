@@ -112,7 +112,7 @@ function drawLadderTable() {
     const r = e.result || {};
     const row = document.createElement("tr");
     const cells = r.initial ? [e.id, when(e.time), "the initial network", "", "", "0"]
-      : [e.id, when(e.time), r.best === undefined ? "" : String(r.best).padStart(6, "0"),
+      : [e.id, when(e.time), r.best_id ?? "",
         r.wins === undefined ? "" : wdl(r),
         r.elo === undefined || r.elo === null ? "" : `${signed(r.elo)} [${signed(r.elo_low)}, ${signed(r.elo_high)}]`,
         e.elo === null ? "" : e.elo.toFixed(0)];
@@ -166,7 +166,7 @@ function drawNow() {
 }
 
 function gatingText(g) {
-  return `${String(g.candidate).padStart(6, "0")} vs ${String(g.best).padStart(6, "0")}: ` +
+  return `${g.candidate_id} vs ${g.best_id}: ` +
     `${wdl(g)} (W-D-L for the candidate), Elo ${signed(g.elo)} [${signed(g.elo_low)}, ${signed(g.elo_high)}], ` +
     `${g.decision} (by ${g.by})`;
 }
