@@ -1,6 +1,8 @@
-"""The narrow interfaces between the loops and the plumbing (STYLE.md, rules 6 and 18):
-what the learner, the gatekeeper and the self-play side need of a sample stream and
-of a model registry, and what a match needs of a player, as ``typing.Protocol`` classes.
+"""The narrow interfaces between the loops and the plumbing: what the learner, the
+gatekeeper and the self-play side need of a sample stream and of a model registry,
+and what a match needs of a player, as ``typing.Protocol`` classes, so that a loop is
+written against what it uses and never against Redis or Ray (the contracts are listed
+in docs/architecture.md).
 
 They live here, with the Game and Evaluator contracts, because every layer may import
 the engine and only the engine: the learner (learner/) and the gatekeeper (workers/)
