@@ -199,7 +199,7 @@ class GatekeeperActor:
         self.registry = ModelRegistry(redis_for(self.config, redis_url, password, component="gatekeeper"), run_id)
         self.metrics = RunMetrics(run_id)
         self.gatekeeper = Gatekeeper(game=self.config.game.make(), network=self.config.network_spec(),
-                                     registry=self.registry, seed=seed, **self.config.gatekeeper_kwargs())
+                                     registry=self.registry, options=self.config.gating_options(), seed=seed)
 
     def gate(self, candidate: int, best: int) -> dict:
         result = self.gatekeeper.gate(candidate, best)

@@ -79,7 +79,7 @@ class SingleProcessRun:
                                source=self.stream, registry=self.registry, decode=game_decoder(self.game),
                                storage=config.storage or str(self.files.learner), seed=config.seed)
         self.gatekeeper = Gatekeeper(game=self.game, network=config.network_spec(), registry=self.registry,
-                                     seed=config.seed + 1, **config.gatekeeper_kwargs())
+                                     options=config.gating_options(), seed=config.seed + 1)
         # A fresh incarnation per process: its games' ids never repeat an earlier session's.
         self._incarnation = f"{_WORKER}.{secrets.token_hex(3)}"
         self._games = 0

@@ -8,13 +8,11 @@ with ``registry.promote`` (best version, Elo ladder, notification) in one step.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from tengen.engine.arena import MctsPlayer, play_match
+from tengen.engine.arena import GatingOptions, play_match
 from tengen.engine.games.base import Game
-from tengen.engine.gating import Decision, GatingRule
+from tengen.engine.gating import Decision
 from tengen.engine.interfaces import ModelRegistryLike
 from tengen.engine.network import CompiledModel
 from tengen.engine.network_spec import NetworkSpec
@@ -23,22 +21,16 @@ __all__ = ["Gatekeeper"]
 
 
 class Gatekeeper:
-    def __init__(self, *, game: Game, network: NetworkSpec, registry: ModelRegistryLike, rule: GatingRule,
-                 simulations: int, games_in_flight: int, temperature_moves: int, c_puct: float,
-                 fpu_reduction: float, leaves_per_round: int, seed: int, search: str, gumbel_considered: int,
-                 gumbel_c_visit: float, gumbel_c_scale: float, avoid_own_eyes: bool):
+    def __init__(self, *, game: Game, network: NetworkSpec, registry: ModelRegistryLike, options: GatingOptions,
+                 seed: int):
         self.game = game
         self.registry = registry
-        self.rule = rule
+        self.options = options
+        self.rule = options.rule
         self.rng = np.random.default_rng(seed)
         self.models = [network.build(), network.build()]
         self.evaluators = [CompiledModel(m) for m in self.models]
-        self.slots = games_in_flight
-        self.player_options: dict[str, Any] = dict(
-            slots=games_in_flight, simulations=simulations, c_puct=c_puct, fpu_reduction=fpu_reduction,
-            leaves_per_round=leaves_per_round, temperature_moves=temperature_moves, search=search,
-            gumbel_considered=gumbel_considered, gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
-            avoid_own_eyes=avoid_own_eyes)
+        self.slots = options.games_in_flight
         self.matches = 0
 
     def gate(self, candidate: int, best: int) -> dict:
@@ -48,7 +40,7 @@ class Gatekeeper:
         for evaluate, version in zip(self.evaluators, (candidate, best), strict=True):
             blob, _ = self.registry.fetch(version)
             evaluate.load_weights_blob(blob)
-        players = [MctsPlayer(self.game, evaluate, name=name, **self.player_options)
+        players = [self.options.player.build(self.game, evaluate, slots=self.slots, name=name)
                    for evaluate, name in zip(self.evaluators, ("candidate", "best"), strict=True)]
         games = max(self.rule.games_needed_max, 1)
         result = play_match(self.game, players[0], players[1], games=games,
