@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import TYPE_CHECKING
 
 import ray
 
@@ -25,8 +26,15 @@ from tengen.cluster.redis_server import connect
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
+from tengen.workers.selfplay_worker import WorkerStats
 
-__all__ = ["SelfPlayActor", "LearnerActor", "GatekeeperActor", "ServerLost", "stream_maxlen", "redis_for"]
+if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow: only where they run
+    from tengen.cluster.loop import Total
+    from tengen.learner.learner import LearnerStats, LearnerStep
+    from tengen.workers.gatekeeper import GatingResult
+
+__all__ = ["SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerLost", "stream_maxlen",
+           "redis_for"]
 
 #: how long a worker waits for one leaf evaluation before it calls its server lost
 EVALUATION_TIMEOUT_S = 120.0
@@ -57,6 +65,22 @@ def _decoder(config: TengenConfig):
     return game_decoder(config.game.make())
 
 
+class SelfPlayReport(WorkerStats):
+    """What ``SelfPlayActor.run_for`` returns to the driver (and puts on the status
+    board): the worker's counters and the actor's own state."""
+
+    worker: str  # the worker's id, ``w003``
+    incarnation: str  # this actor's process of it, ``w003.1f2e9a``: its games' ids start with it
+    server_lost: str | None  # the actor id of an inference server that stopped answering
+    games_waiting: int  # finished games held in the outbox while Redis is away
+
+
+#: the self-play counters recorded as metrics, by the counter's name in WorkerStats
+_COUNTER_METRICS: tuple[tuple[Total, str], ...] = (
+    ("games", "tengen_selfplay_games_total"), ("positions", "tengen_selfplay_positions_total"),
+    ("evaluations", "tengen_selfplay_evaluations_total"), ("moves", "tengen_selfplay_moves_total"))
+
+
 class SelfPlayActor:
     """A SelfPlayWorker whose leaves go to an InferenceServer actor and whose games go
     to the run's sample stream, through an outbox that holds them while Redis is away.
@@ -81,7 +105,7 @@ class SelfPlayActor:
         self.status = StatusBoard(client, run_id)
         self.server = server
         self._games = 0
-        self._last = {"games": 0, "positions": 0, "evaluations": 0, "moves": 0}
+        self._last: dict[Total, int] = {"games": 0, "positions": 0, "evaluations": 0, "moves": 0}
         self.worker = SelfPlayWorker(
             game=self.config.game.make(), selfplay=self.config.selfplay_settings(),
             submit=lambda planes: self.server.evaluate.remote(planes), resolve=self._resolve, sink=self._send,
@@ -110,7 +134,7 @@ class SelfPlayActor:
     def server_id(self) -> str:
         return self.server._actor_id.hex()
 
-    def run_for(self, seconds: float) -> dict:
+    def run_for(self, seconds: float) -> SelfPlayReport:
         """Play for about ``seconds``; returns counters since the start, with
         ``server_lost`` (the actor id of a server that stopped answering) or None."""
         lost = None
@@ -123,20 +147,18 @@ class SelfPlayActor:
             # report now, but do not spin.
             time.sleep(min(1.0, seconds))
         self.outbox.flush()
-        for key, name in (("games", "tengen_selfplay_games_total"), ("positions", "tengen_selfplay_positions_total"),
-                          ("evaluations", "tengen_selfplay_evaluations_total"),
-                          ("moves", "tengen_selfplay_moves_total")):
+        for key, name in _COUNTER_METRICS:
             self.metrics.inc(name, stats[key] - self._last[key], worker=self.worker_id)
             self._last[key] = stats[key]
-        stats = {**stats, "worker": self.worker_id, "incarnation": self.incarnation, "server_lost": lost,
-                 "games_waiting": len(self.outbox)}
+        report: SelfPlayReport = {**stats, "worker": self.worker_id, "incarnation": self.incarnation,
+                                  "server_lost": lost, "games_waiting": len(self.outbox)}
         node = ray.get_runtime_context().get_node_id()
         try:  # the status is a courtesy: not worth a wait during an outage
-            self.status.set_status(f"worker:{self.worker_id}", {**stats, "node": node}, wait=False)
+            self.status.set_status(f"worker:{self.worker_id}", {**report, "node": node}, wait=False)
         except RedisUnavailable as e:
             if e.expired:
                 raise
-        return stats
+        return report
 
 
 class LearnerActor:
@@ -164,7 +186,7 @@ class LearnerActor:
         """The Ray node this learner runs on (its GPU may be shared with a server)."""
         return ray.get_runtime_context().get_node_id()
 
-    def step(self, seconds: float, best_version: int) -> dict:
+    def step(self, seconds: float, best_version: int) -> LearnerStep:
         stats = self.learner.step(seconds=seconds, best_version=best_version, until_step=self.config.stop.steps)
         now = time.monotonic()
         m = self.metrics
@@ -183,7 +205,7 @@ class LearnerActor:
         stats["bad_entries"] = self.stream.bad_entries
         return stats
 
-    def checkpoint(self) -> dict:
+    def checkpoint(self) -> LearnerStats:
         """Checkpoint now; returns the learner's stats as of the checkpoint."""
         self.learner.checkpoint()
         return self.learner.stats()
@@ -201,7 +223,7 @@ class GatekeeperActor:
         self.gatekeeper = Gatekeeper(game=self.config.game.make(), network=self.config.network_spec(),
                                      registry=self.registry, options=self.config.gating_options(), seed=seed)
 
-    def gate(self, candidate: int, best: int) -> dict:
+    def gate(self, candidate: int, best: int) -> GatingResult:
         result = self.gatekeeper.gate(candidate, best)
         m = self.metrics
         games = result["wins"] + result["draws"] + result["losses"]

@@ -134,7 +134,7 @@ class SingleProcessRun:
     def iterate(self) -> None:
         """A chunk of self-play, the training it allows, a match when a candidate is due."""
         stats = self.worker.run_for(_CHUNK_S)
-        self.loop.worker_reported(_WORKER, {**stats, "incarnation": self._incarnation})
+        self.loop.worker_reported(_WORKER, self._incarnation, stats)
         self.loop.learner_reported(self.learner.step(seconds=_TRAIN_S, best_version=self.loop.best_version,
                                                      wait_for_data=False, until_step=self.config.stop.steps))
         candidate = self.loop.next_match()

@@ -8,16 +8,33 @@ with ``registry.promote`` (best version, Elo ladder, notification) in one step.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from tengen.engine.arena import GatingOptions, play_match
 from tengen.engine.games.base import Game
-from tengen.engine.gating import Decision
+from tengen.engine.gating import Decision, GatingSummary
 from tengen.engine.interfaces import ModelRegistryLike
 from tengen.engine.network import CompiledModel
 from tengen.engine.network_spec import NetworkSpec
 
-__all__ = ["Gatekeeper"]
+__all__ = ["Gatekeeper", "GatingGame", "GatingResult"]
+
+
+class GatingGame(TypedDict):
+    """One finished game of a gating match."""
+
+    moves: list[int]  # every move played, in order
+    candidate_black: bool  # whether the candidate moved first
+
+
+class GatingResult(GatingSummary):
+    """What ``Gatekeeper.gate`` returns: the match's verdict (``GatingSummary``, what
+    the ladder keeps) and its finished games, which the run directory keeps apart
+    (cluster/game_sample.py). It crosses Ray to the driver as it is."""
+
+    games: list[GatingGame]
 
 
 class Gatekeeper:
@@ -33,7 +50,7 @@ class Gatekeeper:
         self.slots = options.games_in_flight
         self.matches = 0
 
-    def gate(self, candidate: int, best: int) -> dict:
+    def gate(self, candidate: int, best: int) -> GatingResult:
         """Play ``candidate`` against ``best``; promote on a pass. Returns the result,
         with ``games``: each finished game's moves and whether the candidate moved first
         (kept off the ladder, which holds the rest)."""
@@ -46,7 +63,7 @@ class Gatekeeper:
         result = play_match(self.game, players[0], players[1], games=games,
                             slots=self.slots, rng=self.rng, rule=self.rule)
         self.matches += 1
-        summary = {
+        summary: GatingSummary = {
             "candidate": candidate, "best": best, "decision": str(result.decision),
             "wins": result.wins, "draws": result.draws, "losses": result.losses,
             "elo": result.elo.elo, "elo_low": result.elo.low, "elo_high": result.elo.high,
@@ -57,5 +74,5 @@ class Gatekeeper:
             ladder = self.registry.ladder()
             base = (ladder[-1].get("elo") or 0.0) if ladder else 0.0
             self.registry.promote(candidate, elo=base + (result.elo.elo if result.games else 0.0), result=summary)
-        return summary | {"games": [{"moves": list(g.moves), "candidate_black": g.first_is_black}
-                                    for g in result.played]}
+        return {**summary, "games": [{"moves": list(g.moves), "candidate_black": g.first_is_black}
+                                     for g in result.played]}

@@ -17,14 +17,26 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.selfplay import GameRecord, SelfPlay, SelfPlaySettings
 
-__all__ = ["SelfPlayWorker"]
+__all__ = ["SelfPlayWorker", "WorkerStats"]
+
+
+class WorkerStats(TypedDict):
+    """A worker's counters since it started (``run_for``, ``stats``), which the training
+    loop turns into the run's totals and rates."""
+
+    games: int  # games finished
+    positions: int  # training positions those games recorded
+    evaluations: int  # leaves evaluated
+    rounds: int  # search rounds (each half once)
+    moves: int  # moves played
+    seconds: float  # time spent in run_for
 
 
 class SelfPlayWorker:
@@ -72,7 +84,7 @@ class SelfPlayWorker:
         for half in self.halves:
             half.set_model_version(version)
 
-    def run_for(self, seconds: float) -> dict:
+    def run_for(self, seconds: float) -> WorkerStats:
         """Play for about ``seconds``; returns counters since the worker started."""
         start = time.monotonic()
         for i, half in enumerate(self.halves):
@@ -106,7 +118,7 @@ class SelfPlayWorker:
         self.busy_seconds += time.monotonic() - start
         return self.stats()
 
-    def stats(self) -> dict:
+    def stats(self) -> WorkerStats:
         return {
             "games": self.games_played,
             "positions": self.positions,
