@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from tengen.cluster.config import TengenConfig
 from tengen.cluster.game_sample import GameSample, NewestEntries
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from tengen.workers.gatekeeper import GatingResult
     from tengen.workers.selfplay_worker import WorkerStats
 
-__all__ = ["TrainingLoop", "TOTALS", "Total", "stop_on_sigterm"]
+__all__ = ["TrainingLoop", "TOTALS", "Total", "Gauges", "stop_on_sigterm"]
 
 #: one of the run's totals: a counter every self-play worker reports (``WorkerStats``)
 Total = Literal["games", "positions", "evaluations", "moves"]
@@ -50,12 +50,19 @@ Total = Literal["games", "positions", "evaluations", "moves"]
 TOTALS: tuple[Total, ...] = ("games", "positions", "evaluations", "moves")
 
 
+class Gauges(Protocol):
+    """What the loop records as metrics: a gauge set by name (cluster/metrics.py's
+    ``RunMetrics`` inside Ray)."""
+
+    def set(self, name: str, value: float) -> None: ...
+
+
 class TrainingLoop:
     """The loop's state and decisions. ``registry`` is the run's model registry (Redis
     or in-process); ``metrics`` records Prometheus metrics inside Ray (None: none)."""
 
     def __init__(self, config: TengenConfig, files: RunDir, registry: ModelRegistryLike, *, log: Callable[[str], None],
-                 metrics: Any = None):
+                 metrics: Gauges | None = None):
         self.config = config
         self.files = files
         self.registry = registry
