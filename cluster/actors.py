@@ -2,6 +2,16 @@
 config inside its own process, wires it to Redis (stream, registry) and the
 inference server, and records metrics. No training or search logic lives here.
 
+Each actor takes the run's config as its JSON dump (``TengenConfig.model_dump(mode="json")``,
+made once by the driver) and parses it itself, not as the ``TengenConfig``: Ray would
+pickle the model across, and a pydantic model comes out of pickle without its checks
+being run again, while some of them are about the machine that loads the config and
+must run on the actor's node: the memory budget that the preallocated searches and the
+replay window must fit (``TengenConfig._fits_in_memory``: that node's memory, or its
+``TENGEN_MEMORY_BUDGET_BYTES``) and whether the node's installation can open
+``storage`` (its fsspec backend, s3fs or gcsfs, installed there). Nothing is read from
+Redis here: only Ray carries the dict.
+
 The Redis password reaches the actors as an argument that the driver put in Ray's
 object store (``ray.put``), never through ``runtime_env`` (which Ray's dashboard and
 ``ray list actors --detail`` show) nor a command line. Every Redis client rides out an
@@ -13,7 +23,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import ray
 
@@ -90,8 +100,8 @@ class SelfPlayActor:
     repeats of the old one's.
     """
 
-    def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, server, worker_id: str,
-                 seed: int, model_version: int):
+    def __init__(self, config: dict[str, Any], run_id: str, redis_url: str, password: str | None, server,
+                 worker_id: str, seed: int, model_version: int):
         from tengen.workers.selfplay_worker import SelfPlayWorker
 
         self.config = parse_config(config)
@@ -164,7 +174,8 @@ class SelfPlayActor:
 class LearnerActor:
     """The Learner reading the run's stream and publishing to its registry."""
 
-    def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, storage: str, seed: int):
+    def __init__(self, config: dict[str, Any], run_id: str, redis_url: str, password: str | None, storage: str,
+                 seed: int):
         from tengen.engine.network import share_gpu_memory
         from tengen.learner.learner import Learner
 
@@ -214,7 +225,7 @@ class LearnerActor:
 class GatekeeperActor:
     """The Gatekeeper, with the run's registry and rule."""
 
-    def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, seed: int):
+    def __init__(self, config: dict[str, Any], run_id: str, redis_url: str, password: str | None, seed: int):
         from tengen.workers.gatekeeper import Gatekeeper
 
         self.config = parse_config(config)
