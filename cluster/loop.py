@@ -222,10 +222,10 @@ class TrainingLoop:
         blob, _ = self.registry.fetch(self.best_version)
         weights_from_bytes(self.config.network_spec().build(), blob)  # fits the config
         files.best.mkdir(parents=True, exist_ok=True)
-        write_atomically(files.best / "model.safetensors", blob)
+        write_atomically(files.best_model, blob)
         if not files.model(self.best_version).exists():
             write_atomically(files.model(self.best_version), blob)
-        (files.best / "config.yaml").write_text(self.config.to_yaml())
+        files.best_config.write_text(self.config.to_yaml())
         write_atomically(files.ladder, json.dumps(self.registry.ladder(), indent=2).encode())
 
     def keep_games(self, stream: NewestEntries) -> int:

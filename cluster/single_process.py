@@ -39,8 +39,6 @@ from tengen.workers.selfplay_worker import SelfPlayWorker
 
 __all__ = ["SingleProcessRun"]
 
-#: the checkpoint of the single-process run before it shared the cluster run's parts
-OLD_CHECKPOINT = "checkpoint.safetensors"
 _WORKER = "w000"
 #: seconds of self-play per pass, and the most training a pass may do
 _CHUNK_S = 2.0
@@ -57,9 +55,10 @@ class SingleProcessRun:
         config = self.config = config.with_changes({"stop.minutes": minutes})  # into config.yaml too
         self.files = RunDir(run_dir)
         self.run_dir = self.files.path
-        if resume and (self.run_dir / OLD_CHECKPOINT).exists() and not self.files.identity.exists():
+        old = self.files.old_checkpoint
+        if resume and old.exists() and not self.files.identity.exists():
             raise RunDirError(f"{self.run_dir} was made by an older tengen's --single-process (its "
-                              f"{OLD_CHECKPOINT} and ladder have another format) and cannot be resumed; "
+                              f"{old.name} and ladder have another format) and cannot be resumed; "
                               "start a new run (its best/ model still loads with --checkpoint)")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_id = self.files.create_identity()
