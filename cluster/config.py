@@ -2,7 +2,9 @@
 
 An unknown key or a bad value stops the run at start with a message that names the
 field (``ConfigError``). Library code never reads this module's objects directly:
-the driver passes the values on as keyword arguments.
+the drivers pass the values on as the typed options the library takes
+(``NetworkSpec``, ``SelfPlaySettings``, ``LearnerOptions``, ``GatingOptions``), made
+here, so that every default lives in this schema alone.
 """
 
 from __future__ import annotations
@@ -465,7 +467,7 @@ class TengenConfig(_Strict):
             check_storage_url(storage)
         return storage
 
-    # -- the config as keyword arguments of the library (one mapping for both drivers)
+    # -- the config as the library's typed options (one mapping for both drivers)
     def network_spec(self) -> NetworkSpec:
         game = self.game.make()
         height, width, channels = game.planes_shape
