@@ -29,6 +29,7 @@ the point). Run it alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 from pathlib import Path
@@ -64,14 +65,13 @@ def find_gnugo(given: str | None) -> str:
 
 def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[str, MatchScore]:
     config, game, model = load_model(mark)
-    mcts, rng = config.mcts, np.random.default_rng(args.seed)
+    rng = np.random.default_rng(args.seed)
     slots = 20
+    # The run's gating player (its search and opening temperature), at --simulations.
+    settings = dataclasses.replace(config.gating_options().player, simulations=args.simulations)
 
     def model_player() -> MctsPlayer:
-        return MctsPlayer(game, CompiledModel(model), slots=slots, simulations=args.simulations, name="model",
-                          c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction,
-                          leaves_per_round=mcts.leaves_per_round, temperature_moves=config.gating.temperature_moves,
-                          **config.search_kwargs())
+        return settings.build(game, CompiledModel(model), slots=slots, name="model")
 
     scores: dict[str, MatchScore] = {}
     if args.random_games:

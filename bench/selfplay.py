@@ -30,6 +30,7 @@ import numpy as np
 
 from tengen.cluster.config import load_config
 from tengen.cluster.driver import ClusterRun
+from tengen.cluster.run_dir import RunDir
 from tengen.engine.network import CompiledModel
 
 
@@ -95,7 +96,7 @@ def run_rates(config, workers: int, seconds: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / f"bench-{workers}w"
         ClusterRun(config, run_dir, minutes=seconds / 60, workers=workers, log=lambda line: None).run()
-        return json.loads((run_dir / "status.json").read_text())
+        return json.loads(RunDir(run_dir).status.read_text())
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from cpu_by_part import CpuByPart, table
 
 from tengen.cluster.keys import version_id
-from tengen.cluster.run_dir import RunDir
+from tengen.cluster.run_dir import CONFIG_FILE, MODEL_FILE, RunDir
 
 __all__ = ["MARKS", "TARGET_CLUSTER_VS_SINGLE", "train", "save_marks", "marks_in", "ratio_lines_cluster_vs_single"]
 
@@ -44,7 +44,7 @@ def train(mode: str, *, config: str, run_dir: Path, minutes: float, every: float
     wall_s = time.monotonic() - started
     seconds = cpu.stop()
     if code != 0:
-        raise SystemExit(f"{mode}: tengen train exited with {code}; see {run_dir / 'log.txt'}")
+        raise SystemExit(f"{mode}: tengen train exited with {code}; see {RunDir(run_dir).log}")
     last = json.loads(RunDir(run_dir).status.read_text())
     minutes = last["elapsed_s"] / 60
     rates = {"mode": mode, "run_dir": run_dir, "minutes": minutes, "games": last["games"],
@@ -78,8 +78,8 @@ def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
         status = before[-1] if before else {"games": 0, "learner_step": 0}
         mark = run_dir / MARKS / f"{at:06.1f}min"
         mark.mkdir(parents=True, exist_ok=True)
-        shutil.copy(files.model(int(best["version"])), mark / "model.safetensors")
-        shutil.copy(files.config, mark / "config.yaml")
+        shutil.copy(files.model(int(best["version"])), mark / MODEL_FILE)  # a checkpoint directory, as best/
+        shutil.copy(files.config, mark / CONFIG_FILE)
         (mark / "mark.json").write_text(json.dumps({
             "trained_minutes": round(at, 2), "version": version_id(int(best["version"])),
             "games": status["games"], "step": status["learner_step"]}, indent=2))
@@ -91,9 +91,9 @@ def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
 
 def marks_in(checkpoint: Path, which: str = "all") -> list[Path]:
     """A model directory itself, or a run directory's marks (all, or the last)."""
-    if (checkpoint / "model.safetensors").exists():
+    if (checkpoint / MODEL_FILE).exists():
         return [checkpoint]
-    marks = sorted(path for path in (checkpoint / MARKS).glob("*min") if (path / "model.safetensors").exists())
+    marks = sorted(path for path in (checkpoint / MARKS).glob("*min") if (path / MODEL_FILE).exists())
     if not marks:
         raise SystemExit(f"{checkpoint}: neither a model directory nor a run directory with {MARKS}/")
     return marks if which == "all" else marks[-1:]

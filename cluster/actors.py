@@ -2,6 +2,16 @@
 config inside its own process, wires it to Redis (stream, registry) and the
 inference server, and records metrics. No training or search logic lives here.
 
+Each actor takes the run's config as its JSON dump (``TengenConfig.model_dump(mode="json")``,
+made once by the driver) and parses it itself, not as the ``TengenConfig``: Ray would
+pickle the model across, and a pydantic model comes out of pickle without its checks
+being run again, while some of them are about the machine that loads the config and
+must run on the actor's node: the memory budget that the preallocated searches and the
+replay window must fit (``TengenConfig._fits_in_memory``: that node's memory, or its
+``TENGEN_MEMORY_BUDGET_BYTES``) and whether the node's installation can open
+``storage`` (its fsspec backend, s3fs or gcsfs, installed there). Nothing is read from
+Redis here: only Ray carries the dict.
+
 The Redis password reaches the actors as an argument that the driver put in Ray's
 object store (``ray.put``), never through ``runtime_env`` (which Ray's dashboard and
 ``ray list actors --detail`` show) nor a command line. Every Redis client rides out an
@@ -13,6 +23,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import TYPE_CHECKING, Any
 
 import ray
 
@@ -25,8 +36,15 @@ from tengen.cluster.redis_server import connect
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
+from tengen.workers.selfplay_worker import WorkerStats
 
-__all__ = ["SelfPlayActor", "LearnerActor", "GatekeeperActor", "ServerLost", "stream_maxlen", "redis_for"]
+if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow: only where they run
+    from tengen.cluster.loop import Total
+    from tengen.learner.learner import LearnerStats, LearnerStep
+    from tengen.workers.gatekeeper import GatingResult
+
+__all__ = ["SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerLost", "stream_maxlen",
+           "redis_for"]
 
 #: how long a worker waits for one leaf evaluation before it calls its server lost
 EVALUATION_TIMEOUT_S = 120.0
@@ -57,6 +75,22 @@ def _decoder(config: TengenConfig):
     return game_decoder(config.game.make())
 
 
+class SelfPlayReport(WorkerStats):
+    """What ``SelfPlayActor.run_for`` returns to the driver (and puts on the status
+    board): the worker's counters and the actor's own state."""
+
+    worker: str  # the worker's id, ``w003``
+    incarnation: str  # this actor's process of it, ``w003.1f2e9a``: its games' ids start with it
+    server_lost: str | None  # the actor id of an inference server that stopped answering
+    games_waiting: int  # finished games held in the outbox while Redis is away
+
+
+#: the self-play counters recorded as metrics, by the counter's name in WorkerStats
+_COUNTER_METRICS: tuple[tuple[Total, str], ...] = (
+    ("games", "tengen_selfplay_games_total"), ("positions", "tengen_selfplay_positions_total"),
+    ("evaluations", "tengen_selfplay_evaluations_total"), ("moves", "tengen_selfplay_moves_total"))
+
+
 class SelfPlayActor:
     """A SelfPlayWorker whose leaves go to an InferenceServer actor and whose games go
     to the run's sample stream, through an outbox that holds them while Redis is away.
@@ -66,8 +100,8 @@ class SelfPlayActor:
     repeats of the old one's.
     """
 
-    def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, server, worker_id: str,
-                 seed: int, model_version: int):
+    def __init__(self, config: dict[str, Any], run_id: str, redis_url: str, password: str | None, server,
+                 worker_id: str, seed: int, model_version: int):
         from tengen.workers.selfplay_worker import SelfPlayWorker
 
         self.config = parse_config(config)
@@ -81,7 +115,7 @@ class SelfPlayActor:
         self.status = StatusBoard(client, run_id)
         self.server = server
         self._games = 0
-        self._last = {"games": 0, "positions": 0, "evaluations": 0, "moves": 0}
+        self._last: dict[Total, int] = {"games": 0, "positions": 0, "evaluations": 0, "moves": 0}
         self.worker = SelfPlayWorker(
             game=self.config.game.make(), selfplay=self.config.selfplay_settings(),
             submit=lambda planes: self.server.evaluate.remote(planes), resolve=self._resolve, sink=self._send,
@@ -110,7 +144,7 @@ class SelfPlayActor:
     def server_id(self) -> str:
         return self.server._actor_id.hex()
 
-    def run_for(self, seconds: float) -> dict:
+    def run_for(self, seconds: float) -> SelfPlayReport:
         """Play for about ``seconds``; returns counters since the start, with
         ``server_lost`` (the actor id of a server that stopped answering) or None."""
         lost = None
@@ -123,26 +157,25 @@ class SelfPlayActor:
             # report now, but do not spin.
             time.sleep(min(1.0, seconds))
         self.outbox.flush()
-        for key, name in (("games", "tengen_selfplay_games_total"), ("positions", "tengen_selfplay_positions_total"),
-                          ("evaluations", "tengen_selfplay_evaluations_total"),
-                          ("moves", "tengen_selfplay_moves_total")):
+        for key, name in _COUNTER_METRICS:
             self.metrics.inc(name, stats[key] - self._last[key], worker=self.worker_id)
             self._last[key] = stats[key]
-        stats = {**stats, "worker": self.worker_id, "incarnation": self.incarnation, "server_lost": lost,
-                 "games_waiting": len(self.outbox)}
+        report: SelfPlayReport = {**stats, "worker": self.worker_id, "incarnation": self.incarnation,
+                                  "server_lost": lost, "games_waiting": len(self.outbox)}
         node = ray.get_runtime_context().get_node_id()
         try:  # the status is a courtesy: not worth a wait during an outage
-            self.status.set_status(f"worker:{self.worker_id}", {**stats, "node": node}, wait=False)
+            self.status.set_status(f"worker:{self.worker_id}", {**report, "node": node}, wait=False)
         except RedisUnavailable as e:
             if e.expired:
                 raise
-        return stats
+        return report
 
 
 class LearnerActor:
     """The Learner reading the run's stream and publishing to its registry."""
 
-    def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, storage: str, seed: int):
+    def __init__(self, config: dict[str, Any], run_id: str, redis_url: str, password: str | None, storage: str,
+                 seed: int):
         from tengen.engine.network import share_gpu_memory
         from tengen.learner.learner import Learner
 
@@ -164,7 +197,7 @@ class LearnerActor:
         """The Ray node this learner runs on (its GPU may be shared with a server)."""
         return ray.get_runtime_context().get_node_id()
 
-    def step(self, seconds: float, best_version: int) -> dict:
+    def step(self, seconds: float, best_version: int) -> LearnerStep:
         stats = self.learner.step(seconds=seconds, best_version=best_version, until_step=self.config.stop.steps)
         now = time.monotonic()
         m = self.metrics
@@ -183,7 +216,7 @@ class LearnerActor:
         stats["bad_entries"] = self.stream.bad_entries
         return stats
 
-    def checkpoint(self) -> dict:
+    def checkpoint(self) -> LearnerStats:
         """Checkpoint now; returns the learner's stats as of the checkpoint."""
         self.learner.checkpoint()
         return self.learner.stats()
@@ -192,16 +225,16 @@ class LearnerActor:
 class GatekeeperActor:
     """The Gatekeeper, with the run's registry and rule."""
 
-    def __init__(self, config: dict, run_id: str, redis_url: str, password: str | None, seed: int):
+    def __init__(self, config: dict[str, Any], run_id: str, redis_url: str, password: str | None, seed: int):
         from tengen.workers.gatekeeper import Gatekeeper
 
         self.config = parse_config(config)
         self.registry = ModelRegistry(redis_for(self.config, redis_url, password, component="gatekeeper"), run_id)
         self.metrics = RunMetrics(run_id)
         self.gatekeeper = Gatekeeper(game=self.config.game.make(), network=self.config.network_spec(),
-                                     registry=self.registry, seed=seed, **self.config.gatekeeper_kwargs())
+                                     registry=self.registry, options=self.config.gating_options(), seed=seed)
 
-    def gate(self, candidate: int, best: int) -> dict:
+    def gate(self, candidate: int, best: int) -> GatingResult:
         result = self.gatekeeper.gate(candidate, best)
         m = self.metrics
         games = result["wins"] + result["draws"] + result["losses"]

@@ -16,6 +16,7 @@ import numpy as np
 
 from tengen.cluster.config import TengenConfig, load_config
 from tengen.cluster.keys import version_id
+from tengen.cluster.run_dir import CONFIG_FILE, MODEL_FILE
 from tengen.engine.analysis import SearchPlayer
 from tengen.engine.games.base import Game
 from tengen.engine.network import CompiledModel, weights_from_bytes, weights_have_ownership, weights_metadata
@@ -31,7 +32,7 @@ def build_model(config: TengenConfig):
 def weights_file(checkpoint: str | Path) -> Path:
     """The weights of a checkpoint: a ``best`` directory's model.safetensors, or the file."""
     path = Path(checkpoint)
-    return path / "model.safetensors" if path.is_dir() else path
+    return path / MODEL_FILE if path.is_dir() else path
 
 
 def checkpoint_version(checkpoint: str | Path) -> str | None:
@@ -53,9 +54,9 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     stones by playouts)."""
     weights = weights_file(checkpoint)
     if config is None:
-        saved = weights.parent / "config.yaml"
+        saved = weights.parent / CONFIG_FILE
         if not saved.exists():
-            raise FileNotFoundError(f"no config.yaml beside {weights}: pass --config")
+            raise FileNotFoundError(f"no {CONFIG_FILE} beside {weights}: pass --config")
         config = load_config(saved)
     game = config.game.make()
     if not weights.exists():

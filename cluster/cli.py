@@ -281,13 +281,14 @@ def _run_train(args: argparse.Namespace) -> int:
 
     from tengen.cluster.config import ConfigError, load_config
     from tengen.cluster.run_control import RunDirError, check_run_dir
+    from tengen.cluster.run_dir import RunDir
 
     if args.resume_if_exists:
         if not args.run_dir:
             return _fail("train", "--resume-if-exists needs a --run-dir")
         if args.resume:
             return _fail("train", "give --resume or --resume-if-exists, not both")
-        args.resume = (Path(args.run_dir) / "config.yaml").exists()
+        args.resume = RunDir(args.run_dir).config.exists()
     if args.resume and not args.run_dir:
         return _fail("train", "--resume needs the --run-dir of the run to continue")
     if not args.config and not args.resume:
@@ -295,8 +296,8 @@ def _run_train(args: argparse.Namespace) -> int:
     try:
         if args.run_dir:
             check_run_dir(Path(args.run_dir), resume=args.resume)
-        config = load_config(args.config or Path(args.run_dir) / "config.yaml")
-        saved = load_config(Path(args.run_dir) / "config.yaml") if args.resume else config
+        config = load_config(args.config or RunDir(args.run_dir).config)
+        saved = load_config(RunDir(args.run_dir).config) if args.resume else config
         if args.minutes is not None and args.minutes <= 0:
             return _fail("train", "--minutes must be positive")
         if args.workers is not None and args.workers < 1:

@@ -2,7 +2,9 @@
 
 An unknown key or a bad value stops the run at start with a message that names the
 field (``ConfigError``). Library code never reads this module's objects directly:
-the driver passes the values on as keyword arguments.
+the drivers pass the values on as the typed options the library takes
+(``NetworkSpec``, ``SelfPlaySettings``, ``LearnerOptions``, ``GatingOptions``), made
+here, so that every default lives in this schema alone.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from pydantic import (
     model_validator,
 )
 
+from tengen.engine.arena import GatingOptions, MctsPlayerSettings
 from tengen.engine.games import Game, GoGame, make_game
 from tengen.engine.gating import MAX_ELO, GatingRule
-from tengen.engine.mcts import search_bytes
+from tengen.engine.mcts import SearchChoice, search_bytes
 from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import SelfPlaySettings
 from tengen.learner.options import LearnerOptions
@@ -464,7 +467,7 @@ class TengenConfig(_Strict):
             check_storage_url(storage)
         return storage
 
-    # -- the config as keyword arguments of the library (one mapping for both drivers)
+    # -- the config as the library's typed options (one mapping for both drivers)
     def network_spec(self) -> NetworkSpec:
         game = self.game.make()
         height, width, channels = game.planes_shape
@@ -474,12 +477,13 @@ class TengenConfig(_Strict):
 
     def selfplay_settings(self) -> SelfPlaySettings:
         """What a self-play worker plays by (both wirings give it these)."""
-        mcts, sp = self.mcts, self.selfplay
+        mcts, sp, choice = self.mcts, self.selfplay, self.search_choice()
         return SelfPlaySettings(
             simulations=mcts.simulations, c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction,
             leaves_per_round=mcts.leaves_per_round, virtual_loss=mcts.virtual_loss,
             dirichlet_alpha=mcts.dirichlet_alpha, dirichlet_fraction=mcts.dirichlet_fraction,
-            **self.search_kwargs(),
+            search=choice.search, gumbel_considered=choice.gumbel_considered, gumbel_c_visit=choice.gumbel_c_visit,
+            gumbel_c_scale=choice.gumbel_c_scale, avoid_own_eyes=choice.avoid_own_eyes,
             temperature_schedule=sp.temperature_schedule, temperature_moves=sp.temperature_moves,
             temperature=sp.temperature, full_search_fraction=sp.full_search_fraction,
             cheap_simulations=sp.cheap_simulations, resign_threshold=sp.resign_threshold,
@@ -496,20 +500,21 @@ class TengenConfig(_Strict):
                               min_positions=train.min_positions, max_reuse=train.max_reuse,
                               candidate_every=train.candidate_every, ownership_weight=train.ownership_weight)
 
-    def gatekeeper_kwargs(self) -> dict:
-        """``Gatekeeper``'s match options (both wirings build it from these)."""
+    def gating_options(self) -> GatingOptions:
+        """``Gatekeeper``'s match options (both wirings build it from these); its
+        ``player`` is also what ``tengen match`` plays a checkpoint by."""
         g, mcts = self.gating, self.mcts
-        return {"rule": self.gating_rule(), "simulations": g.simulations or mcts.simulations,
-                "games_in_flight": g.games_in_flight, "temperature_moves": g.temperature_moves,
-                "c_puct": mcts.c_puct, "fpu_reduction": mcts.fpu_reduction,
-                "leaves_per_round": mcts.leaves_per_round, **self.search_kwargs()}
+        player = MctsPlayerSettings(simulations=g.simulations or mcts.simulations, c_puct=mcts.c_puct,
+                                    fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
+                                    temperature_moves=g.temperature_moves, search=self.search_choice())
+        return GatingOptions(rule=self.gating_rule(), games_in_flight=g.games_in_flight, player=player)
 
-    def search_kwargs(self) -> dict:
+    def search_choice(self) -> SearchChoice:
         """Which search, and Gumbel's constants (self-play and gating alike)."""
         mcts = self.mcts
-        return {"search": mcts.search, "gumbel_considered": mcts.gumbel_considered,
-                "gumbel_c_visit": mcts.gumbel_c_visit, "gumbel_c_scale": mcts.gumbel_c_scale,
-                "avoid_own_eyes": mcts.avoid_own_eyes}
+        return SearchChoice(search=mcts.search, gumbel_considered=mcts.gumbel_considered,
+                            gumbel_c_visit=mcts.gumbel_c_visit, gumbel_c_scale=mcts.gumbel_c_scale,
+                            avoid_own_eyes=mcts.avoid_own_eyes)
 
     def gating_rule(self) -> GatingRule:
         g = self.gating

@@ -41,12 +41,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from tengen.cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, stream_maxlen
+from tengen.cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, SelfPlayReport, stream_maxlen
 from tengen.cluster.config import TengenConfig
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
 from tengen.cluster.keys import RunKeys, version_id
@@ -59,6 +59,10 @@ from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.status_board import StatusBoard, memory_by_part
 from tengen.cluster.stream import SampleStream
 from tengen.cluster.supervision import CrashLoop, Supervisor, root_cause
+
+if TYPE_CHECKING:
+    from tengen.learner.learner import LearnerStep
+    from tengen.workers.gatekeeper import GatingResult
 
 __all__ = ["ClusterRun"]
 
@@ -325,7 +329,7 @@ class ClusterRun:
         if ref is self._learner_ref:
             self._learner_ref = None
             try:
-                stats = ray.get(ref)
+                stats: LearnerStep = ray.get(ref)
             except ray.exceptions.RayError as e:
                 self._failed("learner", e, self._start_learner, lost=self.learner)
                 self.learner = None
@@ -336,7 +340,7 @@ class ClusterRun:
         elif ref is self._gate_ref:
             self._gate_ref = None
             try:
-                result: dict = ray.get(ref)
+                result: GatingResult = ray.get(ref)
             except ray.exceptions.RayError as e:
                 # A new gatekeeper plays the match again (or a newer candidate's).
                 self.loop.match_cut_off(self._candidate)
@@ -355,7 +359,7 @@ class ClusterRun:
     def _worker_back(self, wid: str, ref: Any) -> None:
         assert self.pool is not None
         try:
-            stats = ray.get(ref)
+            stats: SelfPlayReport = ray.get(ref)
         except ray.exceptions.RayError as e:
             # Its node went away, or it was killed, or it raised: a new one takes its place.
             self._drop_worker(wid, keep_slot=True)
@@ -363,7 +367,7 @@ class ClusterRun:
             return
         self.supervisor.succeeded(f"worker {wid}")
         assert self.loop is not None
-        self.loop.worker_reported(wid, stats)
+        self.loop.worker_reported(wid, stats["incarnation"], stats)
         worker = self.workers[wid]
         lost = stats.get("server_lost")
         key = self.pool.server_of(wid)

@@ -25,13 +25,16 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tengen.cluster.codec import SampleFormatError, decode_game_meta, entry_identity
 from tengen.cluster.keys import version_id
 from tengen.cluster.run_dir import RunDir
 from tengen.engine.game_records import FinishedGame, GameTextError, file_suffix, write_game
 from tengen.engine.games.base import Game
+
+if TYPE_CHECKING:  # the gatekeeper's module loads TensorFlow, which the run page must not
+    from tengen.workers.gatekeeper import GatingResult
 
 __all__ = ["GameSample", "NewestEntries", "ENTRY_SUFFIX", "SCAN", "game_number"]
 
@@ -131,7 +134,7 @@ class GameSample:
             for suffix in (ENTRY_SUFFIX, ".sgf", ".txt"):
                 entry.with_suffix(suffix).unlink(missing_ok=True)
 
-    def write_match(self, result: dict) -> Path | None:
+    def write_match(self, result: GatingResult) -> Path | None:
         """Keep a gating result's games (its ``games`` list, from workers/gatekeeper.py);
         returns their folder (None: none kept)."""
         games = result.get("games") or []

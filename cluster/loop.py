@@ -26,20 +26,35 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from tengen.cluster.config import TengenConfig
 from tengen.cluster.game_sample import GameSample, NewestEntries
 from tengen.cluster.keys import version_id
 from tengen.cluster.registry import blob_sha256
 from tengen.cluster.run_dir import RunDir, RunDirError
+from tengen.engine.gating import GatingSummary
 from tengen.engine.interfaces import ModelRegistryLike
 from tengen.engine.network import weights_from_bytes, weights_to_bytes, write_atomically
 
-__all__ = ["TrainingLoop", "TOTALS", "stop_on_sigterm"]
+if TYPE_CHECKING:
+    from tengen.learner.learner import LearnerStats, LearnerStep
+    from tengen.workers.gatekeeper import GatingResult
+    from tengen.workers.selfplay_worker import WorkerStats
 
+__all__ = ["TrainingLoop", "TOTALS", "Total", "Gauges", "stop_on_sigterm"]
+
+#: one of the run's totals: a counter every self-play worker reports (``WorkerStats``)
+Total = Literal["games", "positions", "evaluations", "moves"]
 #: the run's totals (kept by the run: a lost worker's games stay counted)
-TOTALS = ("games", "positions", "evaluations", "moves")
+TOTALS: tuple[Total, ...] = ("games", "positions", "evaluations", "moves")
+
+
+class Gauges(Protocol):
+    """What the loop records as metrics: a gauge set by name (cluster/metrics.py's
+    ``RunMetrics`` inside Ray)."""
+
+    def set(self, name: str, value: float) -> None: ...
 
 
 class TrainingLoop:
@@ -47,7 +62,7 @@ class TrainingLoop:
     or in-process); ``metrics`` records Prometheus metrics inside Ray (None: none)."""
 
     def __init__(self, config: TengenConfig, files: RunDir, registry: ModelRegistryLike, *, log: Callable[[str], None],
-                 metrics: Any = None):
+                 metrics: Gauges | None = None):
         self.config = config
         self.files = files
         self.registry = registry
@@ -57,9 +72,10 @@ class TrainingLoop:
         self.game = config.game.make()
         self.best_version = 0
         self.promotions = 0
-        self.last_gating: dict | None = None
-        self.learner_stats: dict = {}
-        self.totals = dict.fromkeys(TOTALS, 0)
+        self.last_gating: GatingSummary | None = None
+        #: the learner's stats as it last reported them (None before its first report)
+        self.learner_stats: LearnerStats | None = None
+        self.totals: dict[Total, int] = dict.fromkeys(TOTALS, 0)
         #: games each worker incarnation said it finished (their ids are ``<incarnation>:0`` on)
         self.reported_games: dict[str, int] = {}
         #: candidates published and not yet gated, oldest first
@@ -71,8 +87,8 @@ class TrainingLoop:
         self.started = time.monotonic()
         self.games = GameSample(files, self.game, every=config.run.keep_game_every, keep=config.run.keep_games_max,
                                 matches=config.run.keep_gating_matches, log=log)
-        self._last_counts: dict[str, tuple[str, dict]] = {}  # worker -> (incarnation, its counters)
-        self._last_totals: tuple[dict, float] = (dict(self.totals), self.started)
+        self._last_counts: dict[str, tuple[str, WorkerStats]] = {}  # worker -> (incarnation, its counters)
+        self._last_totals: tuple[dict[Total, int], float] = (dict(self.totals), self.started)
 
     # -- the start ---------------------------------------------------------------------
     def begin(self, *, resume: bool) -> int:
@@ -130,17 +146,18 @@ class TrainingLoop:
             self.totals[key] = int(last.get("totals", {}).get(key, last.get(key, 0)) or 0)
 
     # -- what the parts report ------------------------------------------------------------
-    def worker_reported(self, worker: str, stats: dict) -> None:
-        """Add a worker's counters since its last report to the run's totals."""
-        incarnation, before = self._last_counts.get(worker, ("", {}))
-        if stats.get("incarnation", "") != incarnation:
-            before = {}  # a replacement counts from zero
+    def worker_reported(self, worker: str, incarnation: str, stats: WorkerStats) -> None:
+        """Add a worker's counters since its last report to the run's totals;
+        ``incarnation`` names the worker's process (the wiring's name for it)."""
+        last = self._last_counts.get(worker)
+        # A replacement (another incarnation) counts from zero.
+        before = last[1] if last is not None and last[0] == incarnation else None
         for key in TOTALS:
-            self.totals[key] += max(0, stats.get(key, 0) - before.get(key, 0))
-        self._last_counts[worker] = (stats.get("incarnation", ""), stats)
-        self.reported_games[stats.get("incarnation") or worker] = stats.get("games", 0)
+            self.totals[key] += max(0, stats.get(key, 0) - (before.get(key, 0) if before is not None else 0))
+        self._last_counts[worker] = (incarnation, stats)
+        self.reported_games[incarnation or worker] = stats.get("games", 0)
 
-    def learner_reported(self, stats: dict) -> None:
+    def learner_reported(self, stats: LearnerStep) -> None:
         self.learner_stats = stats
         published = stats.get("published", [])
         self.pending.extend(published)
@@ -160,31 +177,32 @@ class TrainingLoop:
         self.pending.insert(0, candidate)
         self.in_match = None
 
-    def gated(self, result: dict) -> int | None:
+    def gated(self, result: GatingResult) -> int | None:
         """A gating result: a promoted candidate becomes the best (on disk too), a
         rejected one's weights leave the registry; returns the version promoted. The
         match's ``games`` go to the run directory, not into the status line; the rest
         of the result is appended to gating.jsonl (the ladder holds only promotions)."""
         self.games.write_match(result)
-        result = {key: value for key, value in result.items() if key != "games"}
-        self.last_gating = result
+        # The result less its games: the summary the gatekeeper put on the ladder.
+        summary = cast(GatingSummary, {key: value for key, value in result.items() if key != "games"})
+        self.last_gating = summary
         with open(self.files.gating_history, "a", encoding="utf-8") as history:
-            history.write(json.dumps({"time": round(time.time(), 1), **result}) + "\n")
-        self.log(f"gating {version_id(result['candidate'])} vs {version_id(result['best'])}: "
-                 f"{result['wins']}-{result['draws']}-{result['losses']}, Elo {result['elo']:+.0f} "
-                 f"-> {result['decision']}")
+            history.write(json.dumps({"time": round(time.time(), 1), **summary}) + "\n")
+        self.log(f"gating {version_id(summary['candidate'])} vs {version_id(summary['best'])}: "
+                 f"{summary['wins']}-{summary['draws']}-{summary['losses']}, Elo {summary['elo']:+.0f} "
+                 f"-> {summary['decision']}")
         promoted = None
-        if result["decision"] == "promote":
-            promoted = self.best_version = int(result["candidate"])
+        if summary["decision"] == "promote":
+            promoted = self.best_version = int(summary["candidate"])
             self.promotions += 1
             self.save_best()
             ladder = self.registry.ladder()
             self._set_metric("tengen_best_version", promoted)
-            if ladder and ladder[-1].get("elo") is not None:
-                self._set_metric("tengen_best_elo", ladder[-1]["elo"])
+            if ladder and (elo := ladder[-1].get("elo")) is not None:
+                self._set_metric("tengen_best_elo", elo)
             self.log(f"promoted {version_id(promoted)}")
         else:
-            self.registry.discard(result["candidate"])
+            self.registry.discard(summary["candidate"])
         self.in_match = None
         self.prune_registry()
         return promoted
@@ -204,10 +222,10 @@ class TrainingLoop:
         blob, _ = self.registry.fetch(self.best_version)
         weights_from_bytes(self.config.network_spec().build(), blob)  # fits the config
         files.best.mkdir(parents=True, exist_ok=True)
-        write_atomically(files.best / "model.safetensors", blob)
+        write_atomically(files.best_model, blob)
         if not files.model(self.best_version).exists():
             write_atomically(files.model(self.best_version), blob)
-        (files.best / "config.yaml").write_text(self.config.to_yaml())
+        files.best_config.write_text(self.config.to_yaml())
         write_atomically(files.ladder, json.dumps(self.registry.ladder(), indent=2).encode())
 
     def keep_games(self, stream: NewestEntries) -> int:
@@ -220,7 +238,7 @@ class TrainingLoop:
         stop = self.config.stop
         if self.minutes is not None and time.monotonic() - self.started >= self.minutes * 60:
             return True
-        if stop.steps is not None and self.learner_stats.get("step", 0) >= stop.steps:
+        if stop.steps is not None and self.learner_step >= stop.steps:
             return True
         return stop.promotions is not None and self.promotions >= stop.promotions
 
@@ -235,19 +253,21 @@ class TrainingLoop:
         interval = max(now - then, 1e-9)
         rate = {key: (self.totals[key] - before.get(key, 0)) / interval for key in TOTALS}
         self._last_totals = (dict(self.totals), now)
-        losses = self.learner_stats.get("losses", {})
+        learner = self.learner_stats
+        losses = learner.get("losses", {}) if learner is not None else {}
         line = {
             "time": round(time.time(), 1), "elapsed_s": round(now - self.started, 1),
             "games": self.totals["games"], "totals": dict(self.totals),
             "games_per_s": round(rate["games"], 2), "moves_per_s": round(rate["moves"], 1),
             "positions_per_s": round(rate["positions"], 1), "evaluations_per_s": round(rate["evaluations"]),
-            "learner_step": self.learner_stats.get("step", 0),
+            "learner_step": self.learner_step,
             "loss": round(losses.get("loss", float("nan")), 3) if losses else None,
             "losses": {k: round(v, 4) for k, v in losses.items()},
-            "window": self.learner_stats.get("window", 0), "window_capacity": self.config.train.replay_window,
+            "window": learner.get("window", 0) if learner is not None else 0,
+            "window_capacity": self.config.train.replay_window,
             "best": version_id(self.best_version), "promotions": self.promotions, "last_gating": self.last_gating,
-            "bad_entries": self.learner_stats.get("bad_entries", 0),
-            "duplicate_games": self.learner_stats.get("duplicate_games", 0),
+            "bad_entries": learner.get("bad_entries", 0) if learner is not None else 0,
+            "duplicate_games": learner.get("duplicate_games", 0) if learner is not None else 0,
             "error": self.error, "final": final,
             "reported_games": dict(list(self.reported_games.items())[-200:]),
         } | parts
@@ -265,10 +285,15 @@ class TrainingLoop:
 
     def summary(self) -> dict:
         summary = {"best": version_id(self.best_version), "promotions": self.promotions,
-                   "steps": self.learner_stats.get("step", 0), "games": self.totals["games"],
+                   "steps": self.learner_step, "games": self.totals["games"],
                    "minutes": (time.monotonic() - self.started) / 60, "error": self.error}
         self.log("done: " + json.dumps(summary))
         return summary
+
+    @property
+    def learner_step(self) -> int:
+        """The learner's step as it last reported (0 before its first report)."""
+        return self.learner_stats.get("step", 0) if self.learner_stats is not None else 0
 
     def _set_metric(self, name: str, value: float) -> None:
         if self.metrics is not None:

@@ -15,6 +15,7 @@ with its 95% interval (``engine.gating.estimate_elo``). ``out`` gets every game
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -115,11 +116,9 @@ def _mcts_player(config: TengenConfig, game: Game, model: object, *, slots: int,
     """The model with its run's gating search (``simulations`` overrides its visits)."""
     from tengen.engine.network import CompiledModel
 
-    options = config.gatekeeper_kwargs()
-    return MctsPlayer(game, CompiledModel(model), slots=slots, name=name,
-                      simulations=simulations or options["simulations"], c_puct=options["c_puct"],
-                      fpu_reduction=options["fpu_reduction"], leaves_per_round=options["leaves_per_round"],
-                      temperature_moves=options["temperature_moves"], **config.search_kwargs())
+    player = config.gating_options().player
+    player = dataclasses.replace(player, simulations=simulations or player.simulations)
+    return player.build(game, CompiledModel(model), slots=slots, name=name)
 
 
 def _same_rules(a: Game, b: Game) -> bool:

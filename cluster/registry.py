@@ -29,7 +29,7 @@ import redis
 from tengen.cluster.json_values import dumps
 from tengen.cluster.keys import RunKeys, version_id
 from tengen.cluster.redis_client import RedisLike, call_with_retry
-from tengen.engine.interfaces import ModelRegistryLike, Subscription
+from tengen.engine.interfaces import LadderEntry, ModelMetadata, ModelRegistryLike, PromotionResult, Subscription
 
 __all__ = [
     "ModelRegistry",
@@ -67,7 +67,7 @@ def _already_published(version: int, existing: bytes | str | None, sha256: str) 
 
 
 def _read_model(version: int, blob: bytes | None, sha256: bytes | str | None,
-                metadata: bytes | str | None) -> tuple[bytes, dict]:
+                metadata: bytes | str | None) -> tuple[bytes, ModelMetadata]:
     """``(blob, metadata)`` as stored, the blob checked against its sha256."""
     if blob is None and sha256 is not None:
         raise RegistryError(f"model {version_id(version)} was pruned from the registry "
@@ -97,7 +97,8 @@ def _promoted_already(version: int, best: int | None, last_entry: bytes | str | 
     return best == int(version) and last_entry is not None and json.loads(last_entry)["version"] == int(version)
 
 
-def _ladder_entry(version: int, sha256: str, elo: float | None, result: dict, at: float | None) -> dict:
+def _ladder_entry(version: int, sha256: str, elo: float | None, result: PromotionResult,
+                 at: float | None) -> LadderEntry:
     return {"version": int(version), "id": version_id(version), "sha256": sha256,
             "elo": None if elo is None else float(elo), "result": result,
             "time": time.time() if at is None else float(at)}
@@ -131,7 +132,7 @@ class ModelRegistry(ModelRegistryLike):
         self.client: Any = client
         self.keys = RunKeys(run_id)
 
-    def publish(self, version: int, blob: bytes, metadata: dict) -> str:
+    def publish(self, version: int, blob: bytes, metadata: ModelMetadata) -> str:
         """Store ``blob`` as ``version`` with its sha256 and ``metadata``; returns the
         sha256. Versions are immutable: publishing other bytes under a published
         version raises RegistryError (the same bytes again is a no-op)."""
@@ -146,7 +147,7 @@ class ModelRegistry(ModelRegistryLike):
         pipe.execute()
         return sha256
 
-    def fetch(self, version: int) -> tuple[bytes, dict]:
+    def fetch(self, version: int) -> tuple[bytes, ModelMetadata]:
         """``(blob, metadata)`` of ``version``, the blob checked against its sha256."""
         return _read_model(version, *self.client.hmget(self.keys.model(version), ["blob", "sha256", "metadata"]))
 
@@ -175,7 +176,7 @@ class ModelRegistry(ModelRegistryLike):
             raise _not_held(version)
         return sha256.decode()
 
-    def promote(self, version: int, *, elo: float | None, result: dict, at: float | None = None) -> None:
+    def promote(self, version: int, *, elo: float | None, result: PromotionResult, at: float | None = None) -> None:
         """Make ``version`` the best, append it to the Elo ladder and notify the
         subscribers, all in one MULTI/EXEC."""
         sha256 = self.sha256(version)
@@ -197,7 +198,7 @@ class ModelRegistry(ModelRegistryLike):
         best = self.client.get(self.keys.best)
         return None if best is None else int(best)
 
-    def ladder(self) -> list[dict]:
+    def ladder(self) -> list[LadderEntry]:
         return [json.loads(entry) for entry in self.client.lrange(self.keys.ladder, 0, -1)]
 
     def candidates(self) -> list[int]:
@@ -250,7 +251,7 @@ class LocalModelRegistry(ModelRegistryLike):
         self._subscribers: list[LocalSubscription] = []
         self._lock = threading.Lock()
 
-    def publish(self, version: int, blob: bytes, metadata: dict) -> str:
+    def publish(self, version: int, blob: bytes, metadata: ModelMetadata) -> str:
         version_id(version)
         sha256 = blob_sha256(blob)
         with self._lock:
@@ -260,7 +261,7 @@ class LocalModelRegistry(ModelRegistryLike):
             self._models[int(version)] = {"blob": bytes(blob), "sha256": sha256, "metadata": dumps(metadata)}
         return sha256
 
-    def fetch(self, version: int) -> tuple[bytes, dict]:
+    def fetch(self, version: int) -> tuple[bytes, ModelMetadata]:
         with self._lock:
             model = self._models.get(int(version), {})
         return _read_model(version, model.get("blob"), model.get("sha256"), model.get("metadata"))
@@ -289,7 +290,7 @@ class LocalModelRegistry(ModelRegistryLike):
             raise _not_held(version)
         return str(model["sha256"])
 
-    def promote(self, version: int, *, elo: float | None, result: dict, at: float | None = None) -> None:
+    def promote(self, version: int, *, elo: float | None, result: PromotionResult, at: float | None = None) -> None:
         sha256 = self.sha256(version)
         entry, note = dumps(_ladder_entry(version, sha256, elo, result, at)), _notification(version, sha256)
         with self._lock:
@@ -304,7 +305,7 @@ class LocalModelRegistry(ModelRegistryLike):
     def best_version(self) -> int | None:
         return self._best
 
-    def ladder(self) -> list[dict]:
+    def ladder(self) -> list[LadderEntry]:
         with self._lock:
             return [json.loads(entry) for entry in self._ladder]
 

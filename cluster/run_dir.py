@@ -7,7 +7,7 @@
     status.jsonl            every status line, one JSON object a line (what a finished run shows)
     ladder.json             every promotion with its gating result and Elo
     gating.jsonl            every gating match's result, promoted or not, one JSON object a line
-    best/                   the best model (model.safetensors, config.yaml)
+    best/                   the best model (model.safetensors, config.yaml: a checkpoint directory)
     models/                 every promoted model, by version (000042.safetensors)
     learner/                the learner's checkpoint, unless ``storage`` names another place
     games/                  a sample of finished self-play games (``run.keep_game_every``): each
@@ -33,10 +33,14 @@ from pathlib import Path
 
 from tengen.cluster.keys import version_id
 
-__all__ = ["RunDir", "RunDirError", "RUN_FORMAT", "game_file_name"]
+__all__ = ["RunDir", "RunDirError", "RUN_FORMAT", "MODEL_FILE", "CONFIG_FILE", "game_file_name"]
 
 #: run.json's format version
 RUN_FORMAT = 1
+#: a checkpoint directory's files (a run's best/, and the copies tools make of it):
+#: the weights, and the config they were trained with (also the run's own config.yaml)
+MODEL_FILE = "model.safetensors"
+CONFIG_FILE = "config.yaml"
 
 
 class RunDirError(ValueError):
@@ -65,7 +69,7 @@ class RunDir:
 
     @property
     def config(self) -> Path:
-        return self.path / "config.yaml"
+        return self.path / CONFIG_FILE
 
     @property
     def log(self) -> Path:
@@ -89,7 +93,22 @@ class RunDir:
 
     @property
     def best(self) -> Path:
+        """The best model as a checkpoint directory (``best_model``, ``best_config``)."""
         return self.path / "best"
+
+    @property
+    def best_model(self) -> Path:
+        return self.best / MODEL_FILE
+
+    @property
+    def best_config(self) -> Path:
+        return self.best / CONFIG_FILE
+
+    @property
+    def old_checkpoint(self) -> Path:
+        """The checkpoint of tengen 0.1.0's single-process run, whose directories
+        ``--resume`` refuses (another format, no run.json)."""
+        return self.path / "checkpoint.safetensors"
 
     @property
     def models(self) -> Path:

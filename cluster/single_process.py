@@ -39,8 +39,6 @@ from tengen.workers.selfplay_worker import SelfPlayWorker
 
 __all__ = ["SingleProcessRun"]
 
-#: the checkpoint of the single-process run before it shared the cluster run's parts
-OLD_CHECKPOINT = "checkpoint.safetensors"
 _WORKER = "w000"
 #: seconds of self-play per pass, and the most training a pass may do
 _CHUNK_S = 2.0
@@ -57,9 +55,10 @@ class SingleProcessRun:
         config = self.config = config.with_changes({"stop.minutes": minutes})  # into config.yaml too
         self.files = RunDir(run_dir)
         self.run_dir = self.files.path
-        if resume and (self.run_dir / OLD_CHECKPOINT).exists() and not self.files.identity.exists():
+        old = self.files.old_checkpoint
+        if resume and old.exists() and not self.files.identity.exists():
             raise RunDirError(f"{self.run_dir} was made by an older tengen's --single-process (its "
-                              f"{OLD_CHECKPOINT} and ladder have another format) and cannot be resumed; "
+                              f"{old.name} and ladder have another format) and cannot be resumed; "
                               "start a new run (its best/ model still loads with --checkpoint)")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_id = self.files.create_identity()
@@ -79,7 +78,7 @@ class SingleProcessRun:
                                source=self.stream, registry=self.registry, decode=game_decoder(self.game),
                                storage=config.storage or str(self.files.learner), seed=config.seed)
         self.gatekeeper = Gatekeeper(game=self.game, network=config.network_spec(), registry=self.registry,
-                                     seed=config.seed + 1, **config.gatekeeper_kwargs())
+                                     options=config.gating_options(), seed=config.seed + 1)
         # A fresh incarnation per process: its games' ids never repeat an earlier session's.
         self._incarnation = f"{_WORKER}.{secrets.token_hex(3)}"
         self._games = 0
@@ -134,7 +133,7 @@ class SingleProcessRun:
     def iterate(self) -> None:
         """A chunk of self-play, the training it allows, a match when a candidate is due."""
         stats = self.worker.run_for(_CHUNK_S)
-        self.loop.worker_reported(_WORKER, {**stats, "incarnation": self._incarnation})
+        self.loop.worker_reported(_WORKER, self._incarnation, stats)
         self.loop.learner_reported(self.learner.step(seconds=_TRAIN_S, best_version=self.loop.best_version,
                                                      wait_for_data=False, until_step=self.config.stop.steps))
         candidate = self.loop.next_match()

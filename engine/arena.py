@@ -19,9 +19,10 @@ from tengen.engine.games.go import GoGame
 from tengen.engine.gating import Decision, EloEstimate, GatingRule, estimate_elo
 from tengen.engine.interfaces import Player
 from tengen.engine.match import PlayedGame, play_games
-from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, choose_move
+from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, SearchChoice, choose_move
 
-__all__ = ["MctsPlayer", "RolloutMctsPlayer", "RandomPlayer", "MatchResult", "play_match"]
+__all__ = ["MctsPlayer", "MctsPlayerSettings", "RolloutMctsPlayer", "RandomPlayer", "GatingOptions", "MatchResult",
+           "play_match"]
 
 
 class MctsPlayer:
@@ -72,6 +73,30 @@ class MctsPlayer:
         self.search.advance(slot, action)
 
 
+@dataclass(frozen=True)
+class MctsPlayerSettings:
+    """How an ``MctsPlayer`` searches and chooses its moves: its keywords besides the
+    evaluator, the slots and the name, as one typed value. The run config makes the
+    gating players' (``TengenConfig.gating_options().player``, which ``tengen match``
+    plays by too), so that their defaults are the schema's alone."""
+
+    simulations: int
+    c_puct: float
+    fpu_reduction: float
+    leaves_per_round: int
+    temperature_moves: int
+    search: SearchChoice
+
+    def build(self, game: Game, evaluate: Evaluator, *, slots: int, name: str) -> MctsPlayer:
+        """A player of ``game`` with these settings, searching ``slots`` games at once."""
+        choice = self.search
+        return MctsPlayer(game, evaluate, slots=slots, simulations=self.simulations, name=name, c_puct=self.c_puct,
+                          fpu_reduction=self.fpu_reduction, leaves_per_round=self.leaves_per_round,
+                          temperature_moves=self.temperature_moves, search=choice.search,
+                          gumbel_considered=choice.gumbel_considered, gumbel_c_visit=choice.gumbel_c_visit,
+                          gumbel_c_scale=choice.gumbel_c_scale, avoid_own_eyes=choice.avoid_own_eyes)
+
+
 class RolloutMctsPlayer(MctsPlayer):
     """Pure MCTS: UCT over uniform priors, leaves valued by random playouts (the
     baseline of the classic tutorials and of OpenSpiel's MCTSBot)."""
@@ -119,6 +144,18 @@ class RandomPlayer:
 
     def advance(self, slot: int, action: int) -> None:
         pass
+
+
+@dataclass(frozen=True)
+class GatingOptions:
+    """How a candidate is played against the best (workers/gatekeeper.py): ``rule``
+    decides, ``games_in_flight`` games are played at once, and each side is an
+    ``MctsPlayer`` of ``player``. The run config makes it
+    (``TengenConfig.gating_options()``); both wirings give the gatekeeper the same."""
+
+    rule: GatingRule
+    games_in_flight: int
+    player: MctsPlayerSettings
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,14 @@ import math
 from dataclasses import KW_ONLY, dataclass
 from enum import StrEnum
 from statistics import NormalDist
-from typing import Literal
+from typing import Literal, TypedDict
 
 __all__ = [
     "MAX_ELO",
     "Decision",
     "EloEstimate",
     "GatingRule",
+    "GatingSummary",
     "elo_from_score",
     "estimate_elo",
     "score_from_elo",
@@ -276,3 +277,22 @@ class GatingRule:
         if points + remaining <= needed:  # even winning every remaining game is not enough
             return Decision.REJECT
         return Decision.CONTINUE
+
+
+class GatingSummary(TypedDict):
+    """One gating match's verdict, as the ladder, gating.jsonl and the status line keep
+    it. ``Gatekeeper.gate`` (workers/gatekeeper.py) makes it; it is defined here, in the
+    engine, because the model registry's interface (engine/interfaces.py), which only
+    the engine may hold, carries it onto the ladder with a promotion."""
+
+    candidate: int
+    best: int
+    decision: str  # a Decision's value: "promote" or "reject"
+    wins: int  # the candidate's
+    draws: int
+    losses: int
+    elo: float  # the candidate's Elo over the best, with its interval
+    elo_low: float
+    elo_high: float
+    llr: float | None  # the SPRT's log-likelihood ratio; None under another rule
+    by: str  # what made the verdict (GatingRule.decided_by)

@@ -1,6 +1,8 @@
-"""The narrow interfaces between the loops and the plumbing (STYLE.md, rules 6 and 18):
-what the learner, the gatekeeper and the self-play side need of a sample stream and
-of a model registry, and what a match needs of a player, as ``typing.Protocol`` classes.
+"""The narrow interfaces between the loops and the plumbing: what the learner, the
+gatekeeper and the self-play side need of a sample stream and of a model registry,
+and what a match needs of a player, as ``typing.Protocol`` classes, so that a loop is
+written against what it uses and never against Redis or Ray (the contracts are listed
+in docs/architecture.md).
 
 They live here, with the Game and Evaluator contracts, because every layer may import
 the engine and only the engine: the learner (learner/) and the gatekeeper (workers/)
@@ -12,10 +14,11 @@ type checker holds both to the same signatures. Nothing here knows about Redis.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import numpy as np
 
+from tengen.engine.gating import GatingSummary
 from tengen.engine.selfplay import GameRecord
 
 __all__ = [
@@ -26,6 +29,10 @@ __all__ = [
     "WeightSource",
     "CandidateSink",
     "Subscription",
+    "ModelMetadata",
+    "InitialPromotion",
+    "PromotionResult",
+    "LadderEntry",
     "ModelRegistryLike",
     "Player",
 ]
@@ -73,10 +80,41 @@ class SampleSource(Protocol):
         ...
 
 
+class ModelMetadata(TypedDict):
+    """What a published version carries besides its weights: the learner's candidates,
+    the run's initial network and models put back from a run directory all give both."""
+
+    step: int  # the learner step the weights are from (0: the initial network)
+    game: str  # the game's name (``Game.name``)
+
+
+class InitialPromotion(TypedDict):
+    """The result on the ladder's first entry: the initial network, best without a match."""
+
+    initial: bool
+
+
+#: what a promotion records on the ladder: its gating match's verdict (without the
+#: games), or the initial network's mark
+PromotionResult = GatingSummary | InitialPromotion
+
+
+class LadderEntry(TypedDict):
+    """One promotion on the ladder, as the registries store it (``cluster.registry``)
+    and the run directory's ladder.json holds it."""
+
+    version: int
+    id: str  # the version's spelling, ``000042``
+    sha256: str  # of the promoted weights blob
+    elo: float | None
+    result: PromotionResult
+    time: float  # when it was promoted, seconds since the epoch
+
+
 class WeightSource(Protocol):
     """Where weights come from: blobs by version, checked against their sha256."""
 
-    def fetch(self, version: int) -> tuple[bytes, dict]:
+    def fetch(self, version: int) -> tuple[bytes, ModelMetadata]:
         """``(blob, metadata)`` of ``version``."""
         ...
 
@@ -86,7 +124,7 @@ class WeightSource(Protocol):
 class CandidateSink(Protocol):
     """Where the learner publishes candidates; versions are immutable."""
 
-    def publish(self, version: int, blob: bytes, metadata: dict) -> str:
+    def publish(self, version: int, blob: bytes, metadata: ModelMetadata) -> str:
         """Store ``blob`` as ``version``; returns its sha256."""
         ...
 
@@ -105,12 +143,12 @@ class ModelRegistryLike(WeightSource, CandidateSink, Protocol):
     """The run's model registry: candidates, the best version, the Elo ladder, and
     promotions with a notification to subscribers."""
 
-    def promote(self, version: int, *, elo: float | None, result: dict, at: float | None = None) -> None:
+    def promote(self, version: int, *, elo: float | None, result: PromotionResult, at: float | None = None) -> None:
         """Make ``version`` the best and append it to the ladder, once (a repeat is a no-op);
         ``at`` is the promotion's time when a ladder is rebuilt (default now)."""
         ...
 
-    def ladder(self) -> list[dict]: ...
+    def ladder(self) -> list[LadderEntry]: ...
 
     def candidates(self) -> list[int]: ...
 

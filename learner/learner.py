@@ -26,6 +26,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -39,12 +40,36 @@ from tengen.learner.replay import ReplayWindow, mover_ownership
 from tengen.learner.storage import open_storage
 from tengen.learner.trainer import Trainer
 
-__all__ = ["Learner", "CHECKPOINT_FILE"]
+__all__ = ["Learner", "LearnerStats", "LearnerStep", "CHECKPOINT_FILE"]
 
 CHECKPOINT_FILE = "learner.ckpt"
 GROUP = "learner"
 #: game ids remembered for dropping repeats (a repeat follows its original closely)
 SEEN_GAMES = 100_000
+
+
+class LearnerStats(TypedDict):
+    """The learner's counters (``Learner.stats``): what the training loop reports and
+    stops on (cluster/loop.py) and the cluster's LearnerActor records as metrics."""
+
+    step: int  # training steps taken
+    window: int  # positions in the replay window
+    positions_read: int  # positions read from the stream since the start
+    reuse: float  # samples drawn per position added to the window
+    losses: dict[str, float]  # the last step's loss parts and its learning_rate ({} before one)
+    sample_age_versions: float  # how many versions the recent samples' models trail the best
+    next_version: int  # the version the next candidate is published as
+    resumed: bool  # whether the learner started from a checkpoint
+    duplicate_games: int  # games read twice and dropped
+    #: stream entries that did not decode, counted and skipped by the stream: the
+    #: cluster's LearnerActor adds its Redis stream's count, the in-process run none
+    bad_entries: NotRequired[int]
+
+
+class LearnerStep(LearnerStats):
+    """``Learner.step``'s result: the stats after the step, and what it published."""
+
+    published: list[int]  # the candidates published during the step, oldest first
 
 
 class Learner:
@@ -96,7 +121,7 @@ class Learner:
 
     # -- the step -------------------------------------------------------------------
     def step(self, *, seconds: float = 1.0, best_version: int = 0, wait_for_data: bool = True,
-             until_step: int | None = None) -> dict:
+             until_step: int | None = None) -> LearnerStep:
         """Read what the stream has, train as far as the reuse ratio allows (and not
         past ``until_step``, a run's stop), publish a candidate when due; returns at the
         latest after ``seconds``, and at once when it may not train and
@@ -104,7 +129,7 @@ class Learner:
         wait for)."""
         deadline = time.monotonic() + seconds
         self._read(block_ms=0)
-        published = []
+        published: list[int] = []
         while (remaining := deadline - time.monotonic()) > 0:
             if until_step is not None and self.trainer.step >= until_step:
                 break
@@ -122,9 +147,9 @@ class Learner:
                 published.append(self.publish_candidate())
             if self.trainer.step % 50 == 0:
                 self._read(block_ms=0)
-        return self.stats(best_version) | {"published": published}
+        return {**self.stats(best_version), "published": published}
 
-    def stats(self, best_version: int = 0) -> dict:
+    def stats(self, best_version: int = 0) -> LearnerStats:
         ages = np.array(self.sample_versions[-1000:], dtype=np.float64)
         return {
             "step": self.trainer.step,

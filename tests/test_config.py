@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from tengen.cluster.config import MEMORY_BUDGET_VARIABLE, ConfigError, TengenConfig, load_config, parse_config
 from tengen.engine.games import GoGame, make_game
-from tengen.engine.mcts import Search, search_bytes
+from tengen.engine.mcts import Search, SearchChoice, search_bytes
 from tengen.learner.replay import ReplayWindow
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
@@ -155,15 +155,16 @@ def test_command_line_overrides_go_through_the_schema():
 
 def test_the_search_is_puct_unless_a_config_says_gumbel():
     # mctx's constants for Danihelka et al. 2022's search (m = 16, c_visit = 50, c_scale = 0.1)
-    assert parse_config(ttt()).search_kwargs() == {"search": "puct", "gumbel_considered": 16,
-                                                   "gumbel_c_visit": 50.0, "gumbel_c_scale": 0.1,
-                                                   "avoid_own_eyes": False}
+    assert parse_config(ttt()).search_choice() == SearchChoice(search="puct", gumbel_considered=16,
+                                                               gumbel_c_visit=50.0, gumbel_c_scale=0.1,
+                                                               avoid_own_eyes=False)
     gumbel = parse_config(ttt(mcts={"search": "gumbel", "gumbel_considered": 4, "gumbel_c_scale": 0.5}))
-    assert gumbel.search_kwargs() == {"search": "gumbel", "gumbel_considered": 4, "gumbel_c_visit": 50.0,
-                                      "gumbel_c_scale": 0.5, "avoid_own_eyes": False}
+    assert gumbel.search_choice() == SearchChoice(search="gumbel", gumbel_considered=4, gumbel_c_visit=50.0,
+                                                  gumbel_c_scale=0.5, avoid_own_eyes=False)
     # both self-play and the gatekeeper's players get them
-    assert dataclasses.asdict(gumbel.selfplay_settings()).items() >= gumbel.search_kwargs().items()
-    assert gumbel.gatekeeper_kwargs().items() >= gumbel.search_kwargs().items()
+    choice = dataclasses.asdict(gumbel.search_choice())
+    assert dataclasses.asdict(gumbel.selfplay_settings()).items() >= choice.items()
+    assert gumbel.gating_options().player.search == gumbel.search_choice()
 
 
 def test_a_sane_schedule_and_bounds_still_parse():

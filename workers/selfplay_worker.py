@@ -6,10 +6,12 @@ the worker does the tree work of the other, so neither side waits for the other
 (the design's two half-batches in flight). Finished games go to ``sink(record)``.
 
 ``submit(planes) -> handle`` and ``resolve(handle) -> (policy, value)`` are how it
-reaches the server: ``server.evaluate.remote`` and ``ray.get`` inside Ray, a direct
-call in one process. When ``resolve`` raises (the server is gone), ``run_for`` passes
-the error on and keeps the leaves it was waiting for; the next ``run_for`` sends them
-again through ``submit``, which by then reaches another server.
+reaches the server: ``server.evaluate.remote`` and ``ray.get`` inside Ray (the handle
+an ObjectRef), a direct call in one process (the handle the planes themselves); the
+worker is generic in the handle's type, which only the pair knows. When ``resolve``
+raises (the server is gone), ``run_for`` passes the error on and keeps the leaves it
+was waiting for; the next ``run_for`` sends them again through ``submit``, which by
+then reaches another server.
 """
 
 from __future__ import annotations
@@ -17,17 +19,32 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Generic, TypedDict, TypeVar
 
 import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.selfplay import GameRecord, SelfPlay, SelfPlaySettings
 
-__all__ = ["SelfPlayWorker"]
+__all__ = ["SelfPlayWorker", "WorkerStats"]
+
+#: what ``submit`` returns for a batch of leaves and ``resolve`` takes back
+Handle = TypeVar("Handle")
 
 
-class SelfPlayWorker:
+class WorkerStats(TypedDict):
+    """A worker's counters since it started (``run_for``, ``stats``), which the training
+    loop turns into the run's totals and rates."""
+
+    games: int  # games finished
+    positions: int  # training positions those games recorded
+    evaluations: int  # leaves evaluated
+    rounds: int  # search rounds (each half once)
+    moves: int  # moves played
+    seconds: float  # time spent in run_for
+
+
+class SelfPlayWorker(Generic[Handle]):
     """Plays self-play games forever, in chunks of ``run_for(seconds)``."""
 
     def __init__(
@@ -35,8 +52,8 @@ class SelfPlayWorker:
         *,
         game: Game,
         selfplay: SelfPlaySettings,
-        submit: Callable[[np.ndarray], Any],
-        resolve: Callable[[Any], tuple[np.ndarray, np.ndarray]],
+        submit: Callable[[np.ndarray], Handle],
+        resolve: Callable[[Handle], tuple[np.ndarray, np.ndarray]],
         sink: Callable[[GameRecord], None],
         seed: int,
         games: int,
@@ -60,7 +77,7 @@ class SelfPlayWorker:
         ]
         #: per half: the leaf planes sent and the handle of their evaluation (None:
         #: to be sent again, after the server that had them was lost)
-        self._in_flight: list[tuple[np.ndarray, Any] | None] = [None] * len(self.halves)
+        self._in_flight: list[tuple[np.ndarray, Handle | None] | None] = [None] * len(self.halves)
         self.games_played = 0
         self.positions = 0
         self.evaluations = 0
@@ -72,7 +89,7 @@ class SelfPlayWorker:
         for half in self.halves:
             half.set_model_version(version)
 
-    def run_for(self, seconds: float) -> dict:
+    def run_for(self, seconds: float) -> WorkerStats:
         """Play for about ``seconds``; returns counters since the worker started."""
         start = time.monotonic()
         for i, half in enumerate(self.halves):
@@ -89,7 +106,11 @@ class SelfPlayWorker:
                 assert in_flight is not None
                 planes, handle = in_flight
                 try:
-                    policy, value = self.resolve(handle) if len(planes) else _nothing(self.game)
+                    if len(planes):
+                        assert handle is not None  # sent by _gather, or again at this call's start
+                        policy, value = self.resolve(handle)
+                    else:
+                        policy, value = _nothing(self.game)
                 except BaseException:
                     # The server went away with both halves' leaves: the same leaves go
                     # to the next one, so no game loses its search.
@@ -106,7 +127,7 @@ class SelfPlayWorker:
         self.busy_seconds += time.monotonic() - start
         return self.stats()
 
-    def stats(self) -> dict:
+    def stats(self) -> WorkerStats:
         return {
             "games": self.games_played,
             "positions": self.positions,
@@ -116,7 +137,7 @@ class SelfPlayWorker:
             "seconds": self.busy_seconds,
         }
 
-    def _gather(self, half: SelfPlay) -> tuple[np.ndarray, Any]:
+    def _gather(self, half: SelfPlay) -> tuple[np.ndarray, Handle | None]:
         planes = half.gather()
         if len(planes) == 0:
             return planes, None

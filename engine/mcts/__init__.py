@@ -33,6 +33,7 @@ The parts, one job each:
   ``UNEXPANDED``, ``ILLEGAL``), and the compiled edits that keep their invariants
   (edge statistics, priors, re-rooting after a move);
 - ``settings``: ``SearchSettings`` by name, and the array the kernels read;
+  ``SearchChoice``, the run's choice of search that self-play and gating share;
 - ``walk``: the compiled gather (selection, virtual loss, new leaves) and apply
   (priors, backup);
 - ``planes``: a leaf's input planes, written straight into the batch;
@@ -44,11 +45,12 @@ The parts, one job each:
 from tengen.engine.mcts.evaluators import Evaluator, RolloutEvaluator, uniform_evaluator
 from tengen.engine.mcts.move_choice import best_move, choose_move, visit_policy
 from tengen.engine.mcts.search import Search, search_bytes
-from tengen.engine.mcts.settings import SearchSettings
+from tengen.engine.mcts.settings import SearchChoice, SearchSettings
 
 __all__ = [
     "Search",
     "SearchSettings",
+    "SearchChoice",
     "Evaluator",
     "uniform_evaluator",
     "RolloutEvaluator",

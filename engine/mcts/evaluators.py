@@ -4,8 +4,7 @@ evaluator is ``engine.network.CompiledModel``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from numba import njit
@@ -18,9 +17,21 @@ if TYPE_CHECKING:
 
 __all__ = ["Evaluator", "uniform_evaluator", "RolloutEvaluator", "no_evaluation"]
 
-#: ``evaluate(planes[B, H, W, C]) -> (policy[B, A], value[B])``, value from the
-#: point of view of the player to move in each position.
-Evaluator = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+class Evaluator(Protocol):
+    """What values a batch of leaves: ``evaluate(planes) -> (policy, value)``.
+
+    ``planes`` is ``[B, H, W, C]`` (uint8 or float32), each position encoded for the
+    player to move (``Game.encode``); ``policy`` is ``float32[B, A]``, prior
+    probabilities over the game's actions, and ``value`` is ``float32[B]`` in [-1, 1],
+    from the point of view of the player to move in each position. ``B`` may be 0.
+    A plain function fits, as do ``engine.network.CompiledModel``, ``uniform_evaluator``'s
+    functions and ``RolloutEvaluator.run``'s; an inference server behind a self-play
+    worker's ``submit``/``resolve`` answers the same way. The argument is
+    positional-only, so that a callable's own name for it does not matter.
+    """
+
+    def __call__(self, planes: np.ndarray, /) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def no_evaluation(game: Game) -> tuple[np.ndarray, np.ndarray]:

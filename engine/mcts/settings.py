@@ -12,6 +12,7 @@ import numpy as np
 
 __all__ = [
     "SearchSettings",
+    "SearchChoice",
     "PUCT",
     "UCT",
     "LEAVES_PER_ROUND",
@@ -106,3 +107,18 @@ class SearchSettings:
         out[GUMBEL_C_SCALE] = self.gumbel_c_scale
         out[AVOID_OWN_EYES] = bool(self.avoid_own_eyes)
         return out
+
+
+@dataclass(frozen=True)
+class SearchChoice:
+    """Which search a run plays by, and its constants: ``SearchSettings``' ``search``,
+    ``gumbel_considered``, ``gumbel_c_visit``, ``gumbel_c_scale`` and ``avoid_own_eyes``
+    (meanings above) as one typed value, which self-play and gating share. The run
+    config makes it (``TengenConfig.search_choice()``), so its defaults are the
+    schema's alone."""
+
+    search: str  # "puct" or "gumbel"
+    gumbel_considered: int
+    gumbel_c_visit: float
+    gumbel_c_scale: float
+    avoid_own_eyes: bool
