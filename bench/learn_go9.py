@@ -67,8 +67,9 @@ def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[st
     config, game, model = load_model(mark)
     rng = np.random.default_rng(args.seed)
     slots = 20
-    # The run's gating player (its search and opening temperature), at --simulations.
-    settings = dataclasses.replace(config.gating_options().player, simulations=args.simulations)
+    # The run's gating player (its search and opening temperature) by Go's own rules, as
+    # tengen match plays it, at --simulations.
+    settings = dataclasses.replace(config.match_player(), simulations=args.simulations)
 
     def model_player() -> MctsPlayer:
         return settings.build(game, CompiledModel(model), slots=slots, name="model")

@@ -113,10 +113,11 @@ def _load(side: Side, *, komi: float | None) -> tuple[TengenConfig, Game, object
 
 def _mcts_player(config: TengenConfig, game: Game, model: object, *, slots: int, simulations: int | None,
                  name: str) -> MctsPlayer:
-    """The model with its run's gating search (``simulations`` overrides its visits)."""
+    """The model with its run's gating search, by the game's own rules
+    (``TengenConfig.match_player``; ``simulations`` overrides its visits)."""
     from tengen.engine.network import CompiledModel
 
-    player = config.gating_options().player
+    player = config.match_player()
     player = dataclasses.replace(player, simulations=simulations or player.simulations)
     return player.build(game, CompiledModel(model), slots=slots, name=name)
 

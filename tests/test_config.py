@@ -167,6 +167,14 @@ def test_the_search_is_puct_unless_a_config_says_gumbel():
     assert gumbel.gating_options().player.search == gumbel.search_choice()
 
 
+def test_the_eye_rule_is_for_training_games_and_matches_play_by_the_rules():
+    go9 = load_config("go9")
+    assert go9.selfplay_settings().avoid_own_eyes and go9.gating_options().player.search.avoid_own_eyes
+    # tengen match and the benches: the gating search, without the rule
+    assert go9.match_player() == dataclasses.replace(
+        go9.gating_options().player, search=dataclasses.replace(go9.search_choice(), avoid_own_eyes=False))
+
+
 def test_a_sane_schedule_and_bounds_still_parse():
     config = parse_config(ttt(train={"learning_rate": [[0, 0.2], [1000, 0.02]]}, gating={"elo0": -10, "elo1": 10},
                               selfplay={"full_search_fraction": 0.5, "cheap_simulations": 64},
