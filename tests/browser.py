@@ -44,8 +44,17 @@ def chrome(work: Path, *, width: int = 1280, height: int = 900):
                      f"--window-size={width},{height}", f"--user-data-dir={work / 'profile'}",
                      "--no-first-run", "--disable-extensions"):
         options.add_argument(argument)
-    service = Service(executable_path=str(root / "usr/lib/chromium/chromedriver"), env=env)
+    service = Service(executable_path=str(_driver(root)), env=env)
     return webdriver.Chrome(service=service, options=options)
+
+
+def _driver(root: Path) -> Path:
+    """The unpacked chromedriver: Debian's chromium-driver has shipped it in
+    usr/lib/chromium/ (with a link in usr/bin/), and the one fetched on 2026-12-02 in usr/bin/."""
+    for place in ("usr/lib/chromium/chromedriver", "usr/bin/chromedriver"):
+        if (root / place).is_file():
+            return root / place
+    raise FileNotFoundError(f"no chromedriver in the unpacked chromium-driver under {root}")
 
 
 def screenshot_folder(tmp_path_factory, page: str) -> Path:
