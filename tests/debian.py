@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-import pytest
+from unavailable import unavailable
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache"
 
@@ -44,14 +44,14 @@ def unpacked(name: str, packages: Iterable[str], *, needs: str, with_libraries: 
              not_fetched: Iterable[str] = ()) -> Path:
     """``.cache/<name>/root`` holding ``packages`` unpacked (and, ``with_libraries``, the
     library packages they depend on, recursively, but ``not_fetched``); ``needs`` is a
-    path inside it that must exist. Skips the test when there is no apt-get to fetch
+    path inside it that must exist. Skips the test (fails it on CI) when there is no apt-get to fetch
     with, or the download fails."""
     extracted = CACHE / name / "root"
     if (extracted / needs).exists():
         return extracted
     apt_get, dpkg_deb = shutil.which("apt-get"), shutil.which("dpkg-deb")
     if not apt_get or not dpkg_deb:
-        pytest.skip(f"no apt-get and dpkg-deb to fetch Debian's {' '.join(packages)}")
+        unavailable(f"no apt-get and dpkg-deb to fetch Debian's {' '.join(packages)}")
     (CACHE / name).mkdir(parents=True, exist_ok=True)
     skipped = set(not_fetched)
     with tempfile.TemporaryDirectory(dir=CACHE / name) as work:
@@ -60,7 +60,7 @@ def unpacked(name: str, packages: Iterable[str], *, needs: str, with_libraries: 
             batch = sorted(wanted - fetched)
             download = _download(apt_get, batch, work)
             if download.returncode != 0:
-                pytest.skip(f"apt-get download {' '.join(batch)} failed:\n{download.stderr}")
+                unavailable(f"apt-get download {' '.join(batch)} failed:\n{download.stderr}")
             fetched |= set(batch)
             if with_libraries:
                 for deb in Path(work).glob("*.deb"):

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from unavailable import unavailable
 
 NODE_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "node"
 
@@ -16,15 +16,15 @@ NODE_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "node"
 def installed(package: str, name: str) -> Path:
     """The ``node_modules`` folder holding ``package`` (an npm spec such as
     ``@sabaki/sgf@3``, whose module is ``name``), installed there if it is not yet;
-    skips the test only when there is no node and npm, or the install fails."""
+    skips the test (fails it on CI) only when there is no node and npm, or the install fails."""
     modules = NODE_CACHE / "node_modules"
     if (modules / name / "package.json").exists():
         return modules
     npm, node = shutil.which("npm"), shutil.which("node")
     if not npm or not node:
-        pytest.skip(f"cannot install {package}: no node and npm")
+        unavailable(f"cannot install {package}: no node and npm")
     done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_CACHE), package],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        pytest.skip(f"cannot install {package}: npm install failed:\n{done.stderr}")
+        unavailable(f"cannot install {package}: npm install failed:\n{done.stderr}")
     return modules
