@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -144,10 +145,11 @@ class GameSample:
         folder = self.files.gating_games(candidate, best)
         names = (version_id(candidate), version_id(best))
         suffix = file_suffix(self.game)
+        when = time.time()  # the match's end; its games carry no times of their own
         for i, played in enumerate(games):
             players = names if played["candidate_black"] else names[::-1]
             try:
-                text = write_game(self.game, FinishedGame(moves=tuple(played["moves"]), players=players))
+                text = write_game(self.game, FinishedGame(moves=tuple(played["moves"]), players=players, when=when))
             except GameTextError as e:
                 self.log(f"gating game {i} of {names[0]} vs {names[1]} not kept: {e}")
                 continue

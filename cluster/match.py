@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tengen.engine.arena import MctsPlayer
-from tengen.engine.game_records import FinishedGame, write_game
+from tengen.engine.game_records import FinishedGame, utc_date, write_game
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
 from tengen.engine.gating import estimate_elo
@@ -142,7 +142,7 @@ def record_file(game: Game, played: PlayedGame, labels: dict[str, str] | None = 
         record = GoRecord(size=game.size, komi=game.komi,
                           events=tuple(Move(i % 2, a) for i, a in enumerate(played.moves)),
                           result=result_text(played), rules=RULES, players=(black, white),
-                          application=("tengen", _version()))
+                          application=("tengen", _version()), date=utc_date(time.time()))
         return f"game-{played.index + 1:04d}.sgf", write_sgf(record)
     loser = None if played.outcome == 0 else (1 if played.outcome > 0 else 0)
     finished = FinishedGame(moves=played.moves, players=(_plain_name(black), _plain_name(white)),

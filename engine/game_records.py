@@ -184,7 +184,8 @@ def result_text(game: Game, finished: FinishedGame) -> str:
     return _RESULTS[game.outcome(state)]
 
 
-def _date(when: float | None) -> str | None:
+def utc_date(when: float | None) -> str | None:
+    """SGF's DT and the plain line's date: the UTC day of unix seconds ``when``."""
     return None if when is None else time.strftime("%Y-%m-%d", time.gmtime(when))
 
 
@@ -219,7 +220,7 @@ def write_go_sgf(game: GoGame, finished: FinishedGame) -> str:
     ko = "positional superko" if game.superko else "simple ko"
     record = GoRecord(size=game.size, komi=game.komi, events=tuple(events), result=result,
                       rules=f"Tromp-Taylor (area scoring, {ko})", players=finished.players,
-                      application=("tengen", __version__), date=_date(finished.when))
+                      application=("tengen", __version__), date=utc_date(finished.when))
     return write_sgf(record)
 
 
@@ -237,7 +238,7 @@ def write_plain(game: Game, finished: FinishedGame) -> str:
     fields = {"format": str(PLAIN_FORMAT), "game": game.name, "first": _name(finished.players[0], "first"),
               "second": _name(finished.players[1], "second")}
     if finished.when is not None:
-        fields["date"] = _date(finished.when) or ""
+        fields["date"] = utc_date(finished.when) or ""
     fields["result"] = result_text(game, finished)
     fields["end"] = finished.end
     fields["moves"] = ",".join(game.action_to_text(a) for a in finished.moves)

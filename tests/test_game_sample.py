@@ -8,6 +8,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from tengen.cluster.game_sample import GameSample, game_number
 from tengen.cluster.run_dir import RunDir
 from tengen.cluster.single_process import SingleProcessRun
 from tengen.cluster.stream import LocalSampleStream, SampleStream
-from tengen.engine.game_records import parse_move_comment, read_plain
+from tengen.engine.game_records import parse_move_comment, read_plain, utc_date
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay
@@ -130,6 +131,7 @@ def test_gating_matches_keep_their_games_with_both_players(go_run):
         for path in games:
             sgf = load_sgf(path)
             assert set(sgf.players) == {candidate, best} and sgf.result and sgf.moves
+            assert sgf.date in {utc_date(time.time()), utc_date(time.time() - 3600)}  # DT: the match's day (UTC)
     assert len(ladder) >= 1
 
 

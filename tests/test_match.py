@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from play_server import write_checkpoint
 from sgfmill import sgf
 
 from tengen.engine.arena import RandomPlayer
-from tengen.engine.game_records import read_plain
+from tengen.engine.game_records import read_plain, utc_date
 from tengen.engine.games.mnk import tictactoe
 from tengen.engine.gtp import GtpEngine
 from tengen.engine.match import PlayedGame, play_games
@@ -81,6 +82,7 @@ def test_a_tiny_go_model_against_gnugo(tmp_path, gnugo) -> None:
         raw = sgf.Sgf_game.from_bytes(Path(played["file"]).read_bytes())
         assert raw.get_size() == 9 and raw.get_komi() == 7.5
         assert record.result == played["result"] and record.rules == "Tromp-Taylor"
+        assert record.date in {utc_date(time.time()), utc_date(time.time() - 3600)}  # DT: played today (UTC)
         # the model by the version id its checkpoint was published as, and where it is
         model = f"000000 ({best})"
         assert record.players == tuple(model if p == str(best) else p for p in (played["black"], played["white"]))
@@ -93,8 +95,9 @@ def test_a_tiny_go_model_against_gnugo(tmp_path, gnugo) -> None:
         engine = GtpEngine(size=9, komi=7.5, scoring="tromp-taylor")
         assert engine.handle(f"loadsgf {played['file']}").startswith("=")
         assert engine.handle("final_score") == f"= {played['result']}\n\n"
-        if played["cleanup_moves"] is not None:
-            assert played["engine_scores"]["gnugo"] == played["result"]  # GNU Go agrees once dead stones are off
+        # GNU Go's own count agrees: at once when it saw no dead stones, else after the
+        # cleanup phase took them off (the summary's flag says the same)
+        assert played["engine_scores"]["gnugo"] == played["result"] and not played["scores_disagree"], played
     # What people read: one line per game and the W-D-L with the interval.
     assert done.stderr.count("game ") == 2
 
