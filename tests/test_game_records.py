@@ -1,5 +1,7 @@
 """Finished games as files (engine/game_records.py): Go as SGF with the search's
-comments, the other games as one plain line, each read back."""
+comments, the other games as one plain line, each read back; and every SGF file
+tengen writes (self-play and gating games, `tengen match`'s games, GTP's printsgf)
+read back by Sabaki's SGF parser as sgfmill reads it."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 import npm
 import numpy as np
 import pytest
+from sgfmill import sgf, sgf_grammar
 
 from tengen.engine.game_records import (
     FinishedGame,
@@ -23,9 +26,10 @@ from tengen.engine.game_records import (
     write_plain,
 )
 from tengen.engine.games import make_game
+from tengen.engine.gtp import GtpEngine
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay
-from tengen.engine.sgf import load_sgf, read_sgf
+from tengen.engine.sgf import GoRecord, Move, Setup, load_sgf, read_sgf
 
 GO5 = make_game("go", size=5, komi=7.5)
 C4 = make_game("connect4")
@@ -193,3 +197,84 @@ def test_sgf_that_tengen_writes_loads_in_sabaki_without_loss(sabaki_sgf, tmp_pat
         else:
             assert all(m["comment"] is None for m in seen["moves"])
     assert load_sgf(paths[-1]).result == "W+R"
+
+
+def sabaki_record(seen: dict) -> GoRecord:
+    """What Sabaki read (``sabaki_sgf.js``'s output for one file) as engine/sgf.py's
+    ``read_sgf`` gives a file. Sabaki's vertices are [x, y] from the top left; a move
+    off the board (FF[3]'s ``tt``, which sgfmill writes) or empty is a pass."""
+    root = seen["root"]
+    size = int(root["SZ"][0])
+
+    def action(vertex: list[int] | None) -> int:
+        if vertex is None or not (0 <= vertex[0] < size and 0 <= vertex[1] < size):
+            return size * size
+        return vertex[1] * size + vertex[0]
+
+    def text(key: str) -> str | None:
+        return root[key][0] if key in root else None
+
+    events: list[Setup | Move] = []
+    for node in seen["nodes"]:
+        if node["setup"]:
+            events.append(Setup(*(tuple(sorted(action(v) for v in node["setup"].get(key, [])))
+                                  for key in ("AB", "AW", "AE"))))
+        if (move := node["move"]) is not None:
+            events.append(Move("BW".index(move["color"]), action(move["vertex"]), move["comment"]))
+    to_play = text("PL")
+    return GoRecord(size=size, komi=float(text("KM") or 0), events=tuple(events),
+                    to_play=None if to_play is None else "BW".index(to_play), handicap=int(text("HA") or 0),
+                    result=text("RE"), rules=text("RU"), players=(text("PB"), text("PW")), date=text("DT"))
+
+
+def read_in_sabaki_and_sgfmill(modules: Path, *paths: Path) -> list[GoRecord]:
+    """Each file as Sabaki reads it, checked to be what sgfmill reads: every property of
+    every node of the main line, as text (so what no record field holds, such as AP
+    and CA, too), and the record both make of it. The callers check the records
+    against what was played."""
+    records = []
+    for path, seen in zip(paths, sabaki_read(modules, *paths), strict=True):
+        game = sgf.Sgf_game.from_bytes(path.read_bytes())
+        charset = game.get_charset()
+        in_sgfmill = [{key: [sgf_grammar.text_value(value).decode(charset) for value in values]
+                       for key, values in node.get_raw_property_map().items()} for node in game.get_main_sequence()]
+        assert [node["data"] for node in seen["nodes"]] == in_sgfmill, path
+        record = sabaki_record(seen)
+        assert record == load_sgf(path), path
+        records.append(record)
+    return records
+
+
+@pytest.mark.parametrize(("setup", "commands"), [
+    # a game to its end: two passes, so the record has a result
+    ("fixed_handicap 4", ["play w E5", "play b D5", "genmove w", "play b pass", "play w pass"]),
+    ("set_free_handicap C3 G7 E5 A1", ["play w D4", "genmove b", "play w C4"]),
+    # no move yet: only PL says that white is to play
+    ("fixed_handicap 2", []),
+])
+def test_printsgf_after_a_handicap_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path, setup, commands):
+    engine = GtpEngine(size=9, komi=0.5, seed=2)
+    game = engine.game
+
+    def answer(command: str) -> str:
+        reply = engine.handle(command)
+        assert reply.startswith("="), (command, reply)
+        return reply[1:].strip()
+
+    stones = answer(setup).split() or setup.split()[1:]  # fixed_handicap names the points it chose
+    moves = []
+    for command in commands:
+        verb, color, *vertex = command.split()
+        chosen = answer(command)  # genmove's move; play answers nothing
+        moves.append(Move("bw".index(color), game.text_to_action(chosen if verb == "genmove" else vertex[0])))
+    result = answer("final_score") if commands[-2:] == ["play b pass", "play w pass"] else None
+    path = tmp_path / "game.sgf"
+    answer(f"printsgf {path}")
+    [record] = read_in_sabaki_and_sgfmill(sabaki_sgf, path)
+    handicap = Setup(black=tuple(sorted(game.text_to_action(v) for v in stones)))
+    assert record == GoRecord(size=9, komi=0.5, events=(handicap, *moves), to_play=None if moves else 1,
+                              handicap=len(stones), result=result, rules="Chinese")
+    # and tengen's own loadsgf restores the board, the captures and whose turn it is
+    other = GtpEngine(size=19)
+    assert other.handle(f"loadsgf {path}") == "=\n\n"
+    assert other.handle("showboard") == engine.handle("showboard")
