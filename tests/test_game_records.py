@@ -8,12 +8,16 @@ from __future__ import annotations
 import calendar
 import json
 import os
+import shlex
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import npm
 import numpy as np
 import pytest
+from debian import fetch_gnugo
 from sgfmill import sgf, sgf_grammar
 
 from tengen.engine.game_records import (
@@ -31,6 +35,7 @@ from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay
 from tengen.engine.sgf import GoRecord, Move, Setup, load_sgf, read_sgf
 
+ROOT = Path(__file__).resolve().parent.parent
 GO5 = make_game("go", size=5, komi=7.5)
 C4 = make_game("connect4")
 TTT = make_game("tictactoe")
@@ -243,6 +248,49 @@ def read_in_sabaki_and_sgfmill(modules: Path, *paths: Path) -> list[GoRecord]:
         assert record == load_sgf(path), path
         records.append(record)
     return records
+
+
+def utc_day() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+@pytest.fixture(scope="module")
+def gnugo() -> Path:
+    return fetch_gnugo()
+
+
+def test_a_tengen_match_record_loads_in_sabaki_without_loss(sabaki_sgf, gnugo, tmp_path):
+    # A player is named by its engine's file name, which may hold SGF's closing bracket
+    # and letters beyond ASCII: Sabaki must unescape the one and decode the other as
+    # sgfmill does.
+    renamed = tmp_path / "gnugo [3.8] é"
+    renamed.symlink_to(gnugo)
+    # A seed makes GNU Go's games the same on every run: with this one it passes with
+    # dead stones left, and the match plays a cleanup phase after the two passes.
+    flags = ["--mode", "gtp", "--chinese-rules", "--level", "1", "--seed", "2"]
+    a, b = shlex.join([str(renamed), *flags]), shlex.join([str(gnugo), *flags])
+    days = {utc_day()}
+    done = subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "match", f"gtp:{a}", "--gtp-engine", b,
+                           "--games", "2", "--out", str(tmp_path / "games"), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    days.add(utc_day())
+    played = json.loads(done.stdout)["game_results"]
+    records = read_in_sabaki_and_sgfmill(sabaki_sgf, *(Path(g["file"]) for g in played))
+    for game, record in zip(played, records, strict=True):
+        assert (record.size, record.komi, record.rules, record.handicap) == (9, 7.5, "Tromp-Taylor", 0)
+        assert record.players == (game["black"], game["white"]) and record.result == game["result"]
+        assert record.date in days
+        assert [m.color for m in record.moves] == [i % 2 for i in range(game["moves"])]
+        assert all(isinstance(e, Move) and e.comment is None for e in record.events)
+        # Sabaki's moves, replayed by an engine that plays on after two passes as the
+        # cleanup phase did, score what the match reported.
+        engine = GtpEngine(size=9, komi=7.5, scoring="tromp-taylor")
+        for move in record.moves:
+            assert engine.handle(f"play {'bw'[move.color]} {engine.game.action_to_text(move.action)}") == "=\n\n"
+        assert engine.handle("final_score") == f"= {game['result']}\n\n"
+    assert "gnugo [3.8] é" in records[0].players
+    assert all(g["cleanup_moves"] for g in played)
 
 
 @pytest.mark.parametrize(("setup", "commands"), [
