@@ -15,14 +15,16 @@ the single-process run's in-process stream; creation times do). Past
 pass with their own stream (Redis or in-process), so the workers need not know.
 
 ``write_match`` keeps one gating match's finished games, each as SGF or a plain line
-with the candidate and the best as the players, in ``games/gating/<cand>-<best>/``;
-only the newest ``run.keep_gating_matches`` matches stay.
+with the candidate and the best as the players and the match's date, in
+``games/gating/<cand>-<best>/``; only the newest ``run.keep_gating_matches`` matches
+stay.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -144,10 +146,11 @@ class GameSample:
         folder = self.files.gating_games(candidate, best)
         names = (version_id(candidate), version_id(best))
         suffix = file_suffix(self.game)
+        when = time.time()  # the match has just ended: the date of its games
         for i, played in enumerate(games):
             players = names if played["candidate_black"] else names[::-1]
             try:
-                text = write_game(self.game, FinishedGame(moves=tuple(played["moves"]), players=players))
+                text = write_game(self.game, FinishedGame(moves=tuple(played["moves"]), players=players, when=when))
             except GameTextError as e:
                 self.log(f"gating game {i} of {names[0]} vs {names[1]} not kept: {e}")
                 continue

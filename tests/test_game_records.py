@@ -293,6 +293,46 @@ def test_a_tengen_match_record_loads_in_sabaki_without_loss(sabaki_sgf, gnugo, t
     assert all(g["cleanup_moves"] for g in played)
 
 
+def test_a_gating_match_record_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path):
+    # The models and the match load TensorFlow: only this test does.
+    from tengen.cluster.config import parse_config
+    from tengen.cluster.loop import TrainingLoop
+    from tengen.cluster.registry import LocalModelRegistry
+    from tengen.cluster.run_dir import RunDir
+    from tengen.engine.network import weights_to_bytes
+    from tengen.workers.gatekeeper import Gatekeeper
+
+    config = parse_config({
+        "game": {"name": "go", "size": 9, "komi": 7.5, "history_length": 2},
+        "network": {"blocks": 1, "filters": 8},
+        "mcts": {"simulations": 4, "leaves_per_round": 4},
+        "gating": {"rule": "threshold", "threshold": 0.5, "games": 2, "games_in_flight": 2},
+        "seed": 5,
+    })
+    game = config.game.make()
+    files, registry = RunDir(tmp_path / "run"), LocalModelRegistry("sgf")
+    loop = TrainingLoop(config, files, registry, log=lambda line: None)
+    best = loop.begin(resume=False)  # the initial network, 000000
+    # The learner's first candidate: another fresh network of the run's shape.
+    registry.publish(1, weights_to_bytes(config.network_spec().build(), metadata={"version": 1}),
+                     {"step": 1, "game": game.name})
+    gatekeeper = Gatekeeper(game=game, network=config.network_spec(), registry=registry,
+                            options=config.gating_options(), seed=6)
+    days = {utc_day()}
+    result = gatekeeper.gate(1, best)
+    loop.gated(result)  # as a run keeps the match: its games in games/gating/000001-000000/
+    days.add(utc_day())
+    paths = sorted(files.gating_games(1, best).glob("*.sgf"))
+    assert len(paths) == len(result["games"]) >= 1  # the rule may stop the match at its verdict
+    for played, record in zip(result["games"], read_in_sabaki_and_sgfmill(sabaki_sgf, *paths), strict=True):
+        final, _ = game.state_from_moves(played["moves"])
+        players = ("000001", "000000") if played["candidate_black"] else ("000000", "000001")
+        assert record.date in days
+        assert record == GoRecord(size=9, komi=7.5, events=tuple(Move(i % 2, a) for i, a in enumerate(played["moves"])),
+                                  result=game.score_text(final), rules="Tromp-Taylor (area scoring, simple ko)",
+                                  players=players, date=record.date)
+
+
 @pytest.mark.parametrize(("setup", "commands"), [
     # a game to its end: two passes, so the record has a result
     ("fixed_handicap 4", ["play w E5", "play b D5", "genmove w", "play b pass", "play w pass"]),
