@@ -15,8 +15,9 @@ the single-process run's in-process stream; creation times do). Past
 pass with their own stream (Redis or in-process), so the workers need not know.
 
 ``write_match`` keeps one gating match's finished games, each as SGF or a plain line
-with the candidate and the best as the players, in ``games/gating/<cand>-<best>/``;
-only the newest ``run.keep_gating_matches`` matches stay.
+with the candidate and the best as the players and the match's date, in
+``games/gating/<cand>-<best>/``; only the newest ``run.keep_gating_matches`` matches
+stay.
 """
 
 from __future__ import annotations

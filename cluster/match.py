@@ -138,15 +138,16 @@ def record_file(game: Game, played: PlayedGame, labels: dict[str, str] | None = 
     The one place a match's game becomes a record. ``labels``: what the record calls
     a player (a model by its version id and checkpoint) instead of its name."""
     black, white = ((labels or {}).get(name, name) for name in (played.black, played.white))
+    now = time.time()  # the game has just finished: its date, as the plain line's
     if isinstance(game, GoGame):
         record = GoRecord(size=game.size, komi=game.komi,
                           events=tuple(Move(i % 2, a) for i, a in enumerate(played.moves)),
                           result=result_text(played), rules=RULES, players=(black, white),
-                          application=("tengen", _version()), date=utc_date(time.time()))
+                          application=("tengen", _version()), date=utc_date(now))
         return f"game-{played.index + 1:04d}.sgf", write_sgf(record)
     loser = None if played.outcome == 0 else (1 if played.outcome > 0 else 0)
     finished = FinishedGame(moves=played.moves, players=(_plain_name(black), _plain_name(white)),
-                            when=time.time(), resigned_by=loser if played.end == "resignation" else None,
+                            when=now, resigned_by=loser if played.end == "resignation" else None,
                             forfeit_by=loser if played.end == "forfeit" else None)
     return "games.txt", write_game(game, finished)
 

@@ -836,8 +836,12 @@ class GtpEngine:
         if game.is_terminal(record.state) and game.end_reason(record.state) == "two passes":
             score = self._final_score([])
             result = "Draw" if score == "0" else score
+        # Setup stones (a handicap) without a move after them do not say whose turn it
+        # is; PL does (write_sgf writes it only then). Without it readers guess, and
+        # differently: Sabaki gives white the move after HA, loadsgf gave black.
+        to_play = game.to_play(record.state) if record.events else None
         text = write_sgf(GoRecord(
-            size=game.size, komi=game.komi, events=tuple(record.events), handicap=record.handicap,
+            size=game.size, komi=game.komi, events=tuple(record.events), to_play=to_play, handicap=record.handicap,
             result=result, rules="Tromp-Taylor" if self.scoring == "tromp-taylor" else "Chinese",
             application=(ENGINE_NAME, _version()),
         ))

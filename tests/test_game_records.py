@@ -1,17 +1,24 @@
 """Finished games as files (engine/game_records.py): Go as SGF with the search's
-comments, the other games as one plain line, each read back."""
+comments, the other games as one plain line, each read back; and every SGF file
+tengen writes (self-play and gating games, `tengen match`'s games, GTP's printsgf)
+read back by Sabaki's SGF parser as sgfmill reads it."""
 
 from __future__ import annotations
 
 import calendar
 import json
 import os
+import shlex
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import npm
 import numpy as np
 import pytest
+from debian import fetch_gnugo
+from sgfmill import sgf, sgf_grammar
 
 from tengen.engine.game_records import (
     FinishedGame,
@@ -23,10 +30,12 @@ from tengen.engine.game_records import (
     write_plain,
 )
 from tengen.engine.games import make_game
+from tengen.engine.gtp import GtpEngine
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay
-from tengen.engine.sgf import load_sgf, read_sgf
+from tengen.engine.sgf import GoRecord, Move, Setup, load_sgf, read_sgf
 
+ROOT = Path(__file__).resolve().parent.parent
 GO5 = make_game("go", size=5, komi=7.5)
 C4 = make_game("connect4")
 TTT = make_game("tictactoe")
@@ -193,3 +202,167 @@ def test_sgf_that_tengen_writes_loads_in_sabaki_without_loss(sabaki_sgf, tmp_pat
         else:
             assert all(m["comment"] is None for m in seen["moves"])
     assert load_sgf(paths[-1]).result == "W+R"
+
+
+def sabaki_record(seen: dict) -> GoRecord:
+    """What Sabaki read (``sabaki_sgf.js``'s output for one file) as engine/sgf.py's
+    ``read_sgf`` gives a file. Sabaki's vertices are [x, y] from the top left; a move
+    off the board (FF[3]'s ``tt``, which sgfmill writes) or empty is a pass."""
+    root = seen["root"]
+    size = int(root["SZ"][0])
+
+    def action(vertex: list[int] | None) -> int:
+        if vertex is None or not (0 <= vertex[0] < size and 0 <= vertex[1] < size):
+            return size * size
+        return vertex[1] * size + vertex[0]
+
+    def text(key: str) -> str | None:
+        return root[key][0] if key in root else None
+
+    events: list[Setup | Move] = []
+    for node in seen["nodes"]:
+        if node["setup"]:
+            events.append(Setup(*(tuple(sorted(action(v) for v in node["setup"].get(key, [])))
+                                  for key in ("AB", "AW", "AE"))))
+        if (move := node["move"]) is not None:
+            events.append(Move("BW".index(move["color"]), action(move["vertex"]), move["comment"]))
+    to_play = text("PL")
+    return GoRecord(size=size, komi=float(text("KM") or 0), events=tuple(events),
+                    to_play=None if to_play is None else "BW".index(to_play), handicap=int(text("HA") or 0),
+                    result=text("RE"), rules=text("RU"), players=(text("PB"), text("PW")), date=text("DT"))
+
+
+def read_in_sabaki_and_sgfmill(modules: Path, *paths: Path) -> list[GoRecord]:
+    """Each file as Sabaki reads it, checked to be what sgfmill reads: every property of
+    every node of the main line, as text (so what no record field holds, such as AP
+    and CA, too), and the record both make of it. The callers check the records
+    against what was played."""
+    records = []
+    for path, seen in zip(paths, sabaki_read(modules, *paths), strict=True):
+        game = sgf.Sgf_game.from_bytes(path.read_bytes())
+        charset = game.get_charset()
+        in_sgfmill = [{key: [sgf_grammar.text_value(value).decode(charset) for value in values]
+                       for key, values in node.get_raw_property_map().items()} for node in game.get_main_sequence()]
+        assert [node["data"] for node in seen["nodes"]] == in_sgfmill, path
+        record = sabaki_record(seen)
+        assert record == load_sgf(path), path
+        records.append(record)
+    return records
+
+
+def utc_day() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+@pytest.fixture(scope="module")
+def gnugo() -> Path:
+    return fetch_gnugo()
+
+
+def test_a_tengen_match_record_loads_in_sabaki_without_loss(sabaki_sgf, gnugo, tmp_path):
+    # A player is named by its engine's file name, which may hold SGF's closing bracket
+    # and letters beyond ASCII: Sabaki must unescape the one and decode the other as
+    # sgfmill does.
+    renamed = tmp_path / "gnugo [3.8] é"
+    renamed.symlink_to(gnugo)
+    # A seed makes GNU Go's games the same on every run: with this one it passes with
+    # dead stones left, and the match plays a cleanup phase after the two passes.
+    flags = ["--mode", "gtp", "--chinese-rules", "--level", "1", "--seed", "2"]
+    a, b = shlex.join([str(renamed), *flags]), shlex.join([str(gnugo), *flags])
+    days = {utc_day()}
+    done = subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "match", f"gtp:{a}", "--gtp-engine", b,
+                           "--games", "2", "--out", str(tmp_path / "games"), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    days.add(utc_day())
+    played = json.loads(done.stdout)["game_results"]
+    records = read_in_sabaki_and_sgfmill(sabaki_sgf, *(Path(g["file"]) for g in played))
+    for game, record in zip(played, records, strict=True):
+        assert (record.size, record.komi, record.rules, record.handicap) == (9, 7.5, "Tromp-Taylor", 0)
+        assert record.players == (game["black"], game["white"]) and record.result == game["result"]
+        assert record.date in days
+        assert [m.color for m in record.moves] == [i % 2 for i in range(game["moves"])]
+        assert all(isinstance(e, Move) and e.comment is None for e in record.events)
+        # Sabaki's moves, replayed by an engine that plays on after two passes as the
+        # cleanup phase did, score what the match reported.
+        engine = GtpEngine(size=9, komi=7.5, scoring="tromp-taylor")
+        for move in record.moves:
+            assert engine.handle(f"play {'bw'[move.color]} {engine.game.action_to_text(move.action)}") == "=\n\n"
+        assert engine.handle("final_score") == f"= {game['result']}\n\n"
+    assert "gnugo [3.8] é" in records[0].players
+    assert all(g["cleanup_moves"] for g in played)
+
+
+def test_a_gating_match_record_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path):
+    # The models and the match load TensorFlow: only this test does.
+    from tengen.cluster.config import parse_config
+    from tengen.cluster.loop import TrainingLoop
+    from tengen.cluster.registry import LocalModelRegistry
+    from tengen.cluster.run_dir import RunDir
+    from tengen.engine.network import weights_to_bytes
+    from tengen.workers.gatekeeper import Gatekeeper
+
+    config = parse_config({
+        "game": {"name": "go", "size": 9, "komi": 7.5, "history_length": 2},
+        "network": {"blocks": 1, "filters": 8},
+        "mcts": {"simulations": 4, "leaves_per_round": 4},
+        "gating": {"rule": "threshold", "threshold": 0.5, "games": 2, "games_in_flight": 2},
+        "seed": 5,
+    })
+    game = config.game.make()
+    files, registry = RunDir(tmp_path / "run"), LocalModelRegistry("sgf")
+    loop = TrainingLoop(config, files, registry, log=lambda line: None)
+    best = loop.begin(resume=False)  # the initial network, 000000
+    # The learner's first candidate: another fresh network of the run's shape.
+    registry.publish(1, weights_to_bytes(config.network_spec().build(), metadata={"version": 1}),
+                     {"step": 1, "game": game.name})
+    gatekeeper = Gatekeeper(game=game, network=config.network_spec(), registry=registry,
+                            options=config.gating_options(), seed=6)
+    days = {utc_day()}
+    result = gatekeeper.gate(1, best)
+    loop.gated(result)  # as a run keeps the match: its games in games/gating/000001-000000/
+    days.add(utc_day())
+    paths = sorted(files.gating_games(1, best).glob("*.sgf"))
+    assert len(paths) == len(result["games"]) >= 1  # the rule may stop the match at its verdict
+    for played, record in zip(result["games"], read_in_sabaki_and_sgfmill(sabaki_sgf, *paths), strict=True):
+        final, _ = game.state_from_moves(played["moves"])
+        players = ("000001", "000000") if played["candidate_black"] else ("000000", "000001")
+        assert record.date in days
+        assert record == GoRecord(size=9, komi=7.5, events=tuple(Move(i % 2, a) for i, a in enumerate(played["moves"])),
+                                  result=game.score_text(final), rules="Tromp-Taylor (area scoring, simple ko)",
+                                  players=players, date=record.date)
+
+
+@pytest.mark.parametrize(("setup", "commands"), [
+    # a game to its end: two passes, so the record has a result
+    ("fixed_handicap 4", ["play w E5", "play b D5", "genmove w", "play b pass", "play w pass"]),
+    ("set_free_handicap C3 G7 E5 A1", ["play w D4", "genmove b", "play w C4"]),
+    # no move yet: only PL says that white is to play
+    ("fixed_handicap 2", []),
+])
+def test_printsgf_after_a_handicap_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path, setup, commands):
+    engine = GtpEngine(size=9, komi=0.5, seed=2)
+    game = engine.game
+
+    def answer(command: str) -> str:
+        reply = engine.handle(command)
+        assert reply.startswith("="), (command, reply)
+        return reply[1:].strip()
+
+    stones = answer(setup).split() or setup.split()[1:]  # fixed_handicap names the points it chose
+    moves = []
+    for command in commands:
+        verb, color, *vertex = command.split()
+        chosen = answer(command)  # genmove's move; play answers nothing
+        moves.append(Move("bw".index(color), game.text_to_action(chosen if verb == "genmove" else vertex[0])))
+    result = answer("final_score") if commands[-2:] == ["play b pass", "play w pass"] else None
+    path = tmp_path / "game.sgf"
+    answer(f"printsgf {path}")
+    [record] = read_in_sabaki_and_sgfmill(sabaki_sgf, path)
+    handicap = Setup(black=tuple(sorted(game.text_to_action(v) for v in stones)))
+    assert record == GoRecord(size=9, komi=0.5, events=(handicap, *moves), to_play=None if moves else 1,
+                              handicap=len(stones), result=result, rules="Chinese")
+    # and tengen's own loadsgf restores the board, the captures and whose turn it is
+    other = GtpEngine(size=19)
+    assert other.handle(f"loadsgf {path}") == "=\n\n"
+    assert other.handle("showboard") == engine.handle("showboard")

@@ -1,16 +1,19 @@
 """``tengen gtp --checkpoint FILE.safetensors --config FILE`` with a real (tiny,
-untrained) Keras model: what it refuses, what it warns about, a quiet stderr, and
-a 9x9 game on a short absolute clock against GNU Go that it must not lose on time."""
+untrained) Keras model: what it refuses, what it warns about, a quiet stderr, a 9x9
+game on a short absolute clock against GNU Go that it must not lose on time, and
+KGS's cleanup phase with a model that would pass."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
 from gtp_referee import ROOT, Engine, GtpFailure, fetch_gnugo, play_game, tengen_command
+from test_gtp import DEAD_STONES
 
 MAIN_TIME = 20.0  # seconds of absolute time for tengen's whole game
 
@@ -37,6 +40,31 @@ def model(tmp_path_factory) -> tuple[str, str]:
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return str(weights), str(config)
+
+
+@pytest.fixture(scope="module")
+def passing_model(model) -> tuple[str, str]:
+    """(weights, config) of ``model``'s network with its policy put on pass in every
+    position, as a trained model's is once it judges the game over: the case the
+    cleanup phase is for. An untrained network's choices would be arbitrary."""
+    weights, config = model
+    passing = str(Path(weights).with_name("passing.safetensors"))
+    script = textwrap.dedent(f"""
+        import numpy as np
+        from tengen.cluster.checkpoint import load_model
+        from tengen.cluster.config import load_config
+        from tengen.engine.network import save_weights_file
+        _, game, network = load_model({weights!r}, load_config({config!r}))
+        logits = network.get_layer("policy_logits")
+        kernel, bias = logits.get_weights()
+        bias[:] = 0.0
+        bias[game.pass_action] = 30.0
+        logits.set_weights([np.zeros_like(kernel), bias])
+        save_weights_file(network, {passing!r}, metadata={{"version": "000001"}})
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return passing, config
 
 
 def test_checkpoint_with_config_plays_refuses_other_sizes_and_warns_about_komi(model) -> None:
@@ -90,3 +118,35 @@ def test_a_short_absolute_clock_against_gnugo_is_never_overrun(model) -> None:
     assert used > 0.3 * MAIN_TIME, f"tengen used only {used:.2f} s of {MAIN_TIME:g}: it should search while it may"
     print(f"tengen used {used:.2f} s of {MAIN_TIME:g} in {len(result.moves)} moves")
     assert len(result.moves) >= 40
+
+
+def test_kgs_genmove_cleanup_with_a_model_captures_the_dead_stones_it_would_pass_over(passing_model) -> None:
+    weights, config = passing_model
+    engine = Engine(tengen_command("--checkpoint", weights, "--config", config, "--sims", "16", "--seed", "3"),
+                    "tengen")
+    try:
+        # With nothing dead on the board, cleanup's answer is the model's own: a pass
+        # (the engine without a model would play one of the empty board's points).
+        assert engine.send("kgs-genmove_cleanup b") == "pass"
+        engine.send("clear_board")
+        # tests/test_gtp.py's position: white's B5 and C5 lie dead in black's area
+        for row, cells in enumerate(line.split() for line in DEAD_STONES.strip().splitlines()):
+            for column, cell in enumerate(cells):
+                if cell in "XO":
+                    engine.send(f"play {'b' if cell == 'X' else 'w'} {'ABCDEFGHJ'[column]}{9 - row}")
+        engine.send("play w pass")
+        assert engine.send("final_status_list dead") == "B5 C5"
+        liberties = {"A5", "B6", "C6", "D5", "C4", "B4"}
+        played: list[str] = []
+        while "captures B 2" not in engine.send("showboard"):
+            assert len(played) < len(liberties), f"B5 and C5 are still on the board after {played}"
+            move = engine.send("kgs-genmove_cleanup b")
+            assert move != "pass", f"passed after {played} with dead stones on the board"
+            played.append(move)
+            engine.send("play w pass")
+        # The model passed each time; the engine played a liberty of the dead stones instead.
+        assert sorted(played) == sorted(liberties)
+        assert engine.send("final_status_list dead") == ""
+        assert engine.send("kgs-genmove_cleanup b") == "pass"  # nothing is dead now: the model's pass stands
+    finally:
+        engine.close()
