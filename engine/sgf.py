@@ -105,6 +105,10 @@ def read_sgf(data: bytes | str) -> GoRecord:
     to_play = None
     if root.has_property("PL"):
         to_play = 0 if root.get("PL") == "b" else 1
+    elif handicap and events and all(isinstance(e, Setup) and not e.white for e in events):
+        # Handicap stones and no move or PL: white moves next, as Sabaki reads it (with
+        # a move after them, its colour says whose turn it was).
+        to_play = 1
     text = {key: _text(root, key) for key in ("RE", "RU", "PB", "PW", "DT")}
     return GoRecord(size=size, komi=komi, events=tuple(events), to_play=to_play, handicap=int(handicap),
                     result=text["RE"], rules=text["RU"], players=(text["PB"], text["PW"]), date=text["DT"])

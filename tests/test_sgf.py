@@ -27,6 +27,16 @@ def test_reads_setup_moves_and_passes_as_actions() -> None:
         ("B", "pass"), ("W", "E6")]
 
 
+def test_handicap_stones_without_pl_leave_white_to_move(tmp_path) -> None:
+    # Files from other programs often give HA and AB only: white moves next after them.
+    path = tmp_path / "handicap.sgf"
+    path.write_text("(;GM[1]FF[4]SZ[9]KM[0.5]HA[2]AB[cg][gc])")
+    assert load_sgf(path).to_play == 1 and read_sgf("(;SZ[9]AB[cg][gc])").to_play is None
+    engine = GtpEngine(size=9)
+    assert engine.handle(f"loadsgf {path}") == "=\n\n"
+    assert "White to play" in engine.handle("showboard")
+
+
 def test_write_then_read_is_the_same_record() -> None:
     record = GoRecord(size=13, komi=6.5, handicap=2,
                       events=(Setup(black=(3, 160)), Move(1, 84), Move(0, 169), Setup(white=(0,), empty=(84,)),
