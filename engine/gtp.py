@@ -838,7 +838,7 @@ class GtpEngine:
             result = "Draw" if score == "0" else score
         # Setup stones (a handicap) without a move after them do not say whose turn it
         # is; PL does (write_sgf writes it only then). Without it readers guess, and
-        # differently: Sabaki gives white the move after HA, loadsgf gave black.
+        # differently (Sabaki gives white the move after HA, sgfmill's users black).
         to_play = game.to_play(record.state) if record.events else None
         text = write_sgf(GoRecord(
             size=game.size, komi=game.komi, events=tuple(record.events), to_play=to_play, handicap=record.handicap,

@@ -26,6 +26,7 @@ from tengen.engine.game_records import (
     parse_move_comment,
     read_plain,
     result_text,
+    utc_date,
     write_game,
     write_plain,
 )
@@ -250,10 +251,6 @@ def read_in_sabaki_and_sgfmill(modules: Path, *paths: Path) -> list[GoRecord]:
     return records
 
 
-def utc_day() -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime())
-
-
 @pytest.fixture(scope="module")
 def gnugo() -> Path:
     return fetch_gnugo()
@@ -269,12 +266,12 @@ def test_a_tengen_match_record_loads_in_sabaki_without_loss(sabaki_sgf, gnugo, t
     # dead stones left, and the match plays a cleanup phase after the two passes.
     flags = ["--mode", "gtp", "--chinese-rules", "--level", "1", "--seed", "2"]
     a, b = shlex.join([str(renamed), *flags]), shlex.join([str(gnugo), *flags])
-    days = {utc_day()}
+    days = {utc_date(time.time())}
     done = subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "match", f"gtp:{a}", "--gtp-engine", b,
                            "--games", "2", "--out", str(tmp_path / "games"), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    days.add(utc_day())
+    days.add(utc_date(time.time()))
     played = json.loads(done.stdout)["game_results"]
     records = read_in_sabaki_and_sgfmill(sabaki_sgf, *(Path(g["file"]) for g in played))
     for game, record in zip(played, records, strict=True):
@@ -318,10 +315,10 @@ def test_a_gating_match_record_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path
                      {"step": 1, "game": game.name})
     gatekeeper = Gatekeeper(game=game, network=config.network_spec(), registry=registry,
                             options=config.gating_options(), seed=6)
-    days = {utc_day()}
+    days = {utc_date(time.time())}
     result = gatekeeper.gate(1, best)
     loop.gated(result)  # as a run keeps the match: its games in games/gating/000001-000000/
-    days.add(utc_day())
+    days.add(utc_date(time.time()))
     paths = sorted(files.gating_games(1, best).glob("*.sgf"))
     assert len(paths) == len(result["games"]) >= 1  # the rule may stop the match at its verdict
     for played, record in zip(result["games"], read_in_sabaki_and_sgfmill(sabaki_sgf, *paths), strict=True):
