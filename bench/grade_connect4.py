@@ -98,6 +98,7 @@ class SearchSettings:
     c_puct: float = 1.25
     fpu_reduction: float = 0.25
     leaves_per_round: int = 8
+    discount: float = 1.0
 
 
 def search_chooser(game: Game, evaluate: Evaluator, settings: SearchSettings, *, batch: int = 512) -> Chooser:
@@ -107,7 +108,7 @@ def search_chooser(game: Game, evaluate: Evaluator, settings: SearchSettings, *,
     def choose(states: Sequence[np.ndarray]) -> list[int]:
         search = Search(game, games=min(batch, len(states)), simulations=settings.simulations,
                         c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
-                        leaves_per_round=settings.leaves_per_round)
+                        leaves_per_round=settings.leaves_per_round, discount=settings.discount)
         columns: list[int] = []
         for start in range(0, len(states), batch):
             chunk = states[start : start + batch]
@@ -175,7 +176,8 @@ def grade_model(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPos
     for opponent in OPPONENTS:
         player = MctsPlayer(game, evaluate, slots=games, simulations=settings.simulations, name="model",
                             c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
-                            leaves_per_round=settings.leaves_per_round, temperature_moves=2)
+                            leaves_per_round=settings.leaves_per_round, discount=settings.discount,
+                            temperature_moves=2)
         scores[opponent] = score_vs_mcts(game, player, simulations=opponent, games=games, seed=seed + opponent)
         log(f"  vs mcts{opponent}: {scores[opponent].value:.3f} over {games} games")
     return Grades(moves, scores)

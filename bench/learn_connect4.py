@@ -56,7 +56,8 @@ def grade(models: list[Path], args: argparse.Namespace) -> None:
         mcts = config.mcts
         print(f"{path}:", flush=True)
         settings = SearchSettings(simulations=args.simulations, c_puct=mcts.c_puct,
-                                  fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round)
+                                  fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
+                                  discount=mcts.discount)
         grades = grade_model(game, CompiledModel(model), positions, settings, games=args.eval_games,
                              seed=args.seed, log=lambda line: print(line, flush=True))
         rows.append((path.name, grades))

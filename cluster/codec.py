@@ -26,7 +26,8 @@ with its numpy dtype string, shape and raw little-endian bytes:
   zstd already squeezes, so float16 would save little on the wire, while its 11-bit
   mantissa (relative error up to 4.9e-4 per entry) would change the training targets
   and use up half of the 1e-3 row-sum tolerance. float32 round-trips exactly.
-- ``value``   ``<f4`` ``[L]``, encoding ``raw``: the result from each mover's view;
+- ``value``   ``<f4`` ``[L]``, encoding ``raw``: the result from each mover's view,
+  times ``mcts.discount`` to the power of the moves left (1 by default);
 - ``moves``   ``<i4`` ``[n]``, encoding ``raw``: every move played (n >= L);
 - ``search_value``  ``<f4`` ``[n]``, ``raw`` (version 3): the root value Q(root) of the
   search that chose each move, from the mover's view, in [-1, 1];

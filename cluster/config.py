@@ -182,6 +182,11 @@ class MctsConfig(_Strict):
     #: captured, and a young network's early passes and filled eyes cannot become
     #: habits. It breaks sekis (a player must fill a shared liberty), rare on 9x9.
     avoid_own_eyes: bool = False
+    #: per ply, MuZero's: the search backs a value up this much smaller each ply and
+    #: self-play's value targets are discounted alike, so that of two wins the faster
+    #: is worth more, and of two losses the slower (1: AlphaZero, every win alike).
+    #: Resignation compares the discounted root value with its threshold.
+    discount: float = Field(default=1.0, gt=0, le=1)
 
 
 class SelfPlayConfig(_Strict):
@@ -484,7 +489,7 @@ class TengenConfig(_Strict):
             leaves_per_round=mcts.leaves_per_round, virtual_loss=mcts.virtual_loss,
             dirichlet_alpha=mcts.dirichlet_alpha, dirichlet_fraction=mcts.dirichlet_fraction,
             search=choice.search, gumbel_considered=choice.gumbel_considered, gumbel_c_visit=choice.gumbel_c_visit,
-            gumbel_c_scale=choice.gumbel_c_scale, avoid_own_eyes=choice.avoid_own_eyes,
+            gumbel_c_scale=choice.gumbel_c_scale, avoid_own_eyes=choice.avoid_own_eyes, discount=choice.discount,
             temperature_schedule=sp.temperature_schedule, temperature_moves=sp.temperature_moves,
             temperature=sp.temperature, full_search_fraction=sp.full_search_fraction,
             cheap_simulations=sp.cheap_simulations, resign_threshold=sp.resign_threshold,
@@ -524,7 +529,7 @@ class TengenConfig(_Strict):
         mcts = self.mcts
         return SearchChoice(search=mcts.search, gumbel_considered=mcts.gumbel_considered,
                             gumbel_c_visit=mcts.gumbel_c_visit, gumbel_c_scale=mcts.gumbel_c_scale,
-                            avoid_own_eyes=mcts.avoid_own_eyes)
+                            avoid_own_eyes=mcts.avoid_own_eyes, discount=mcts.discount)
 
     def gating_rule(self) -> GatingRule:
         g = self.gating

@@ -82,7 +82,8 @@ class SearchPlayer:
 
     ``evaluate``: the network (``Evaluator``), or None for rollout MCTS. Keyword-only:
     ``simulations`` (the default visit limit; 0 with a network: its raw policy),
-    ``c_puct``, ``fpu_reduction``, ``leaves_per_round``, ``seed`` (rollouts), and
+    ``c_puct``, ``fpu_reduction``, ``leaves_per_round``, ``discount`` (the network's
+    training's, engine/mcts/settings.py), ``seed`` (rollouts), and
     what the network was trained for (``size``, ``history_length``, ``komi``; None
     when anything goes, as for rollouts).
 
@@ -98,6 +99,7 @@ class SearchPlayer:
         c_puct: float = 1.25,
         fpu_reduction: float = 0.25,
         leaves_per_round: int = 8,
+        discount: float = 1.0,
         seed: int = 0,
         size: int | None = None,
         history_length: int | None = None,
@@ -110,6 +112,7 @@ class SearchPlayer:
         self.c_puct = c_puct
         self.fpu_reduction = fpu_reduction
         self.leaves_per_round = leaves_per_round
+        self.discount = discount
         self.seed = seed
         self.size = size
         self.history_length = history_length
@@ -198,7 +201,7 @@ class SearchPlayer:
             self._searches = {k: s for k, s in self._searches.items() if s.game is game}
             search = Search(game, games=1, simulations=visits, c_puct=self.c_puct,
                             fpu_reduction=self.fpu_reduction, leaves_per_round=self.leaves_per_round,
-                            keep_leaf_states=self.evaluate is None,
+                            keep_leaf_states=self.evaluate is None, discount=self.discount,
                             # Rollout values are noisy and the priors uniform: plain UCT.
                             formula="puct" if self.evaluate is not None else "uct")
             self._searches[key] = search

@@ -20,6 +20,10 @@ then played out (``resign_max_false_positives=1`` resigns unchecked). A young
 network's confident values would otherwise end games after a move or two and teach
 it nothing but those endings.
 
+A position's value target is the game's result for its mover times ``discount`` to
+the power of the moves left, the last one included: what the search, which
+discounts each ply of its backup alike, finds there (1: AlphaZero's plain result).
+
 With ``search="gumbel"`` (Gumbel AlphaZero, engine/mcts/gumbel.py) every search,
 full or cheap, draws its own Gumbel noise; the move played is the search's survivor
 (``Search.gumbel_action``), which with the noise is a sample of the improved policy,
@@ -54,7 +58,7 @@ class GameRecord:
     game: str
     planes: np.ndarray  # uint8 [L, H, W, C]: recorded positions (full searches only)
     policy: np.ndarray  # float32 [L, A]: the search's policy at each recorded position (visits, or Gumbel's pi')
-    value: np.ndarray  # float32 [L]: final result from each position's mover's view
+    value: np.ndarray  # float32 [L]: final result from each position's mover's view, discounted
     moves: np.ndarray  # int32 [n]: every move played, in order
     outcome: float  # +1 / 0 / -1 for player 0
     model_version: int
@@ -115,6 +119,7 @@ class SelfPlaySettings:
     gumbel_c_visit: float
     gumbel_c_scale: float
     avoid_own_eyes: bool
+    discount: float
     temperature_schedule: str
     temperature_moves: int
     temperature: float
@@ -155,6 +160,7 @@ class SelfPlay:
         gumbel_c_visit: float = 50.0,
         gumbel_c_scale: float = 0.1,
         avoid_own_eyes: bool = False,
+        discount: float = 1.0,
     ):
         if temperature_schedule not in ("alphazero", "constant"):
             raise ValueError(f"temperature_schedule must be 'alphazero' or 'constant', not {temperature_schedule!r}")
@@ -169,7 +175,8 @@ class SelfPlay:
                              fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
                              virtual_loss=virtual_loss, search=search, gumbel_considered=gumbel_considered,
                              gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
-                             avoid_own_eyes=avoid_own_eyes)
+                             avoid_own_eyes=avoid_own_eyes, discount=discount)
+        self.discount = discount
         self.gumbel = search == "gumbel"
         self.dirichlet_alpha = dirichlet_alpha
         self.dirichlet_fraction = dirichlet_fraction
@@ -322,12 +329,16 @@ class SelfPlay:
         if resigned_by is None and info.would_resign is not None:
             self.resign_checks.append((outcome if info.would_resign == 0 else -outcome) >= 0)
         movers = np.array(info.movers, dtype=np.int64)
+        # The search backs a result up ``discount`` times smaller per ply; the targets
+        # are discounted alike: discount ** (the moves left to the end, the last included).
+        plies = np.flatnonzero(np.array(info.full_searches, dtype=np.bool_))
+        discounts = np.float64(self.discount) ** (len(info.moves) - plies)
         shape = (0, *self.game.planes_shape)
         record = GameRecord(
             game=self.game.name,
             planes=np.stack(info.planes) if info.planes else np.zeros(shape, dtype=np.uint8),
             policy=np.stack(info.policies) if info.policies else np.zeros((0, self.game.num_actions), np.float32),
-            value=np.where(movers == 0, outcome, -outcome).astype(np.float32),
+            value=(np.where(movers == 0, outcome, -outcome) * discounts).astype(np.float32),
             moves=np.array(info.moves, dtype=np.int32),
             outcome=float(outcome),
             model_version=self.model_version,

@@ -49,7 +49,7 @@ def mover_ownership(planes: np.ndarray, final_ownership: np.ndarray) -> np.ndarr
 
 class ReplayWindow:
     """A ring buffer of positions: ``planes uint8[N, H, W, C]``, ``policy float32[N, A]``
-    (search visit distributions), ``value float32[N]`` (game outcome for the mover), and
+    (search visit distributions), ``value float32[N]`` (the game's result for the mover, as self-play recorded it), and
     with ``ownership_points`` P > 0, ``ownership int8[N, P]`` (final owners for the
     mover) and ``has_ownership bool[N]``.
 

@@ -157,10 +157,11 @@ def test_the_search_is_puct_unless_a_config_says_gumbel():
     # mctx's constants for Danihelka et al. 2022's search (m = 16, c_visit = 50, c_scale = 0.1)
     assert parse_config(ttt()).search_choice() == SearchChoice(search="puct", gumbel_considered=16,
                                                                gumbel_c_visit=50.0, gumbel_c_scale=0.1,
-                                                               avoid_own_eyes=False)
+                                                               avoid_own_eyes=False, discount=1.0)
     gumbel = parse_config(ttt(mcts={"search": "gumbel", "gumbel_considered": 4, "gumbel_c_scale": 0.5}))
     assert gumbel.search_choice() == SearchChoice(search="gumbel", gumbel_considered=4, gumbel_c_visit=50.0,
-                                                  gumbel_c_scale=0.5, avoid_own_eyes=False)
+                                                  gumbel_c_scale=0.5, avoid_own_eyes=False,
+                                                  discount=1.0)
     # both self-play and the gatekeeper's players get them
     choice = dataclasses.asdict(gumbel.search_choice())
     assert dataclasses.asdict(gumbel.selfplay_settings()).items() >= choice.items()

@@ -182,6 +182,19 @@ def test_terminal_leaves_are_exact_and_need_no_evaluation():
     assert sum(calls) < 200  # repeated visits of the won position cost no evaluation
 
 
+def test_a_discounted_search_values_a_win_by_how_far_away_it_is():
+    state, _ = play_text(C4, ["4", "1", "4", "1", "4", "2"])  # X to move wins in column 4
+    for discount in (1.0, 0.9):
+        search = Search(C4, games=1, simulations=200, leaves_per_round=4, discount=discount)
+        search.reset(0, state)
+        search.run(uniform_evaluator(7))
+        # the win one ply away, on every visit; the root's other moves hold the
+        # uniform evaluator's 0 and then, two plies on, X's win
+        assert search.root_q(0)[3] == pytest.approx(discount, abs=1e-6)
+    with pytest.raises(ValueError, match="discount must be in"):
+        Search(C4, games=1, simulations=8, discount=0.0)
+
+
 def test_virtual_loss_spreads_the_leaves_of_a_round():
     search = Search(C4, games=1, simulations=100, leaves_per_round=6)
     evaluate = uniform_evaluator(7)

@@ -72,6 +72,22 @@ def test_the_winning_move_is_chosen_with_a_winning_value():
         assert r.search_value[-1] > 0.5, r.search_value
 
 
+def test_discounted_value_targets_shrink_with_the_moves_left():
+    # MuZero's discount per ply: a position k moves before the end is worth
+    # discount ** k of the result, as the search backs it up.
+    selfplay = SelfPlay(TTT, games=4, simulations=32, seed=2, discount=0.9, full_search_fraction=0.5,
+                        cheap_simulations=8)
+    records = selfplay.play(uniform_evaluator(9), games=12)
+    assert any(r.outcome != 0 for r in records)
+    for r in records:
+        plies = np.flatnonzero(r.full_search)
+        movers = plies % 2  # tic-tac-toe alternates from player 0
+        expected = np.where(movers == 0, r.outcome, -r.outcome) * 0.9 ** (r.length - plies)
+        assert np.allclose(r.value, expected)
+    last_moves = [r for r in records if r.outcome != 0 and r.full_search[-1]]
+    assert last_moves and all(abs(r.value[-1]) == np.float32(0.9) for r in last_moves)
+
+
 def test_resignation_and_the_games_that_may_not_resign():
     # With a uniform evaluator the root value is 0 until a forced loss shows up; a
     # threshold just below 0 makes resignations common.

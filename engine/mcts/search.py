@@ -65,6 +65,7 @@ class Search:
         gumbel_c_visit: float = 50.0,
         gumbel_c_scale: float = 0.1,
         avoid_own_eyes: bool = False,
+        discount: float = 1.0,
     ):
         if games < 1 or simulations < 1 or leaves_per_round < 1:
             raise ValueError("games, simulations and leaves_per_round must be at least 1")
@@ -72,7 +73,7 @@ class Search:
                                        virtual_loss=virtual_loss, formula=formula, keep_leaf_states=keep_leaf_states,
                                        search=search, gumbel_considered=gumbel_considered,
                                        gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
-                                       avoid_own_eyes=avoid_own_eyes)
+                                       avoid_own_eyes=avoid_own_eyes, discount=discount)
         self.gumbel = search == "gumbel"
         self._settings = self.settings.to_array()  # what the kernels read
         self.game = game

@@ -28,6 +28,7 @@ __all__ = [
     "GUMBEL_C_VISIT",
     "GUMBEL_C_SCALE",
     "AVOID_OWN_EYES",
+    "DISCOUNT",
     "NUM_SETTINGS",
 ]
 
@@ -38,7 +39,7 @@ _SEARCHES = {"puct": SEARCH_PUCT, "gumbel": SEARCH_GUMBEL}
 
 # The slots of SearchSettings.to_array().
 (LEAVES_PER_ROUND, FORMULA, KEEP_LEAF_STATES, C_PUCT, FPU_REDUCTION, VIRTUAL_LOSS, SEARCH, GUMBEL_CONSIDERED,
- GUMBEL_C_VISIT, GUMBEL_C_SCALE, AVOID_OWN_EYES, NUM_SETTINGS) = range(12)
+ GUMBEL_C_VISIT, GUMBEL_C_SCALE, AVOID_OWN_EYES, DISCOUNT, NUM_SETTINGS) = range(13)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,12 @@ class SearchSettings:
     below: no move fills the mover's own eye, and a pass is listed only where no
     other legal move is left (go_kernels.own_eye_rule_into); a rule for training's
     games, not for play against people and engines.
+
+    ``discount`` (MuZero's, per ply): a value backed up one ply is multiplied by it,
+    so a win k plies away is worth ``discount ** k`` and the search prefers the
+    fastest win and the slowest loss; at 1 (AlphaZero) every win is alike. Self-play
+    discounts its value targets the same way (engine/selfplay.py), so that the
+    network's values are what the search backs up.
     """
 
     c_puct: float = 1.25
@@ -76,6 +83,7 @@ class SearchSettings:
     gumbel_c_visit: float = 50.0
     gumbel_c_scale: float = 0.1
     avoid_own_eyes: bool = False
+    discount: float = 1.0
 
     def __post_init__(self) -> None:
         if self.leaves_per_round < 1:
@@ -91,6 +99,8 @@ class SearchSettings:
         if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0:
             raise ValueError(f"gumbel_c_visit must be >= 0 and gumbel_c_scale > 0, got {self.gumbel_c_visit} "
                              f"and {self.gumbel_c_scale}")
+        if not 0.0 < self.discount <= 1.0:
+            raise ValueError(f"discount must be in (0, 1], got {self.discount}")
 
     def to_array(self) -> np.ndarray:
         """``float64[NUM_SETTINGS]``, what the compiled walk reads."""
@@ -106,14 +116,15 @@ class SearchSettings:
         out[GUMBEL_C_VISIT] = self.gumbel_c_visit
         out[GUMBEL_C_SCALE] = self.gumbel_c_scale
         out[AVOID_OWN_EYES] = bool(self.avoid_own_eyes)
+        out[DISCOUNT] = self.discount
         return out
 
 
 @dataclass(frozen=True)
 class SearchChoice:
     """Which search a run plays by, and its constants: ``SearchSettings``' ``search``,
-    ``gumbel_considered``, ``gumbel_c_visit``, ``gumbel_c_scale`` and ``avoid_own_eyes``
-    (meanings above) as one typed value, which self-play and gating share. The run
+    ``gumbel_considered``, ``gumbel_c_visit``, ``gumbel_c_scale``, ``avoid_own_eyes`` and
+    ``discount`` (meanings above) as one typed value, which self-play and gating share. The run
     config makes it (``TengenConfig.search_choice()``), so its defaults are the
     schema's alone."""
 
@@ -122,3 +133,4 @@ class SearchChoice:
     gumbel_c_visit: float
     gumbel_c_scale: float
     avoid_own_eyes: bool
+    discount: float

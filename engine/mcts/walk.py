@@ -31,6 +31,7 @@ from tengen.engine.mcts.planes import encode_leaf
 from tengen.engine.mcts.settings import (
     AVOID_OWN_EYES,
     C_PUCT,
+    DISCOUNT,
     FORMULA,
     FPU_REDUCTION,
     GUMBEL_C_SCALE,
@@ -138,10 +139,11 @@ def _take_back_virtual_loss(tree, g, node, a, virtual_loss):
 
 
 @njit(cache=True, inline="always")
-def _backup(tree, g, node, value, virtual_loss):
-    """Back ``value`` (for the mover at ``node``) up to the root, the sign flipped at
-    each ply, taking back the virtual loss the walk added on each edge."""
-    v = value
+def _backup(tree, g, node, value, virtual_loss, discount):
+    """Back ``value`` (for the mover at ``node``) up to the root, the sign flipped and
+    the value multiplied by ``discount`` at each ply, taking back the virtual loss the
+    walk added on each edge."""
+    v = np.float32(value)
     while True:
         tree.node_n[g, node] += 1.0
         tree.node_w[g, node] += v
@@ -149,7 +151,7 @@ def _backup(tree, g, node, value, virtual_loss):
         if parent < 0:
             return
         a = tree.parent_action[g, node]
-        v = -v
+        v = -v * discount
         update_edge(tree, g, parent, a, 1.0, v, -virtual_loss)
         node = parent
 
@@ -210,6 +212,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
     considered = int(settings[GUMBEL_CONSIDERED])
     c_visit, c_scale = settings[GUMBEL_C_VISIT], settings[GUMBEL_C_SCALE]
     avoid_eyes = settings[AVOID_OWN_EYES] != 0.0
+    discount = np.float32(settings[DISCOUNT])
     games = tree.num_nodes.shape[0]
     max_nodes = tree.node_n.shape[1]
     num_actions = tree.prior.shape[2]
@@ -280,7 +283,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                         # Another walk of this round waits on that leaf: try again next round.
                         _take_back_virtual_loss(tree, g, node, a, virtual_loss)
                         break
-                    _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss)  # a known terminal
+                    _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss, discount)  # a known terminal
                     counts[1] += 1
                     continue
                 if tree.num_nodes[g] >= max_nodes:
@@ -307,7 +310,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                     result = R.outcome(kind, params, st)
                     tree.terminal_value[g, child] = result if st[R.TO_PLAY] == 0 else -result
                     tree.raw_value[g, child] = tree.terminal_value[g, child]
-                    _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss)
+                    _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss, discount)
                     counts[1] += 1
                     continue
                 R.candidate_mask_into(kind, params, st, scratch.legal)
@@ -336,6 +339,7 @@ def apply_kernel(tree, settings, leaf_game, leaf_node, count, policy, value):
     """Set the evaluated leaves' priors (the policy renormalised over the moves they
     list) and back their values up."""
     virtual_loss = settings[VIRTUAL_LOSS]
+    discount = np.float32(settings[DISCOUNT])
     num_actions = tree.prior.shape[2]
     for b in range(count):
         g, node = leaf_game[b], leaf_node[b]
@@ -352,4 +356,4 @@ def apply_kernel(tree, settings, leaf_game, leaf_node, count, policy, value):
         tree.status[g, node] = EXPANDED
         tree.raw_value[g, node] = value[b]
         tree.in_flight[g] -= 1
-        _backup(tree, g, node, value[b], virtual_loss)
+        _backup(tree, g, node, value[b], virtual_loss, discount)
