@@ -185,7 +185,8 @@ class MctsConfig(_Strict):
     #: per ply, MuZero's: the search backs a value up this much smaller each ply and
     #: self-play's value targets are discounted alike, so that of two wins the faster
     #: is worth more, and of two losses the slower (1: AlphaZero, every win alike).
-    #: Resignation compares the discounted root value with its threshold.
+    #: Resignation compares the discounted root value with its threshold, and the
+    #: values that GTP's analysis and the play page show are discounted too.
     discount: float = Field(default=1.0, gt=0, le=1)
 
 
