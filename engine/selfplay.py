@@ -176,7 +176,6 @@ class SelfPlay:
                              virtual_loss=virtual_loss, search=search, gumbel_considered=gumbel_considered,
                              gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
                              avoid_own_eyes=avoid_own_eyes, discount=discount)
-        self.discount = discount
         self.gumbel = search == "gumbel"
         self.dirichlet_alpha = dirichlet_alpha
         self.dirichlet_fraction = dirichlet_fraction
@@ -332,7 +331,7 @@ class SelfPlay:
         # The search backs a result up ``discount`` times smaller per ply; the targets
         # are discounted alike: discount ** (the moves left to the end, the last included).
         plies = np.flatnonzero(np.array(info.full_searches, dtype=np.bool_))
-        discounts = np.float64(self.discount) ** (len(info.moves) - plies)
+        discounts = np.float64(self.search.settings.discount) ** (len(info.moves) - plies)
         shape = (0, *self.game.planes_shape)
         record = GameRecord(
             game=self.game.name,
