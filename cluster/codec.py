@@ -34,7 +34,9 @@ with its numpy dtype string, shape and raw little-endian bytes:
 - ``search_visits`` ``<i4`` ``[n]``, ``raw`` (version 3): the root's visit count N(root)
   then (the subtree kept from the move before included), >= 0;
 - ``full_search``   ``|u1`` ``[n]``, ``raw`` (version 3): 1 where the move had a full
-  search, 0 where playout-cap randomisation gave it a cheap one;
+  search, 0 where playout-cap randomisation gave it a cheap one; the full searches are
+  the recorded positions, in order (as many 1s as L), so the learner can pair each
+  position with its search's root value (``train.value_q_weight``);
 - ``ownership``     ``|i1`` ``[H * W]``, ``raw`` (version 3, optional on its own): the
   ownership head's target, who owns each point of the final position by Tromp-Taylor
   (+1 player 0, -1 player 1, 0 nobody), row-major; only in games played to the end
@@ -223,7 +225,7 @@ def _search_arrays(record: GameRecord, moves: int) -> dict[str, np.ndarray]:
     arrays = {"search_value": np.ascontiguousarray(given["search_value"], dtype="<f4"),
               "search_visits": np.ascontiguousarray(visits, dtype="<i4"),
               "full_search": np.ascontiguousarray(full, dtype=np.uint8)}
-    _check_search(arrays, moves)
+    _check_search(arrays, moves, len(record.value))
     return arrays
 
 
@@ -250,7 +252,7 @@ def _check_ownership(ownership: np.ndarray, points: int, *, resigned: bool) -> N
         raise SampleFormatError("a resigned game has no final ownership")
 
 
-def _check_search(arrays: dict[str, np.ndarray], moves: int) -> None:
+def _check_search(arrays: dict[str, np.ndarray], moves: int, positions: int) -> None:
     """The search arrays' rules, the writer's and the reader's."""
     for name, data in arrays.items():
         if data.shape != (moves,):
@@ -262,6 +264,10 @@ def _check_search(arrays: dict[str, np.ndarray], moves: int) -> None:
         raise SampleFormatError("search_visits holds negative counts")
     if arrays["full_search"].size and arrays["full_search"].max() > 1:
         raise SampleFormatError("full_search must hold only 0/1 values")
+    if int(arrays["full_search"].sum()) != positions:
+        # the learner pairs each recorded position with its full search's root value
+        raise SampleFormatError(f"full_search marks {int(arrays['full_search'].sum())} moves "
+                                f"for {positions} recorded positions")
 
 
 def _array_entry(dtype: str, shape: tuple[int, ...], encoding: str, data: np.ndarray) -> dict:
@@ -331,7 +337,7 @@ def decode_game_meta(
     )
     search = {name: _read_array(arrays, name, (len(moves),)) for name in _SEARCH_ARRAYS if name in arrays}
     if search:
-        _check_search(search, len(moves))
+        _check_search(search, len(moves), length)
     ownership = None
     if _OWNERSHIP in arrays:
         ownership = _read_array(arrays, _OWNERSHIP, (shape[0] * shape[1],))

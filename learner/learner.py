@@ -40,12 +40,26 @@ from tengen.learner.replay import ReplayWindow, mover_ownership
 from tengen.learner.storage import open_storage
 from tengen.learner.trainer import Trainer
 
-__all__ = ["Learner", "LearnerStats", "LearnerStep", "CHECKPOINT_FILE"]
+__all__ = ["Learner", "LearnerStats", "LearnerStep", "CHECKPOINT_FILE", "value_target"]
 
 CHECKPOINT_FILE = "learner.ckpt"
 GROUP = "learner"
 #: game ids remembered for dropping repeats (a repeat follows its original closely)
 SEEN_GAMES = 100_000
+
+
+def value_target(record: GameRecord, q_weight: float) -> np.ndarray:
+    """The value head's targets for a game's recorded positions, float32 [L]:
+    ``(1 - q_weight) * z + q_weight * q``, z the result self-play recorded
+    (``record.value``) and q the root value of the full search at each recorded
+    position. A record without the search's values (before format 3) keeps z."""
+    if q_weight == 0.0 or record.search_value is None or record.full_search is None:
+        return record.value
+    # Only full searches are recorded positions, in the order they were played.
+    q = record.search_value[record.full_search]
+    if q.shape != record.value.shape:
+        raise ValueError(f"{len(q)} full searches for {len(record.value)} recorded positions")
+    return ((1.0 - q_weight) * record.value + q_weight * q).astype(np.float32)
 
 
 class LearnerStats(TypedDict):
@@ -195,7 +209,7 @@ class Learner:
             ownership = None
             if self.window.keeps_ownership and record.ownership is not None:
                 ownership = mover_ownership(record.planes, record.ownership)
-            self.window.add(record.planes, record.policy, record.value, ownership)
+            self.window.add(record.planes, record.policy, value_target(record, self.options.value_q_weight), ownership)
             self.positions_read += len(record.value)
             self.sample_versions.extend([record.model_version] * len(record.value))
             del self.sample_versions[:-10_000]

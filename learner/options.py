@@ -26,3 +26,6 @@ class LearnerOptions:
     candidate_every: int
     #: the ownership loss's weight (a network with the ownership head only)
     ownership_weight: float
+    #: the search's root value Q's share of a position's value target; the game's
+    #: result z has the rest (``value_target``)
+    value_q_weight: float

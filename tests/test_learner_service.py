@@ -22,7 +22,7 @@ NETWORK = NetworkSpec(input_shape=GAME.planes_shape, num_actions=GAME.num_action
 #: what the learner tests train with: small batches, an early first step, a candidate often
 OPTIONS = LearnerOptions(batch_size=16, optimizer="sgd", learning_rate=0.02, momentum=0.9, replay_window=100_000,
                          min_positions=32, max_reuse=2.0, candidate_every=10,
-                         ownership_weight=1.0)
+                         ownership_weight=1.0, value_q_weight=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +102,22 @@ def test_a_learner_behind_the_registry_takes_the_next_free_version(redis_client,
     stats = learner.step(seconds=20)
     assert stats["published"] and stats["published"][0] == 2
     assert registry.fetch(1)[0] == b"the lost learner's candidate"
+
+
+def test_the_value_target_averages_the_result_and_the_search_value(redis_client, tmp_path):
+    # With playout caps only the full searches are positions: each is paired with the
+    # root value of its own search, not with a cheap search's beside it.
+    capped = SelfPlay(GAME, games=8, simulations=16, seed=1, full_search_fraction=0.5,
+                      cheap_simulations=4).play(uniform_evaluator(9), games=8)
+    stream = SampleStream(redis_client, "q-mix", maxlen=10_000)
+    stream.add_many([encode_game(g, worker_id="w0") for g in capped])
+    options = dataclasses.replace(OPTIONS, value_q_weight=0.5)
+    learner = Learner(game=GAME, network=NETWORK, options=options, source=stream,
+                      registry=ModelRegistry(redis_client, "q-mix"), decode=game_decoder(GAME),
+                      storage=tmp_path, seed=3)
+    learner.step(seconds=0.1, until_step=0)  # reads the stream into the window, trains nothing
+
+    result = np.concatenate([g.value for g in capped])
+    searched = np.concatenate([g.search_value[g.full_search] for g in capped])
+    assert not np.allclose(result, searched)  # the two disagree somewhere, or this shows nothing
+    np.testing.assert_allclose(learner.window.contents()[2], (result + searched) / 2, atol=1e-6)

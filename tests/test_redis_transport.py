@@ -431,6 +431,10 @@ def _corrupt(record: GameRecord, case: str) -> bytes:
         _set_array(h, "search_visits", np.full(len(record.moves), -1, "<i4"))
     elif case == "full search not 0/1":
         _set_array(h, "full_search", np.full(len(record.moves), 2, "|u1"))
+    elif case == "full searches not the positions":
+        full = record.full_search.astype("|u1")
+        full[0] ^= 1
+        _set_array(h, "full_search", full)
     elif case == "search value length":
         _set_array(h, "search_value", np.zeros(len(record.moves) + 1, "<f4"))
     elif case == "bomb":
@@ -457,6 +461,7 @@ CORRUPTIONS = {
     "search value range": "search_value holds numbers outside [-1, 1]",
     "search visits negative": "search_visits holds negative counts",
     "full search not 0/1": "full_search must hold only 0/1 values",
+    "full searches not the positions": "recorded positions",
     "search value length": "search_value: shape",
     "version 1 with a game id": "unexpected ['game_id']",
     "version type": "unknown format version 1.0",
