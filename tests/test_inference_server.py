@@ -298,3 +298,18 @@ def test_ray_actor_merges_requests_from_client_actors(ray_cluster, nets):
     assert ray.get(server.version.remote()) == 9
     answers = ray.get(clients[0].run.remote(work[0][:1]))
     assert_rows_match(answers[0], CompiledModel(model_b)(work[0][0]))
+
+
+def test_the_servers_module_loads_no_tensorflow_until_a_server_is_built():
+    # Ray imports an actor's module into every process that gets its handle: each
+    # self-play worker would otherwise map TensorFlow (about 480 MiB) it never uses.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import tengen.workers.inference_server\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr

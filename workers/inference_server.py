@@ -43,12 +43,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from tengen.engine.network import CompiledModel, blob_sha256, gpu_available, share_cpu_threads, share_gpu_memory
 from tengen.engine.network_spec import NetworkSpec
+
+if TYPE_CHECKING:
+    from tengen.engine.network import CompiledModel
 
 __all__ = ["InferenceServer", "MetricsRecorder"]
 
@@ -104,6 +106,11 @@ class InferenceServer:
         self._check_clients(clients)
         if model_calls < 1:
             raise ValueError(f"model_calls must be >= 1, got {model_calls}")
+        # Imported here, not at the top: Ray imports an actor's module into every process
+        # that is handed its handle, and a self-play worker that has TensorFlow mapped
+        # holds about 480 MiB more for nothing.
+        from tengen.engine.network import CompiledModel, gpu_available, share_cpu_threads, share_gpu_memory
+
         self.model_calls = int(model_calls)
         if self.model_calls > 1:
             share_cpu_threads(self.model_calls)
@@ -113,7 +120,7 @@ class InferenceServer:
         share_gpu_memory()
         self.mixed_precision = gpu_available() if mixed_precision is None else bool(mixed_precision)
         model = network.build(mixed_precision=self.mixed_precision)
-        self._model = CompiledModel(model)
+        self._model: CompiledModel = CompiledModel(model)
         if weights is not None:
             self._model.load_weights_blob(bytes(weights))
         self._version = int(version)
@@ -280,6 +287,8 @@ class InferenceServer:
         the weights unchanged too. The compiled function reads the same variables, so
         the swap never retraces.
         """
+        from tengen.engine.network import blob_sha256
+
         blob = bytes(blob)
         digest = blob_sha256(blob)
         if digest != sha256:
