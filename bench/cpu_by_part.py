@@ -104,9 +104,15 @@ class CpuByPart:
         for pid in _descendants(self.driver) | {self.driver}:
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                self._seen[pid] = (part_of(cmdline) or "driver", _cpu_seconds(pid))
+                seconds = _cpu_seconds(pid)
             except (OSError, IndexError, ValueError):
                 continue  # gone between listing and reading
+            known = self._seen.get(pid)
+            # an exited process not yet reaped (a zombie, as Ray's actors are while the run
+            # shuts down) has an empty command line but keeps its CPU time: it stays the
+            # part it was, or a run's last sample would count every actor as the driver
+            part = known[0] if known and not cmdline.strip() else part_of(cmdline) or "driver"
+            self._seen[pid] = (part, seconds)
 
 
 def table(seconds: dict[str, float], wall_s: float, cores: int) -> list[str]:

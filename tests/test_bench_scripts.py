@@ -38,3 +38,18 @@ def test_the_sampler_counts_a_busy_child_as_the_driver():
         time.sleep(0.3)
     seconds = sampler.stop()
     assert 1.0 <= seconds.get("driver", 0.0) <= 2.5, seconds
+
+
+def test_an_exited_actor_not_yet_reaped_still_counts_as_its_part():
+    # the child is named like Ray's learner actor; it exits after 1 s of CPU and stays
+    # a zombie (empty command line, CPU time kept) until its parent waits for it
+    busy = "import time\nend = time.process_time() + 1.0\nwhile time.process_time() < end: pass\n"
+    parent = ("import subprocess, sys, time\n"
+              f"child = subprocess.Popen([sys.executable, '-c', {busy!r}, 'ray::Learner.train'])\n"
+              "time.sleep(3.0)\nchild.wait()\n")
+    with subprocess.Popen([sys.executable, "-c", parent]) as driver:
+        sampler = CpuByPart(driver.pid, every_s=0.2).start()
+        driver.wait(timeout=60)
+    seconds = sampler.stop()
+    assert seconds.get("learner", 0.0) >= 0.7, seconds
+    assert seconds.get("driver", 0.0) < 0.7, seconds
