@@ -107,11 +107,12 @@ class CpuByPart:
                 seconds = _cpu_seconds(pid)
             except (OSError, IndexError, ValueError):
                 continue  # gone between listing and reading
-            known = self._seen.get(pid)
-            # an exited process not yet reaped (a zombie, as Ray's actors are while the run
-            # shuts down) has an empty command line but keeps its CPU time: it stays the
-            # part it was, or a run's last sample would count every actor as the driver
-            part = known[0] if known and not cmdline.strip() else part_of(cmdline) or "driver"
+            part = part_of(cmdline) or "driver"
+            if not cmdline.strip() and pid in self._seen:
+                # an exited process not yet reaped (a zombie, as Ray's actors are while the
+                # run shuts down) has an empty command line but keeps its CPU time: it stays
+                # the part it was, or a run's last sample would count every actor as the driver
+                part = self._seen[pid][0]
             self._seen[pid] = (part, seconds)
 
 

@@ -13,6 +13,11 @@ sys.path.insert(0, str(BENCH))
 from cpu_by_part import CpuByPart, part_of  # noqa: E402
 
 
+def burn_cpu(seconds: float) -> str:
+    """A Python program that spends ``seconds`` of CPU time and exits."""
+    return f"import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n"
+
+
 def test_every_bench_script_imports():
     names = sorted(path.stem for path in BENCH.glob("*.py"))
     assert "learn_connect4" in names and "chaos" in names
@@ -31,7 +36,7 @@ def test_parts_are_known_by_their_ray_names():
 
 
 def test_the_sampler_counts_a_busy_child_as_the_driver():
-    busy = "import time\nend = time.process_time() + 1.5\nwhile time.process_time() < end: pass\n"
+    busy = burn_cpu(1.5)
     with subprocess.Popen([sys.executable, "-c", busy]) as child:
         sampler = CpuByPart(child.pid, every_s=0.2).start()
         child.wait(timeout=60)
@@ -43,7 +48,7 @@ def test_the_sampler_counts_a_busy_child_as_the_driver():
 def test_an_exited_actor_not_yet_reaped_still_counts_as_its_part():
     # the child is named like Ray's learner actor; it exits after 1 s of CPU and stays
     # a zombie (empty command line, CPU time kept) until its parent waits for it
-    busy = "import time\nend = time.process_time() + 1.0\nwhile time.process_time() < end: pass\n"
+    busy = burn_cpu(1.0)
     parent = ("import subprocess, sys, time\n"
               f"child = subprocess.Popen([sys.executable, '-c', {busy!r}, 'ray::Learner.train'])\n"
               "time.sleep(3.0)\nchild.wait()\n")
