@@ -99,16 +99,19 @@ class SearchSettings:
     fpu_reduction: float = 0.25
     leaves_per_round: int = 8
     discount: float = 1.0
+    solver: bool = False
 
 
 def search_chooser(game: Game, evaluate: Evaluator, settings: SearchSettings, *, batch: int = 512) -> Chooser:
-    """A model with PUCT search: the most visited move after ``settings.simulations``,
-    no root noise; ``batch`` positions searched at once."""
+    """A model with PUCT search: the most visited move after ``settings.simulations``
+    (with the solver, the proof's move where it has one), no root noise; ``batch``
+    positions searched at once."""
 
     def choose(states: Sequence[np.ndarray]) -> list[int]:
         search = Search(game, games=min(batch, len(states)), simulations=settings.simulations,
                         c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
-                        leaves_per_round=settings.leaves_per_round, discount=settings.discount)
+                        leaves_per_round=settings.leaves_per_round, discount=settings.discount,
+                        solver=settings.solver)
         columns: list[int] = []
         for start in range(0, len(states), batch):
             chunk = states[start : start + batch]
@@ -118,7 +121,7 @@ def search_chooser(game: Game, evaluate: Evaluator, settings: SearchSettings, *,
                 search.reset(i, state)
             search.run(evaluate, settings.simulations, active)
             for i, state in enumerate(chunk):
-                columns.append(int(np.argmax(np.where(game.legal_mask(state), search.root_visits(i), -1))))
+                columns.append(int(np.argmax(np.where(game.legal_mask(state), search.move_visits(i), -1))))
         return columns
 
     return choose
@@ -177,7 +180,7 @@ def grade_model(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPos
         player = MctsPlayer(game, evaluate, slots=games, simulations=settings.simulations, name="model",
                             c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
                             leaves_per_round=settings.leaves_per_round, discount=settings.discount,
-                            temperature_moves=2)
+                            solver=settings.solver, temperature_moves=2)
         scores[opponent] = score_vs_mcts(game, player, simulations=opponent, games=games, seed=seed + opponent)
         log(f"  vs mcts{opponent}: {scores[opponent].value:.3f} over {games} games")
     return Grades(moves, scores)

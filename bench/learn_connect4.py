@@ -57,7 +57,7 @@ def grade(models: list[Path], args: argparse.Namespace) -> None:
         print(f"{path}:", flush=True)
         settings = SearchSettings(simulations=args.simulations, c_puct=mcts.c_puct,
                                   fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
-                                  discount=mcts.discount)
+                                  discount=mcts.discount, solver=mcts.solver)
         grades = grade_model(game, CompiledModel(model), positions, settings, games=args.eval_games,
                              seed=args.seed, log=lambda line: print(line, flush=True))
         rows.append((path.name, grades))

@@ -86,7 +86,7 @@ def load_player(checkpoint: str | Path, config_path: str | Path | None, simulati
             evaluate(np.zeros((batch, *game.planes_shape), np.float32))
     player = SearchPlayer(evaluate, simulations=simulations, c_puct=mcts.c_puct,
                           fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
-                          discount=mcts.discount, size=game.board_shape[0] if go else None,
+                          discount=mcts.discount, solver=mcts.solver, size=game.board_shape[0] if go else None,
                           history_length=game.history_length if go else None,
                           komi=getattr(game, "komi", None) if go else None)
     return config, game, player

@@ -188,6 +188,17 @@ class MctsConfig(_Strict):
     #: Resignation compares the discounted root value with its threshold, and the
     #: values that GTP's analysis and the play page show are discounted too.
     discount: float = Field(default=1.0, gt=0, le=1)
+    #: prove wins, losses and draws inside the search tree (MCTS-Solver, PUCT only;
+    #: engine/mcts/settings.py): a proven root ends its search early, and the move
+    #: played (self-play's policy target too) is the proof's, a forced win or the
+    #: slowest loss, where visits alone may take a move that only looks as good
+    solver: bool = False
+
+    @model_validator(mode="after")
+    def _solver_needs_puct(self) -> MctsConfig:
+        if self.solver and self.search != "puct":
+            raise ValueError("solver needs search: puct (Gumbel search picks its move by sequential halving)")
+        return self
 
 
 class SelfPlayConfig(_Strict):
@@ -499,7 +510,7 @@ class TengenConfig(_Strict):
             dirichlet_alpha=mcts.dirichlet_alpha, dirichlet_fraction=mcts.dirichlet_fraction,
             search=choice.search, gumbel_considered=choice.gumbel_considered, gumbel_c_visit=choice.gumbel_c_visit,
             gumbel_c_scale=choice.gumbel_c_scale, avoid_own_eyes=choice.avoid_own_eyes, discount=choice.discount,
-            temperature_schedule=sp.temperature_schedule, temperature_moves=sp.temperature_moves,
+            solver=choice.solver, temperature_schedule=sp.temperature_schedule, temperature_moves=sp.temperature_moves,
             temperature=sp.temperature, full_search_fraction=sp.full_search_fraction,
             cheap_simulations=sp.cheap_simulations, resign_threshold=sp.resign_threshold,
             no_resign_fraction=sp.no_resign_fraction, resign_max_false_positives=sp.resign_max_false_positives,
@@ -539,7 +550,7 @@ class TengenConfig(_Strict):
         mcts = self.mcts
         return SearchChoice(search=mcts.search, gumbel_considered=mcts.gumbel_considered,
                             gumbel_c_visit=mcts.gumbel_c_visit, gumbel_c_scale=mcts.gumbel_c_scale,
-                            avoid_own_eyes=mcts.avoid_own_eyes, discount=mcts.discount)
+                            avoid_own_eyes=mcts.avoid_own_eyes, discount=mcts.discount, solver=mcts.solver)
 
     def gating_rule(self) -> GatingRule:
         g = self.gating

@@ -82,13 +82,14 @@ class SearchPlayer:
 
     ``evaluate``: the network (``Evaluator``), or None for rollout MCTS. Keyword-only:
     ``simulations`` (the default visit limit; 0 with a network: its raw policy),
-    ``c_puct``, ``fpu_reduction``, ``leaves_per_round``, ``discount`` (the network's
-    training's, engine/mcts/settings.py), ``seed`` (rollouts), and
+    ``c_puct``, ``fpu_reduction``, ``leaves_per_round``, ``discount`` and ``solver`` (the
+    network's training's, engine/mcts/settings.py), ``seed`` (rollouts), and
     what the network was trained for (``size``, ``history_length``, ``komi``; None
     when anything goes, as for rollouts).
 
     A ``SearchPlayer`` is also a move chooser: ``player(game, state, history)``
-    returns the most visited move after ``simulations`` visits.
+    returns the most visited move after ``simulations`` visits (with ``solver``, a
+    proven best move first).
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class SearchPlayer:
         fpu_reduction: float = 0.25,
         leaves_per_round: int = 8,
         discount: float = 1.0,
+        solver: bool = False,
         seed: int = 0,
         size: int | None = None,
         history_length: int | None = None,
@@ -113,6 +115,7 @@ class SearchPlayer:
         self.fpu_reduction = fpu_reduction
         self.leaves_per_round = leaves_per_round
         self.discount = discount
+        self.solver = solver
         self.seed = seed
         self.size = size
         self.history_length = history_length
@@ -202,6 +205,7 @@ class SearchPlayer:
             search = Search(game, games=1, simulations=visits, c_puct=self.c_puct,
                             fpu_reduction=self.fpu_reduction, leaves_per_round=self.leaves_per_round,
                             keep_leaf_states=self.evaluate is None, discount=self.discount,
+                            solver=self.solver and self.evaluate is not None,
                             # Rollout values are noisy and the priors uniform: plain UCT.
                             formula="puct" if self.evaluate is not None else "uct")
             self._searches[key] = search
@@ -229,10 +233,11 @@ class SearchPlayer:
 
     def _snapshot(self, game: Game, search: Search, seconds: float) -> Analysis:
         n = search.root_visits(0)
+        chosen = search.move_visits(0)  # n, unless the solver proved the best move
         q = search.root_q(0)
         prior = search.root_prior(0)
         visited = [int(a) for a in np.flatnonzero(n > 0)]
-        visited.sort(key=lambda a: (-n[a], -prior[a], a))
+        visited.sort(key=lambda a: (-chosen[a], -n[a], -prior[a], a))
         moves = []
         for a in visited:
             winrate = float(np.clip((q[a] + 1) / 2, 0.0, 1.0))

@@ -36,7 +36,8 @@ class MctsPlayer:
                  c_puct: float = 1.25, fpu_reduction: float = 0.25, leaves_per_round: int = 8,
                  temperature_moves: int = 0, formula: str = "puct", keep_leaf_states: bool = False,
                  search: str = "puct", gumbel_considered: int = 16, gumbel_c_visit: float = 50.0,
-                 gumbel_c_scale: float = 0.1, avoid_own_eyes: bool = False, discount: float = 1.0):
+                 gumbel_c_scale: float = 0.1, avoid_own_eyes: bool = False, discount: float = 1.0,
+                 solver: bool = False):
         self.name = name
         self.game = game
         self.evaluate = evaluate
@@ -46,7 +47,8 @@ class MctsPlayer:
                              fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round, formula=formula,
                              keep_leaf_states=keep_leaf_states, search=search,
                              gumbel_considered=gumbel_considered, gumbel_c_visit=gumbel_c_visit,
-                             gumbel_c_scale=gumbel_c_scale, avoid_own_eyes=avoid_own_eyes, discount=discount)
+                             gumbel_c_scale=gumbel_c_scale, avoid_own_eyes=avoid_own_eyes, discount=discount,
+                             solver=solver)
 
     def new_game(self, slot: int, state: np.ndarray) -> None:
         self.search.reset(slot, state)
@@ -65,7 +67,7 @@ class MctsPlayer:
         self._search(active)
         if self.search.gumbel:
             return [self.search.gumbel_action(slot) for slot in slots]
-        return [choose_move(self.search.root_visits(slot), rng, temperature=1.0 if opening else 0.0,
+        return [choose_move(self.search.move_visits(slot), rng, temperature=1.0 if opening else 0.0,
                             unsampled=self.game.pass_action)
                 for slot, opening in zip(slots, openings, strict=True)]
 
@@ -95,7 +97,7 @@ class MctsPlayerSettings:
                           temperature_moves=self.temperature_moves, search=choice.search,
                           gumbel_considered=choice.gumbel_considered, gumbel_c_visit=choice.gumbel_c_visit,
                           gumbel_c_scale=choice.gumbel_c_scale, avoid_own_eyes=choice.avoid_own_eyes,
-                          discount=choice.discount)
+                          discount=choice.discount, solver=choice.solver)
 
 
 class RolloutMctsPlayer(MctsPlayer):

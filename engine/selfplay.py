@@ -120,6 +120,7 @@ class SelfPlaySettings:
     gumbel_c_scale: float
     avoid_own_eyes: bool
     discount: float
+    solver: bool
     temperature_schedule: str
     temperature_moves: int
     temperature: float
@@ -161,6 +162,7 @@ class SelfPlay:
         gumbel_c_scale: float = 0.1,
         avoid_own_eyes: bool = False,
         discount: float = 1.0,
+        solver: bool = False,
     ):
         if temperature_schedule not in ("alphazero", "constant"):
             raise ValueError(f"temperature_schedule must be 'alphazero' or 'constant', not {temperature_schedule!r}")
@@ -175,7 +177,7 @@ class SelfPlay:
                              fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
                              virtual_loss=virtual_loss, search=search, gumbel_considered=gumbel_considered,
                              gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
-                             avoid_own_eyes=avoid_own_eyes, discount=discount)
+                             avoid_own_eyes=avoid_own_eyes, discount=discount, solver=solver)
         self.gumbel = search == "gumbel"
         self.dirichlet_alpha = dirichlet_alpha
         self.dirichlet_fraction = dirichlet_fraction
@@ -289,7 +291,7 @@ class SelfPlay:
         info = self._games[g]
         state = self.search.root_state(g)
         mover = self.game.to_play(state)
-        visits = self.search.root_visits(g)
+        visits = self.search.move_visits(g)
         root_value = self.search.root_value(g)
         if self.resign_threshold is not None and root_value < self.resign_threshold:
             if not info.no_resign and self.resigning:

@@ -157,15 +157,20 @@ def test_the_search_is_puct_unless_a_config_says_gumbel():
     # mctx's constants for Danihelka et al. 2022's search (m = 16, c_visit = 50, c_scale = 0.1)
     assert parse_config(ttt()).search_choice() == SearchChoice(search="puct", gumbel_considered=16,
                                                                gumbel_c_visit=50.0, gumbel_c_scale=0.1,
-                                                               avoid_own_eyes=False, discount=1.0)
+                                                               avoid_own_eyes=False, discount=1.0, solver=False)
     gumbel = parse_config(ttt(mcts={"search": "gumbel", "gumbel_considered": 4, "gumbel_c_scale": 0.5}))
     assert gumbel.search_choice() == SearchChoice(search="gumbel", gumbel_considered=4, gumbel_c_visit=50.0,
                                                   gumbel_c_scale=0.5, avoid_own_eyes=False,
-                                                  discount=1.0)
+                                                  discount=1.0, solver=False)
     # both self-play and the gatekeeper's players get them
     choice = dataclasses.asdict(gumbel.search_choice())
     assert dataclasses.asdict(gumbel.selfplay_settings()).items() >= choice.items()
     assert gumbel.gating_options().player.search == gumbel.search_choice()
+    # the solver proves positions for PUCT's move choice, which Gumbel search does not use
+    solver = parse_config(ttt(mcts={"solver": True}))
+    assert solver.selfplay_settings().solver and solver.gating_options().player.search.solver
+    with pytest.raises(ConfigError, match="solver needs search: puct"):
+        parse_config(ttt(mcts={"search": "gumbel", "solver": True}))
 
 
 def test_the_eye_rule_is_for_training_games_and_matches_play_by_the_rules():

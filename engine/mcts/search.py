@@ -66,6 +66,7 @@ class Search:
         gumbel_c_scale: float = 0.1,
         avoid_own_eyes: bool = False,
         discount: float = 1.0,
+        solver: bool = False,
     ):
         if games < 1 or simulations < 1 or leaves_per_round < 1:
             raise ValueError("games, simulations and leaves_per_round must be at least 1")
@@ -73,7 +74,8 @@ class Search:
                                        virtual_loss=virtual_loss, formula=formula, keep_leaf_states=keep_leaf_states,
                                        search=search, gumbel_considered=gumbel_considered,
                                        gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
-                                       avoid_own_eyes=avoid_own_eyes, discount=discount)
+                                       avoid_own_eyes=avoid_own_eyes, discount=discount,
+                                       solver=solver)
         self.gumbel = search == "gumbel"
         self._settings = self.settings.to_array()  # what the kernels read
         self.game = game
@@ -181,6 +183,38 @@ class Search:
         """N(root, a) for every action, ``float32[A]``."""
         return self.tree.edge_n[g, ROOT].copy()
 
+    def move_visits(self, g: int) -> np.ndarray:
+        """The visits that the move choice and the policy target read, ``float32[A]``:
+        N(root, a), unless the solver (``solver=True``) has proven something. A proven
+        root puts all its visits on the proof's move: the fastest win proven, the
+        slowest loss, or a draw; otherwise the moves proven lost get none (while another is left)."""
+        visits = self.root_visits(g)
+        if not self.settings.solver or not self.root_expanded(g):
+            return visits
+        t = self.tree
+        children = t.children[g, ROOT]
+        moves = np.flatnonzero(t.prior[g, ROOT] != ILLEGAL)
+        proven = [int(a) for a in moves if children[a] >= 0 and t.proven[g, children[a]]]
+        # for the root's mover: the value of each proven move, and its plies to the end
+        value = {a: -float(t.terminal_value[g, children[a]]) for a in proven}
+        plies = {a: int(t.proof_plies[g, children[a]]) + 1 for a in proven}
+        if t.proven[g, ROOT]:
+            best = max(proven, key=lambda a: (value[a], -plies[a] if value[a] > 0 else plies[a]))
+            out = np.zeros_like(visits)
+            out[best] = max(float(visits.sum()), 1.0)
+            return out
+        lost = [a for a in proven if value[a] < 0]
+        if lost and len(lost) < len(moves):
+            visits[lost] = 0.0
+            if visits.sum() == 0:  # the moves left are unvisited: the likeliest by the prior
+                open_moves = [int(a) for a in moves if a not in lost]
+                visits[max(open_moves, key=lambda a: t.prior[g, ROOT, a])] = 1.0
+        return visits
+
+    def root_proven(self, g: int) -> bool:
+        """Whether the solver has proven game g's root (its exact value: ``root_value``)."""
+        return bool(self.tree.proven[g, ROOT])
+
     def root_value(self, g: int) -> float:
         """Mean value of the root for its player to move."""
         n = self.tree.node_n[g, ROOT]
@@ -266,7 +300,8 @@ def search_bytes(game: Game, *, games: int, simulations: int, leaves_per_round: 
         ((s,), state.dtype),
         ((g, m, a), np.int32), ((g, m, a), np.float32), ((g, m, a), np.float32), ((g, m, a), np.float32),
         ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.int32),
-        ((g, m), np.int32), ((g, m), np.int8), ((g, m), np.float32), ((g,), np.int32),
+        ((g, m), np.int32), ((g, m), np.int8), ((g, m), np.float32), ((g, m), np.int8), ((g, m), np.int32),
+        ((g,), np.int32),
         ((g, s), state.dtype), ((g, max(t - 1, 1), cells), np.int8), ((g,), np.int32),
         ((g, m), np.float32), ((g, a), np.float32), ((g, a), np.int32), ((g,), np.int32), ((g,), np.int32),
         # the scratch of one walk (new_scratch)

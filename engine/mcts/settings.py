@@ -29,6 +29,7 @@ __all__ = [
     "GUMBEL_C_SCALE",
     "AVOID_OWN_EYES",
     "DISCOUNT",
+    "SOLVER",
     "NUM_SETTINGS",
 ]
 
@@ -39,7 +40,7 @@ _SEARCHES = {"puct": SEARCH_PUCT, "gumbel": SEARCH_GUMBEL}
 
 # The slots of SearchSettings.to_array().
 (LEAVES_PER_ROUND, FORMULA, KEEP_LEAF_STATES, C_PUCT, FPU_REDUCTION, VIRTUAL_LOSS, SEARCH, GUMBEL_CONSIDERED,
- GUMBEL_C_VISIT, GUMBEL_C_SCALE, AVOID_OWN_EYES, DISCOUNT, NUM_SETTINGS) = range(13)
+ GUMBEL_C_VISIT, GUMBEL_C_SCALE, AVOID_OWN_EYES, DISCOUNT, SOLVER, NUM_SETTINGS) = range(14)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,16 @@ class SearchSettings:
     fastest win and the slowest loss; at 1 (AlphaZero) every win is alike. Self-play
     discounts its value targets the same way (engine/selfplay.py), so that the
     network's values are what the search backs up.
+
+    ``solver`` (PUCT only) proves positions inside the tree, as MCTS-Solver (Winands,
+    Bjornsson and Saito, 2008) and Leela Chess Zero's certainty propagation do: a node
+    is won when one of its moves reaches a lost node, lost (or drawn) when all its
+    moves are expanded and proven, with the plies to the end under the proof. A walk
+    stops at a proven node and backs up its exact value; a proven root ends the
+    search early, and ``Search.move_visits`` plays the proof: the win it proved (the
+    first it found: the proof ends the search, so a faster win may go unseen), the
+    draw, or the slowest loss. Without it a search that has seen a forced win in 3
+    calls it +1 like any other good move and plays whichever has more visits.
     """
 
     c_puct: float = 1.25
@@ -84,6 +95,7 @@ class SearchSettings:
     gumbel_c_scale: float = 0.1
     avoid_own_eyes: bool = False
     discount: float = 1.0
+    solver: bool = False
 
     def __post_init__(self) -> None:
         if self.leaves_per_round < 1:
@@ -99,6 +111,8 @@ class SearchSettings:
         if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0:
             raise ValueError(f"gumbel_c_visit must be >= 0 and gumbel_c_scale > 0, got {self.gumbel_c_visit} "
                              f"and {self.gumbel_c_scale}")
+        if self.solver and self.search != "puct":
+            raise ValueError("solver needs search='puct': Gumbel search picks its move by sequential halving")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"discount must be in (0, 1], got {self.discount}")
 
@@ -117,6 +131,7 @@ class SearchSettings:
         out[GUMBEL_C_SCALE] = self.gumbel_c_scale
         out[AVOID_OWN_EYES] = bool(self.avoid_own_eyes)
         out[DISCOUNT] = self.discount
+        out[SOLVER] = bool(self.solver)
         return out
 
 
@@ -134,3 +149,4 @@ class SearchChoice:
     gumbel_c_scale: float
     avoid_own_eyes: bool
     discount: float
+    solver: bool

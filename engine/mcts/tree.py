@@ -51,7 +51,9 @@ class Tree(NamedTuple):
     parent: np.ndarray  # [G, M] int32
     parent_action: np.ndarray  # [G, M] int32
     status: np.ndarray  # [G, M] int8: PENDING / EXPANDED / TERMINAL
-    terminal_value: np.ndarray  # [G, M] float32: exact value for the node's mover
+    terminal_value: np.ndarray  # [G, M] float32: exact value for the node's mover (terminal or proven)
+    proven: np.ndarray  # [G, M] int8: 1 when terminal_value is exact (the solver's proof; terminal nodes too)
+    proof_plies: np.ndarray  # [G, M] int32: plies to the game's end under the proof
     num_nodes: np.ndarray  # [G] int32
     root_state: np.ndarray  # [G, S] int32
     root_history: np.ndarray  # [G, T-1, H*W] int8: boards before the root, newest first
@@ -102,6 +104,8 @@ def new_tree(games: int, max_nodes: int, num_actions: int, state: np.ndarray, hi
         parent_action=np.full((g, m), -1, dtype=np.int32),
         status=np.zeros((g, m), dtype=np.int8),
         terminal_value=np.zeros((g, m), dtype=np.float32),
+        proven=np.zeros((g, m), dtype=np.int8),
+        proof_plies=np.zeros((g, m), dtype=np.int32),
         num_nodes=np.ones(g, dtype=np.int32),
         root_state=np.tile(state, (g, 1)),
         root_history=np.zeros((g, max(history_boards, 1), cells), dtype=np.int8),
@@ -205,6 +209,8 @@ def reroot_kernel(kind, params, tree, scratch, g, action):
         tree.node_w[g, new] = tree.node_w[g, old]
         tree.status[g, new] = tree.status[g, old]
         tree.terminal_value[g, new] = tree.terminal_value[g, old]
+        tree.proven[g, new] = tree.proven[g, old]
+        tree.proof_plies[g, new] = tree.proof_plies[g, old]
         tree.raw_value[g, new] = tree.raw_value[g, old]
         tree.parent[g, new] = remap[tree.parent[g, old]] if new > 0 else -1
         tree.parent_action[g, new] = tree.parent_action[g, old] if new > 0 else -1
@@ -232,6 +238,8 @@ def clear_nodes(tree, g, start, stop):
         tree.node_w[g, node] = 0.0
         tree.status[g, node] = PENDING
         tree.terminal_value[g, node] = 0.0
+        tree.proven[g, node] = 0
+        tree.proof_plies[g, node] = 0
         tree.raw_value[g, node] = 0.0
         tree.parent[g, node] = -1
         tree.parent_action[g, node] = -1

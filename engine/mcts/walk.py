@@ -41,6 +41,7 @@ from tengen.engine.mcts.settings import (
     LEAVES_PER_ROUND,
     SEARCH,
     SEARCH_GUMBEL,
+    SOLVER,
     UCT,
     VIRTUAL_LOSS,
 )
@@ -156,6 +157,55 @@ def _backup(tree, g, node, value, virtual_loss, discount):
         node = parent
 
 
+# --- the solver ---------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _exact_value(tree, g, node, discount):
+    """A terminal or proven node's value for its mover, discounted by its plies to the end."""
+    return tree.terminal_value[g, node] * discount ** tree.proof_plies[g, node]
+
+
+@njit(cache=True)
+def _propagate_proof(tree, g, node, all_moves_listed):
+    """``node`` was just proven: prove its ancestors that this settles (MCTS-Solver).
+
+    A parent is won when a move reaches a node lost for its mover (the plies: the
+    fastest such win); when every move is expanded and proven, it is worth the best
+    of them (a loss: the slowest). The second rule needs the node to list all its
+    legal moves (``all_moves_listed``: Go's inner nodes list candidates, some illegal)."""
+    num_actions = tree.prior.shape[2]
+    while True:
+        parent = tree.parent[g, node]
+        if parent < 0 or tree.proven[g, parent]:
+            return
+        win_plies = -1  # fastest win found, in plies from the parent
+        best_value, best_plies = np.float32(-2.0), 0
+        all_proven = all_moves_listed
+        for a in range(num_actions):
+            if tree.prior[g, parent, a] == ILLEGAL:
+                continue
+            child = tree.children[g, parent, a]
+            if child == UNEXPANDED or not tree.proven[g, child]:
+                all_proven = False
+                continue
+            value = -tree.terminal_value[g, child]  # for the parent's mover
+            plies = tree.proof_plies[g, child] + 1
+            if value > 0:
+                if win_plies < 0 or plies < win_plies:
+                    win_plies = plies
+            elif value > best_value or (value == best_value and value < 0 and plies > best_plies):
+                best_value, best_plies = value, plies
+        if win_plies >= 0:
+            tree.terminal_value[g, parent] = 1.0
+            tree.proof_plies[g, parent] = win_plies
+        elif all_proven and best_value > -2.0:
+            tree.terminal_value[g, parent] = best_value
+            tree.proof_plies[g, parent] = best_plies
+        else:
+            return
+        tree.proven[g, parent] = 1
+        node = parent
+
+
 # --- positions along the path --------------------------------------------------------------
 @njit(cache=True, inline="always")
 def _replay_to_parent(kind, params, tree, g, depth, scratch):
@@ -213,6 +263,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
     c_visit, c_scale = settings[GUMBEL_C_VISIT], settings[GUMBEL_C_SCALE]
     avoid_eyes = settings[AVOID_OWN_EYES] != 0.0
     discount = np.float32(settings[DISCOUNT])
+    solver = settings[SOLVER] != 0.0
     games = tree.num_nodes.shape[0]
     max_nodes = tree.node_n.shape[1]
     num_actions = tree.prior.shape[2]
@@ -245,6 +296,15 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
             else:
                 if tree.status[g, ROOT] == TERMINAL:
                     break
+                if tree.proven[g, ROOT]:
+                    # Solved: the visits still due back the exact value up at once,
+                    # so that callers waiting for the target see the search end.
+                    due = targets[g] - tree.node_n[g, ROOT] - tree.in_flight[g]
+                    if due > 0:
+                        tree.node_n[g, ROOT] += due
+                        tree.node_w[g, ROOT] += due * _exact_value(tree, g, ROOT, discount)
+                        counts[1] += 1
+                    break
                 forced = -1
                 if gumbel:
                     # Sequential halving fixes the root move: simulation k (the root's
@@ -275,7 +335,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                     scratch.path[depth] = a
                     depth += 1
                     child = tree.children[g, node, a]
-                    if child == UNEXPANDED or tree.status[g, child] != EXPANDED:
+                    if child == UNEXPANDED or tree.status[g, child] != EXPANDED or tree.proven[g, child]:
                         break
                     node = child
                 if child != UNEXPANDED:
@@ -283,7 +343,8 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                         # Another walk of this round waits on that leaf: try again next round.
                         _take_back_virtual_loss(tree, g, node, a, virtual_loss)
                         break
-                    _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss, discount)  # a known terminal
+                    # a known terminal, or a proven node
+                    _backup(tree, g, child, _exact_value(tree, g, child, discount), virtual_loss, discount)
                     counts[1] += 1
                     continue
                 if tree.num_nodes[g] >= max_nodes:
@@ -310,6 +371,9 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                     result = R.outcome(kind, params, st)
                     tree.terminal_value[g, child] = result if st[R.TO_PLAY] == 0 else -result
                     tree.raw_value[g, child] = tree.terminal_value[g, child]
+                    if solver:
+                        tree.proven[g, child] = 1
+                        _propagate_proof(tree, g, child, R.candidates_are_legal(kind))
                     _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss, discount)
                     counts[1] += 1
                     continue
