@@ -7,10 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 from cpu_by_part import CpuByPart, part_of  # noqa: E402
+from single_process_speed import rates  # noqa: E402
 
 
 def burn_cpu(seconds: float) -> str:
@@ -58,3 +61,16 @@ def test_an_exited_actor_not_yet_reaped_still_counts_as_its_part():
     seconds = sampler.stop()
     assert seconds.get("learner", 0.0) >= 0.7, seconds
     assert seconds.get("driver", 0.0) < 0.7, seconds
+
+
+def test_speed_rates_leave_the_start_out():
+    def status(seconds, steps, positions):
+        return {"elapsed_s": seconds, "learner_step": steps, "totals": {"positions": positions}}
+
+    # compiling for two minutes, then 100 steps and 5,000 positions a minute
+    lines = [status(60, 0, 0), status(120, 0, 500)] + [status(120 + 60 * m, 100 * m, 500 + 5000 * m)
+                                                       for m in range(1, 9)]
+    got = rates(lines, from_minute=3)
+    assert got.steps_per_min == pytest.approx(100) and got.positions_per_min == pytest.approx(5000)
+    with pytest.raises(ValueError, match="no full minute of status after minute 9.5"):
+        rates(lines, from_minute=9.5)
