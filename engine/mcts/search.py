@@ -195,15 +195,14 @@ class Search:
         children = t.children[g, ROOT]
         moves = np.flatnonzero(t.prior[g, ROOT] != ILLEGAL)
         proven = [int(a) for a in moves if children[a] >= 0 and t.proven[g, children[a]]]
-        # for the root's mover: the value of each proven move, and its plies to the end
-        value = {a: -float(t.terminal_value[g, children[a]]) for a in proven}
-        plies = {a: int(t.proof_plies[g, children[a]]) + 1 for a in proven}
         if t.proven[g, ROOT]:
-            best = max(proven, key=lambda a: (value[a], -plies[a] if value[a] > 0 else plies[a]))
+            # the move whose proof gave the root its own (walk._propagate_proof chose it)
+            best = next(a for a in proven if t.terminal_value[g, children[a]] == -t.terminal_value[g, ROOT]
+                        and t.proof_plies[g, children[a]] + 1 == t.proof_plies[g, ROOT])
             out = np.zeros_like(visits)
             out[best] = max(float(visits.sum()), 1.0)
             return out
-        lost = [a for a in proven if value[a] < 0]
+        lost = [a for a in proven if t.terminal_value[g, children[a]] > 0]  # won by the opponent
         if lost and len(lost) < len(moves):
             visits[lost] = 0.0
             if visits.sum() == 0:  # the moves left are unvisited: the likeliest by the prior
