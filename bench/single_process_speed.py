@@ -19,6 +19,8 @@ quiet: the two codes are timed minutes apart, not side by side.
     python bench/single_process_speed.py --baseline d5cb884 [--config connect4]
         [--minutes 10] [--from-minute 4] [--rounds 1] [--run-dir DIR]
 
+With two rounds or more it also prints how far each code's own runs differ (the
+noise between runs: 38% between two 20-minute runs of one commit on 2026-12-03).
 Ends with (this code's rate over the baseline's, medians over the rounds):
 
     RATIO single_process_steps_per_min <x> vs <commit> target 1.0
@@ -56,6 +58,14 @@ def rates(status_lines: list[dict], from_minute: float) -> Rates:
     minutes = (end["elapsed_s"] - start["elapsed_s"]) / 60
     return Rates(steps_per_min=(end["learner_step"] - start["learner_step"]) / minutes,
                  positions_per_min=(end["totals"]["positions"] - start["totals"]["positions"]) / minutes)
+
+
+def spread(values: list[float]) -> float:
+    """How far apart runs of one code landed: the largest over the smallest, minus 1
+    (0 for a single run). Sequential runs on a shared machine differ by training's
+    chances (game lengths, gating) and by the machine's own speed, so a RATIO that is
+    off 1.0 by less than this is no measured change."""
+    return max(values) / min(values) - 1.0 if len(values) > 1 else 0.0
 
 
 def read_status(run_dir: Path) -> list[dict]:
@@ -139,6 +149,10 @@ def main() -> None:
                               for b, c in zip(measured["baseline"], measured["current"], strict=True))
     positions = statistics.median(c.positions_per_min / b.positions_per_min
                                   for b, c in zip(measured["baseline"], measured["current"], strict=True))
+    for name, runs_of in measured.items():
+        if len(runs_of) > 1:
+            print(f"{name}: its {len(runs_of)} runs differ by {spread([r.steps_per_min for r in runs_of]):.0%} "
+                  f"in steps/min, the noise this comparison cannot see through", flush=True)
     print(f"RATIO single_process_steps_per_min {steps:.3f} vs {commit} target 1.0")
     print(f"RATIO single_process_positions_per_min {positions:.3f} vs {commit} target 1.0")
 

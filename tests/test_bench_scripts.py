@@ -13,7 +13,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 from cpu_by_part import CpuByPart, part_of  # noqa: E402
-from single_process_speed import rates  # noqa: E402
+from single_process_speed import rates, spread  # noqa: E402
 
 
 def burn_cpu(seconds: float) -> str:
@@ -74,3 +74,9 @@ def test_speed_rates_leave_the_start_out():
     assert got.steps_per_min == pytest.approx(100) and got.positions_per_min == pytest.approx(5000)
     with pytest.raises(ValueError, match="no full minute of status after minute 9.5"):
         rates(lines, from_minute=9.5)
+
+
+def test_speed_spread_is_how_far_one_codes_runs_differ():
+    # two 20-minute runs of the same commit, 2026-12-03
+    assert spread([191.5, 139.2]) == pytest.approx(0.376, abs=1e-3)
+    assert spread([160.0]) == 0.0
