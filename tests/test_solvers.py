@@ -540,3 +540,15 @@ def test_grading_the_perfect_and_the_random_player():
     grades = grade_moves(random_chooser(C4, np.random.default_rng(7)), positions)
     assert abs(grades.optimal.value - expect_optimal) < 3 * grades.optimal.se
     assert abs(grades.outcome.value - expect_outcome) < 3 * grades.outcome.se
+
+
+def test_a_player_that_knows_only_outcomes_misses_many_optimal_moves():
+    # Uniformly random among the moves that keep the outcome: every outcome kept, yet on
+    # the bench's positions only ~57% optimal, since the fastest win (or slowest loss)
+    # is often one of several moves that keep it.
+    positions = read_positions(DEFAULT_PATH)
+    expect_optimal = []
+    for p in positions:
+        keep = (p.scores != NO_SCORE) & (np.sign(p.scores) == np.sign(p.best))
+        expect_optimal.append(np.mean(p.scores[keep] == p.best))
+    assert 0.55 < np.mean(expect_optimal) < 0.6
