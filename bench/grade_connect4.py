@@ -14,10 +14,11 @@ A uniformly random player scores 0.27 optimal and 0.65 outcome kept there (the
 expectation from the labels): 441 of the 1,012 positions, most of them lost, keep
 their outcome whatever the move, while no position has every move optimal. A player
 that knows every move's outcome but not how soon it comes (uniformly random among the
-moves that keep the outcome) scores 0.57 optimal and 1.0 outcome kept: the optimal
-share measures the distance to the end, which a value trained on win, draw or loss
-alone does not learn. (AlphaZero.jl's benchmark on Pascal Pons' positions counts a
-move as right when it keeps the outcome: that is this bench's outcome-kept share.)
+moves that keep the outcome) scores 0.57 optimal and 1.0 outcome kept: the rest of
+the optimal share is the distance to the end (the fastest win, the slowest loss),
+which a value trained on win, draw or loss alone is not taught. (AlphaZero.jl's
+benchmark on Pascal Pons' positions counts a move as right when it keeps the outcome:
+that is this bench's outcome-kept share.)
 
 Each share comes with its binomial standard error, sqrt(p (1 - p) / n). Against pure
 MCTS (``RolloutMctsPlayer``: UCT with random-rollout leaves) with 400 and with 1000
