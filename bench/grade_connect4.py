@@ -26,6 +26,11 @@ simulations, over ``games`` games each (200 at least for the issue's figures),
 colours alternated: the score is (wins + draws / 2) / games, its standard error the
 standard deviation of the per-game scores (1, 1/2 or 0) over sqrt(games).
 
+The network alone is graded too, without search, to tell how much of a model's
+grade is its net's and how much its search's: its policy head's most likely move
+(``policy_chooser``, the same two shares) and the share of the won and lost positions
+whose value head has the outcome's sign (``value_sign_share``; a value of 0 has none).
+
 A player here is a ``Chooser``: ``choose(states) -> columns``, one batch of states
 at once (a model searches them all in one batched search).
 """
@@ -133,6 +138,40 @@ def search_chooser(game: Game, evaluate: Evaluator, settings: SearchSettings, *,
     return choose
 
 
+def policy_chooser(game: Game, evaluate: Evaluator) -> Chooser:
+    """The network without search: its policy head's most likely legal move."""
+
+    def choose(states: Sequence[np.ndarray]) -> list[int]:
+        policy, _ = evaluate(np.stack([game.encode(state) for state in states]))
+        return [int(np.argmax(np.where(game.legal_mask(state), prior, -np.inf)))
+                for state, prior in zip(states, policy, strict=True)]
+
+    return choose
+
+
+def value_sign_share(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPosition]) -> Share:
+    """Of the won and lost positions, those whose network value has the outcome's sign."""
+    decided = [position for position in positions if position.best != 0]
+    if not decided:
+        return Share(0, 0)
+    _, value = evaluate(np.stack([game.encode(position.state) for position in decided]))
+    signs = np.sign([position.best for position in decided])
+    return Share(int(np.sum(np.sign(value) == signs)), len(decided))
+
+
+@dataclass(frozen=True)
+class NetworkGrades:
+    """The network alone: its policy head's moves and its value head's signs."""
+
+    policy: MoveGrades
+    value_sign: Share
+
+
+def grade_network(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPosition]) -> NetworkGrades:
+    return NetworkGrades(grade_moves(policy_chooser(game, evaluate), positions),
+                         value_sign_share(game, evaluate, positions))
+
+
 @dataclass(frozen=True)
 class MatchScore:
     """The player's results against one opponent; draws count half."""
@@ -171,6 +210,7 @@ def score_vs_mcts(game: Game, player: Player, *, simulations: int, games: int, s
 @dataclass(frozen=True)
 class Grades:
     moves: MoveGrades
+    network: NetworkGrades
     vs_mcts: dict[int, MatchScore]  # opponent simulations -> score
 
 
@@ -181,6 +221,10 @@ def grade_model(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPos
     from the visits, so that its games differ."""
     moves = grade_moves(search_chooser(game, evaluate, settings), positions)
     log(f"  positions: optimal {moves.optimal.value:.3f}, outcome kept {moves.outcome.value:.3f}")
+    network = grade_network(game, evaluate, positions)
+    log(f"  network alone: policy optimal {network.policy.optimal.value:.3f}, outcome kept "
+        f"{network.policy.outcome.value:.3f}; value sign right on {network.value_sign.value:.3f} "
+        f"of {network.value_sign.total} won or lost positions")
     scores = {}
     for opponent in OPPONENTS:
         player = MctsPlayer(game, evaluate, slots=games, simulations=settings.simulations, name="model",
@@ -189,12 +233,13 @@ def grade_model(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPos
                             solver=settings.solver, temperature_moves=2)
         scores[opponent] = score_vs_mcts(game, player, simulations=opponent, games=games, seed=seed + opponent)
         log(f"  vs mcts{opponent}: {scores[opponent].value:.3f} over {games} games")
-    return Grades(moves, scores)
+    return Grades(moves, network, scores)
 
 
 def table_header() -> str:
     return (f"{'model':<12} {'positions':>9} {'optimal':>15} {'outcome kept':>15} "
-            + " ".join(f"{'vs mcts' + str(o):>15}" for o in OPPONENTS) + "  (± standard error)")
+            + " ".join(f"{'vs mcts' + str(o):>15}" for o in OPPONENTS)
+            + f" {'net optimal':>15} {'net value sign':>15}  (± standard error)")
 
 
 def table_row(name: str, grades: Grades) -> str:
@@ -207,6 +252,9 @@ def table_row(name: str, grades: Grades) -> str:
     for opponent in OPPONENTS:
         score = grades.vs_mcts[opponent]
         row += f" {cell(score.value, score.se):>15}"
+    network = grades.network
+    row += (f" {cell(network.policy.optimal.value, network.policy.optimal.se):>15}"
+            f" {cell(network.value_sign.value, network.value_sign.se):>15}")
     return row
 
 

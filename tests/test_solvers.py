@@ -452,9 +452,11 @@ from grade_connect4 import (  # noqa: E402
     MatchScore,
     SearchSettings,
     grade_moves,
+    policy_chooser,
     random_chooser,
     score_vs_mcts,
     search_chooser,
+    value_sign_share,
 )
 from label_connect4 import DEFAULT_PATH, _canonical, parse_line, read_positions  # noqa: E402
 
@@ -492,6 +494,28 @@ def test_a_model_chooser_searches_in_batches():
     columns = choose([p.state for p in positions])
     assert columns[0] == 3  # the win in one: the only move whose subtree is not lost at once
     assert len(columns) == 3 and positions[2].scores[columns[2]] != NO_SCORE  # never the full column
+
+
+def test_the_network_alone_is_graded_by_its_policy_and_its_value_sign():
+    positions = [parse_line(line) for line in (FOUR_FOUR_FIVE_FIVE, WIN_IN_ONE, WON_BY_ONE, COLUMN_FOUR_FULL)]
+
+    def column_four_and_hopeful(planes):  # column 4 first, then 6; every position a win for the mover
+        policy = np.full((len(planes), 7), 0.1, np.float32)
+        policy[:, 3], policy[:, 5] = 0.3, 0.2
+        return policy, np.full(len(planes), 0.3, np.float32)
+
+    # Column 4 as in the grading test above (a slow win, the win, a draw from a win), and
+    # column 6 where column 4 is full: the slowest loss there.
+    columns = policy_chooser(C4, column_four_and_hopeful)([p.state for p in positions])
+    assert columns == [3, 3, 3, 5]
+    grades = grade_moves(policy_chooser(C4, column_four_and_hopeful), positions)
+    assert (grades.optimal.hits, grades.outcome.hits) == (2, 3)
+    # The three won positions have the value's sign; the lost one (column 4 full) has not.
+    share = value_sign_share(C4, column_four_and_hopeful, positions)
+    assert (share.hits, share.total) == (3, 4)
+    despairing = value_sign_share(C4, lambda planes: column_four_and_hopeful(planes)[:1] + (
+        np.full(len(planes), -0.3, np.float32),), positions)
+    assert (despairing.hits, despairing.total) == (1, 4)
 
 
 def test_match_score_and_its_standard_error():
