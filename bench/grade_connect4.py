@@ -78,22 +78,49 @@ class Share:
 
 
 @dataclass(frozen=True)
+class Misses:
+    """The positions by their outcome, and the moves that missed in each way: a slower win
+    or a faster loss keeps the outcome and misses the distance; the rest lose the outcome."""
+
+    won: int = 0
+    won_slower: int = 0
+    won_thrown: int = 0  # drawn or lost instead
+    drawn: int = 0
+    drawn_lost: int = 0
+    lost: int = 0
+    lost_faster: int = 0
+
+    def describe(self) -> str:
+        return (f"won {self.won_slower} slower + {self.won_thrown} thrown away of {self.won}; "
+                f"drawn {self.drawn_lost} lost of {self.drawn}; lost {self.lost_faster} faster of {self.lost}")
+
+
+@dataclass(frozen=True)
 class MoveGrades:
     optimal: Share
     outcome: Share
+    misses: Misses
 
 
 def grade_moves(choose: Chooser, positions: Sequence[LabelledPosition]) -> MoveGrades:
     """The player's optimal and outcome-kept shares on ``positions``; a full column is an error."""
     columns = choose([position.state for position in positions])
     optimal = outcome = 0
+    tally = {field: 0 for field in Misses.__dataclass_fields__}
     for position, column in zip(positions, columns, strict=True):
         if not 0 <= column < len(position.scores) or position.scores[column] == NO_SCORE:
             raise ValueError(f"column {column + 1} is not a legal move after {position.moves}")
         score = int(position.scores[column])
-        optimal += score == position.best
-        outcome += np.sign(score) == np.sign(position.best)
-    return MoveGrades(Share(optimal, len(positions)), Share(outcome, len(positions)))
+        is_optimal, kept = score == position.best, np.sign(score) == np.sign(position.best)
+        optimal += is_optimal
+        outcome += kept
+        kind = "won" if position.best > 0 else "drawn" if position.best == 0 else "lost"
+        tally[kind] += 1
+        if not kept:
+            tally["won_thrown" if kind == "won" else "drawn_lost"] += 1
+        elif not is_optimal:
+            tally["won_slower" if kind == "won" else "lost_faster"] += 1
+    return MoveGrades(Share(optimal, len(positions)), Share(outcome, len(positions)), Misses(**tally))
 
 
 def random_chooser(game: Game, rng: np.random.Generator) -> Chooser:
@@ -221,6 +248,7 @@ def grade_model(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPos
     from the visits, so that its games differ."""
     moves = grade_moves(search_chooser(game, evaluate, settings), positions)
     log(f"  positions: optimal {moves.optimal.value:.3f}, outcome kept {moves.outcome.value:.3f}")
+    log(f"  misses: {moves.misses.describe()}")
     network = grade_network(game, evaluate, positions)
     log(f"  network alone: policy optimal {network.policy.optimal.value:.3f}, outcome kept "
         f"{network.policy.outcome.value:.3f}; value sign right on {network.value_sign.value:.3f} "

@@ -450,6 +450,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 from grade_connect4 import (  # noqa: E402
     MatchScore,
+    Misses,
     SearchSettings,
     grade_moves,
     policy_chooser,
@@ -481,9 +482,14 @@ def test_grading_counts_optimal_and_outcome_kept_moves():
     grades = grade_moves(lambda states: [3] * len(states), positions)
     assert (grades.optimal.hits, grades.outcome.hits, grades.optimal.total) == (1, 2, 3)
     assert grades.optimal.se == pytest.approx(np.sqrt(1 / 3 * 2 / 3 / 3))  # 0.272
+    assert grades.misses == Misses(won=3, won_slower=1, won_thrown=1)
     # Always column 1: a loss from a win, a loss from a win, the slow win (optimal).
     grades = grade_moves(lambda states: [0] * len(states), positions)
     assert (grades.optimal.hits, grades.outcome.hits) == (1, 1)
+    assert grades.misses.describe() == "won 0 slower + 2 thrown away of 3; drawn 0 lost of 0; lost 0 faster of 0"
+    # A lost position: column 1 loses sooner than column 6 must.
+    grades = grade_moves(lambda states: [0], [parse_line(COLUMN_FOUR_FULL)])
+    assert grades.misses == Misses(lost=1, lost_faster=1)
     with pytest.raises(ValueError, match="not a legal move"):
         grade_moves(lambda states: [3], [parse_line(COLUMN_FOUR_FULL)])
 
