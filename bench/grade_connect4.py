@@ -20,6 +20,10 @@ which a value trained on win, draw or loss alone is not taught. (AlphaZero.jl's
 benchmark on Pascal Pons' positions counts a move as right when it keeps the outcome:
 that is this bench's outcome-kept share.)
 
+The misses are counted by kind as well (``Misses``): on won positions a slower win
+or a win thrown away, on drawn ones the draw lost, on lost ones a faster loss (a lost
+position cannot lose its outcome).
+
 Each share comes with its binomial standard error, sqrt(p (1 - p) / n). Against pure
 MCTS (``RolloutMctsPlayer``: UCT with random-rollout leaves) with 400 and with 1000
 simulations, over ``games`` games each (200 at least for the issue's figures),
