@@ -109,22 +109,21 @@ class MoveGrades:
 def grade_moves(choose: Chooser, positions: Sequence[LabelledPosition]) -> MoveGrades:
     """The player's optimal and outcome-kept shares on ``positions``; a full column is an error."""
     columns = choose([position.state for position in positions])
-    optimal = outcome = 0
     tally = {field: 0 for field in Misses.__dataclass_fields__}
     for position, column in zip(positions, columns, strict=True):
         if not 0 <= column < len(position.scores) or position.scores[column] == NO_SCORE:
             raise ValueError(f"column {column + 1} is not a legal move after {position.moves}")
         score = int(position.scores[column])
-        is_optimal, kept = score == position.best, np.sign(score) == np.sign(position.best)
-        optimal += is_optimal
-        outcome += kept
         kind = "won" if position.best > 0 else "drawn" if position.best == 0 else "lost"
         tally[kind] += 1
-        if not kept:
+        if np.sign(score) != np.sign(position.best):
             tally["won_thrown" if kind == "won" else "drawn_lost"] += 1
-        elif not is_optimal:
+        elif score != position.best:
             tally["won_slower" if kind == "won" else "lost_faster"] += 1
-    return MoveGrades(Share(optimal, len(positions)), Share(outcome, len(positions)), Misses(**tally))
+    misses = Misses(**tally)
+    outcome = len(positions) - misses.won_thrown - misses.drawn_lost
+    optimal = outcome - misses.won_slower - misses.lost_faster
+    return MoveGrades(Share(optimal, len(positions)), Share(outcome, len(positions)), misses)
 
 
 def random_chooser(game: Game, rng: np.random.Generator) -> Chooser:
