@@ -217,6 +217,9 @@ class SelfPlayConfig(_Strict):
     #: AlphaGo Zero's check: resigning stays off while more of the played-out games
     #: that would have been resigned than this were not lost (1: resign unchecked)
     resign_max_false_positives: float = Field(default=0.05, ge=0, le=1)
+    #: KataGo's forked games: this share of new games branches off a recent game with
+    #: one random move (engine/selfplay.py); 0 starts every game from the empty board
+    fork_fraction: float = Field(default=0.0, ge=0, lt=1)
 
     @model_validator(mode="after")
     def _cheap_searches_need_simulations(self) -> SelfPlayConfig:
@@ -514,6 +517,7 @@ class TengenConfig(_Strict):
             temperature=sp.temperature, full_search_fraction=sp.full_search_fraction,
             cheap_simulations=sp.cheap_simulations, resign_threshold=sp.resign_threshold,
             no_resign_fraction=sp.no_resign_fraction, resign_max_false_positives=sp.resign_max_false_positives,
+            fork_fraction=sp.fork_fraction,
         )
 
     def learner_options(self) -> LearnerOptions:

@@ -20,6 +20,17 @@ then played out (``resign_max_false_positives=1`` resigns unchecked). A young
 network's confident values would otherwise end games after a move or two and teach
 it nothing but those endings.
 
+KataGo's forked games (``fork_fraction`` > 0, off by default): that share of the new
+games branches off a recent game (one of the last ``FORK_SOURCES`` finished here) at
+one of its positions, drawn uniformly, with one uniformly random legal move (a pass
+only when nothing else is legal), and plays on from there. Forks of forks stack their
+random moves, so self-play also meets the lopsided positions that only a mistake
+reaches (a player must still find the fastest win and the slowest loss there) while
+every recorded position keeps the result of a game played out from it. A forked
+game's record begins with the moves it branched off; they are not its training
+positions (``full_search`` False) and carry the search values of the game they came
+from.
+
 A position's value target is the game's result for its mover times ``discount`` to
 the power of the moves left, the last one included: what the search, which
 discounts each ply of its backup alike, finds there (1: AlphaZero's plain result).
@@ -42,13 +53,15 @@ import numpy as np
 from tengen.engine.games.base import Game
 from tengen.engine.mcts import Evaluator, Search, choose_move, visit_policy
 
-__all__ = ["GameRecord", "SelfPlay", "SelfPlaySettings", "RESIGN_CHECKS", "MIN_RESIGN_CHECKS"]
+__all__ = ["GameRecord", "SelfPlay", "SelfPlaySettings", "RESIGN_CHECKS", "MIN_RESIGN_CHECKS", "FORK_SOURCES"]
 
 #: the played-out games that would have been resigned, over which resignation's
 #: false positives are counted (the latest ones)
 RESIGN_CHECKS = 100
 #: resignation stays off until this many of them were played
 MIN_RESIGN_CHECKS = 20
+#: a forked game branches off one of the latest this many finished games
+FORK_SOURCES = 256
 
 
 @dataclass
@@ -59,7 +72,7 @@ class GameRecord:
     planes: np.ndarray  # uint8 [L, H, W, C]: recorded positions (full searches only)
     policy: np.ndarray  # float32 [L, A]: the search's policy at each recorded position (visits, or Gumbel's pi')
     value: np.ndarray  # float32 [L]: final result from each position's mover's view, discounted
-    moves: np.ndarray  # int32 [n]: every move played, in order
+    moves: np.ndarray  # int32 [n]: every move played, in order (a forked game's from the game it branched off)
     outcome: float  # +1 / 0 / -1 for player 0
     model_version: int
     resigned: bool = False
@@ -129,6 +142,16 @@ class SelfPlaySettings:
     resign_threshold: float | None
     no_resign_fraction: float
     resign_max_false_positives: float
+    fork_fraction: float
+
+
+@dataclass(frozen=True)
+class _ForkSource:
+    """What a forked game takes from the finished game it branches off."""
+
+    moves: np.ndarray
+    search_value: np.ndarray
+    search_visits: np.ndarray
 
 
 class SelfPlay:
@@ -155,6 +178,7 @@ class SelfPlay:
         resign_threshold: float | None = None,
         no_resign_fraction: float = 0.1,
         resign_max_false_positives: float = 0.05,
+        fork_fraction: float = 0.0,
         model_version: int = 0,
         search: str = "puct",
         gumbel_considered: int = 16,
@@ -170,6 +194,8 @@ class SelfPlay:
             raise ValueError("full_search_fraction must be in (0, 1]")
         if full_search_fraction < 1.0 and not 1 <= cheap_simulations <= simulations:
             raise ValueError("cheap_simulations must be in 1..simulations when playout caps are on")
+        if not 0.0 <= fork_fraction < 1.0:
+            raise ValueError("fork_fraction must be in [0, 1)")
         self.game = game
         self.simulations = simulations
         self.rng = np.random.default_rng(seed)
@@ -192,6 +218,8 @@ class SelfPlay:
         #: per played-out game that would have been resigned: whether its would-be
         #: resigner did not lose (a false positive)
         self.resign_checks: deque[bool] = deque(maxlen=RESIGN_CHECKS)
+        self.fork_fraction = fork_fraction
+        self._fork_sources: deque[_ForkSource] = deque(maxlen=FORK_SOURCES)
         self.model_version = model_version
         self._games = [self._new_game() for _ in range(games)]
         self._targets = np.zeros(games, dtype=np.float32)
@@ -335,6 +363,8 @@ class SelfPlay:
         plies = np.flatnonzero(np.array(info.full_searches, dtype=np.bool_))
         discounts = np.float64(self.search.settings.discount) ** (len(info.moves) - plies)
         shape = (0, *self.game.planes_shape)
+        search_value = np.array(info.root_values, dtype=np.float32)
+        search_visits = np.array(info.root_visits, dtype=np.int32)
         record = GameRecord(
             game=self.game.name,
             planes=np.stack(info.planes) if info.planes else np.zeros(shape, dtype=np.uint8),
@@ -345,13 +375,17 @@ class SelfPlay:
             model_version=self.model_version,
             resigned=resigned_by is not None,
             would_resign=info.would_resign,
-            search_value=np.array(info.root_values, dtype=np.float32),
-            search_visits=np.array(info.root_visits, dtype=np.int32),
+            search_value=search_value,
+            search_visits=search_visits,
             full_search=np.array(info.full_searches, dtype=np.bool_),
             ownership=self.game.final_ownership(state) if resigned_by is None else None,
         )
+        if self.fork_fraction > 0:
+            self._fork_sources.append(_ForkSource(record.moves, search_value, search_visits))
         self._games[g] = self._new_game()
         self.search.reset(g)
+        if self.fork_fraction > 0 and self._fork_sources and self.rng.random() < self.fork_fraction:
+            self._fork(g)
         if self._games_left is not None:
             if self._games_left <= 0:
                 self._active[g] = False
@@ -359,6 +393,29 @@ class SelfPlay:
             self._games_left -= 1
         self._start_move(g)
         return record
+
+    def _fork(self, g: int) -> None:
+        """Start game g where a recent game's position and a random move lead (see the
+        module's docstring); from the initial position when that move ends the game."""
+        source = self._fork_sources[int(self.rng.integers(len(self._fork_sources)))]
+        ply = int(self.rng.integers(len(source.moves)))
+        states = [self.game.initial_state()]
+        for action in source.moves[:ply]:
+            states.append(self.game.next_state(states[-1], int(action)))
+        legal = self.game.legal_mask(states[-1]).copy()
+        if self.game.pass_action is not None and legal.sum() > 1:
+            legal[self.game.pass_action] = False
+        action = int(self.rng.choice(np.flatnonzero(legal)))
+        state = self.game.next_state(states[-1], action)
+        if self.game.is_terminal(state):
+            return
+        info = self._games[g]
+        info.moves = [*map(int, source.moves[:ply]), action]
+        info.root_values = [float(v) for v in source.search_value[: ply + 1]]
+        info.root_visits = [int(n) for n in source.search_visits[: ply + 1]]
+        info.full_searches = [False] * (ply + 1)
+        info.state_history = states[-max(self.game.history_length - 1, 1):]
+        self.search.reset(g, state, info.state_history)
 
     def _empty_evaluation(self) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((0, self.game.num_actions), np.float32), np.zeros(0, np.float32)

@@ -184,6 +184,44 @@ def test_go_self_play_with_history_planes():
         assert np.array_equal(r.planes, np.stack(planes)) and r.planes.shape[1:] == (5, 5, 17)
 
 
+def test_forked_games_branch_off_a_finished_game_with_one_random_move():
+    selfplay = SelfPlay(C4, games=4, simulations=16, seed=6, fork_fraction=0.6)
+    records = selfplay.play(uniform_evaluator(7), games=40)
+    forked = [r for r in records if not r.full_search.all()]
+    assert 8 <= len(forked) < len(records)
+    for i, r in enumerate(records):
+        final, planes = replay(C4, r.moves)
+        assert C4.is_terminal(final) and C4.outcome(final) == r.outcome
+        # only the fork's own moves are training positions, with their own game's result
+        start = int(np.argmax(r.full_search))
+        assert not r.full_search[:start].any() and r.full_search[start:].all()
+        assert np.array_equal(r.planes, np.stack(planes[start:]))
+        movers = np.arange(start, r.length) % 2
+        assert np.array_equal(r.value, np.where(movers == 0, r.outcome, -r.outcome))
+        if start == 0:
+            continue
+        # it branched off an earlier game one move before its first search, and the
+        # moves it took from there carry that game's search values
+        branched = start - 1
+        sources = [s for s in records[:i] if s.length > branched
+                   and np.array_equal(s.moves[:branched], r.moves[:branched])
+                   and np.array_equal(s.search_value[:start], r.search_value[:start])]
+        assert sources, f"game {i} branched off no earlier game"
+
+
+def test_forked_go_games_keep_the_history_planes():
+    go = make_game("go", size=5, max_moves=30)
+    selfplay = SelfPlay(go, games=4, simulations=16, seed=4, fork_fraction=0.6)
+    records = selfplay.play(uniform_evaluator(go.num_actions), games=16)
+    assert any(not r.full_search[0] for r in records)
+    for r in records:
+        start = int(np.argmax(r.full_search))
+        final, planes = replay(go, r.moves)
+        assert go.is_terminal(final)
+        assert np.array_equal(r.planes, np.stack(planes[start:]))
+        assert go.pass_action not in r.moves[start - 1: start]  # the random move is a pass only when forced
+
+
 def fixed_evaluator(game, seed=0):
     """Deterministic, a function of the planes alone, and not uniform (so that the
     improved policy differs from the prior and the visits)."""
