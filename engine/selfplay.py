@@ -384,7 +384,7 @@ class SelfPlay:
             self._fork_sources.append(_ForkSource(record.moves, search_value, search_visits))
         self._games[g] = self._new_game()
         self.search.reset(g)
-        if self.fork_fraction > 0 and self._fork_sources and self.rng.random() < self.fork_fraction:
+        if self.fork_fraction > 0 and self.rng.random() < self.fork_fraction:
             self._fork(g)
         if self._games_left is not None:
             if self._games_left <= 0:
