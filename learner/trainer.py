@@ -3,7 +3,10 @@
 The loss is AlphaGo Zero's ``l = (z - v)^2 - pi^T log p + c ||theta||^2``: the value
 MSE (weighted by ``value_weight``), the cross-entropy between the search policy
 ``pi`` and the network's softmax, and the L2 term the network's kernel regularisers
-put in ``model.losses``. A network with the ownership head adds
+put in ``model.losses``. The cross-entropy is averaged over the positions that have a
+policy target (``has_policy``; all of them unless told): a position without one, such as
+an exactly valued child in bench/supervised_ceiling.py, trains the value alone (as
+KataGo's positions without a full search do). A network with the ownership head adds
 ``ownership_weight`` times its mean per-point squared error (KataGo's auxiliary
 ownership target; a squared error of a tanh output like the value's), averaged over
 the positions that have a target (games that resigned have none).
@@ -117,6 +120,7 @@ class Trainer:
             tf.TensorSpec([None, height, width, channels], tf.float32, name="planes_nhwc"),
             tf.TensorSpec([None, num_actions], tf.float32, name="policy"),
             tf.TensorSpec([None], tf.float32, name="value"),
+            tf.TensorSpec([None], tf.float32, name="has_policy"),
         ]
         self.points = height * width
         if self.has_ownership:
@@ -136,13 +140,16 @@ class Trainer:
         """The learning rate the next update will use."""
         return float(self.optimizer.learning_rate.numpy())
 
-    def _step(self, planes, policy, value, ownership=None, has_target=None):
+    def _step(self, planes, policy, value, has_policy, ownership=None, has_target=None):
         self.trace_count += 1  # runs only while tracing
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             outputs = self.model(planes, training=True)
             logits, v = tf.cast(outputs[0], tf.float32), tf.cast(outputs[1], tf.float32)
-            policy_loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=policy, logits=logits))
+            # masked, not zero targets: the fused op's gradient (softmax - labels) is not
+            # zero for a row of zeros
+            cross_entropy = tf.nn.softmax_cross_entropy_with_logits(labels=policy, logits=logits)
+            policy_loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * has_policy), tf.reduce_sum(has_policy))
             value_loss = tf.reduce_mean(tf.square(v - value))
             losses = self.model.losses
             l2 = tf.add_n([tf.cast(x, tf.float32) for x in losses]) if losses else tf.constant(0.0)
@@ -169,11 +176,14 @@ class Trainer:
         return out
 
     def train_step(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
-                   ownership: np.ndarray | None = None, has_ownership: np.ndarray | None = None) -> dict[str, float]:
+                   ownership: np.ndarray | None = None, has_ownership: np.ndarray | None = None, *,
+                   has_policy: np.ndarray | None = None) -> dict[str, float]:
         """One update on ``planes[B, H, W, C]``, ``policy[B, A]`` (targets summing to 1),
         ``value[B]`` (outcomes in [-1, 1]) and, for a model with the ownership head,
         ``ownership[B, H*W]`` (final owners from the mover's view, in [-1, 1]) with
         ``has_ownership[B]`` (1 where a position has that target; without both, none has).
+        ``has_policy[B]`` is 1 where ``policy`` is a target (default: every row); the
+        other rows' policies are ignored.
 
         Returns the losses before the update (``loss``, ``policy_loss``,
         ``value_loss``, ``l2``, and ``ownership_loss`` with the head) and the
@@ -184,6 +194,7 @@ class Trainer:
             tf.constant(np.asarray(planes, np.float32)),
             tf.constant(np.asarray(policy, np.float32)),
             tf.constant(np.asarray(value, np.float32)),
+            tf.constant(np.ones(batch, np.float32) if has_policy is None else np.asarray(has_policy, np.float32)),
         ]
         if (ownership is None) != (has_ownership is None):
             raise ValueError("ownership and has_ownership go together")

@@ -1,5 +1,6 @@
 """The replay window and the trainer (tiny nets, a few steps)."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -199,3 +200,26 @@ def test_a_checkpoint_must_match_the_optimizer_and_format(connect4):
         adam.restore_from_bytes(sgd.checkpoint_to_bytes({}))
     with pytest.raises(WeightsError, match="not a tengen-checkpoint blob"):
         sgd.restore_from_bytes(weights_to_bytes(sgd.model, metadata={}))
+
+
+def test_a_position_without_a_policy_target_trains_the_value_alone(connect4):
+    planes, policy, value = fixed_batch(connect4, 8, seed=4)
+    has_policy = np.array([1, 1, 1, 1, 0, 0, 0, 0], np.float32)
+    # the policy term is the mean cross-entropy over the four rows that have a target
+    model = tiny_net(connect4)
+    logits = model(planes, training=True)[0].numpy()  # the step's forward pass: batch statistics
+    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    losses = Trainer(model=model, learning_rate=0.1).train_step(planes, policy, value, has_policy=has_policy)
+    assert losses["policy_loss"] == pytest.approx(-(policy[:4] * log_p[:4]).sum(axis=1).mean(), rel=1e-4)
+
+    # the other rows' policies are ignored: zeros (no target) or anything else train alike
+    twin = keras.models.clone_model(model)
+    twin.set_weights(model.get_weights())
+    first, second = Trainer(model=model, learning_rate=0.1), Trainer(model=twin, learning_rate=0.1)
+    zeros = policy.copy()
+    zeros[4:] = 0.0
+    for _ in range(3):
+        first.train_step(planes, policy, value, has_policy=has_policy)
+        second.train_step(planes, zeros, value, has_policy=has_policy)
+    for a, b in zip(model.weights, twin.weights, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=a.path)
