@@ -1,11 +1,14 @@
 """Label Connect Four positions from every phase of the game with the exact solver, once.
 
     nice -n 19 taskset -c 1 python bench/label_connect4.py        # ~25 minutes on one core
+    python bench/label_connect4.py --stones 14-30 --per-stones 1500 --seed 12 \
+        --exclude bench/data/connect4_positions.txt --out runs/labels/seed12.txt   # ~10 minutes
 
 writes ``bench/data/connect4_positions.txt``, the positions ``bench/grade_connect4.py``
-grades players on: ``--per-stones`` (44) positions for each stone count of
-``--stones`` (8-30), about 1,000 in all, so that a share near 0.9 has a standard
-error near 0.01.
+grades players on; the second, 25,500 training positions for bench/supervised_ceiling.py,
+none of them a graded one. The bench's file has ``--per-stones`` (44) positions for each
+stone count of ``--stones`` (8-30), about 1,000 in all, so that a share near 0.9 has a
+standard error near 0.01.
 
 How a position is made (``--seed`` fixes all of it; each stone count has its own
 random stream, so one count can be relabelled alone): a game from the empty board
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +155,12 @@ def _canonical(moves: str) -> bytes:
     return min(board.tobytes(), board[:, ::-1].tobytes())
 
 
+def position_keys(paths: Iterable[str | Path]) -> set[bytes]:
+    """One key per position of these files and its mirror image: a ``seen`` set that
+    keeps a new file's positions apart from theirs (training positions from the bench's)."""
+    return {_canonical(p.moves) for path in paths for p in read_positions(path)}
+
+
 @dataclass
 class Tally:
     kept: int = 0
@@ -207,11 +217,14 @@ def main() -> None:
     parser.add_argument("--max-nodes", type=int, default=5_000_000_000, help="search budget per position")
     parser.add_argument("--table-slots", type=int, default=16_777_213, help="transposition table (8 bytes each)")
     parser.add_argument("--out", default=str(DEFAULT_PATH))
+    parser.add_argument("--exclude", action="append", default=[], metavar="PATH",
+                        help="a positions file none of whose positions (nor their mirrors) is labelled again; "
+                             "repeatable (training labels: --exclude the bench's file)")
     args = parser.parse_args()
 
     first, last = (int(part) for part in args.stones.split("-"))
     table = TranspositionTable(args.table_slots)
-    seen: set[bytes] = set()
+    seen = position_keys(args.exclude)
     body: list[str] = []
     notes: list[str] = []
     total = time.monotonic()
@@ -228,7 +241,9 @@ def main() -> None:
     header = [
         FORMAT_LINE,
         f"# Written by bench/label_connect4.py --stones {args.stones} --per-stones {args.per_stones} "
-        f"--seed {args.seed} --max-nodes {args.max_nodes}; {len(body)} positions, {minutes:.0f} min on one core.",
+        f"--seed {args.seed} --max-nodes {args.max_nodes}"
+        + "".join(f" --exclude {path}" for path in args.exclude)
+        + f"; {len(body)} positions, {minutes:.0f} min on one core.",
         "# MOVES S1..S7 BEST: columns played (1-7); each column's score for the player to move (Pascal Pons'",
         "# score: 22 minus the winner's stones at the four, negative for a loss, 0 a draw; x: full); the best.",
         *notes,

@@ -459,7 +459,14 @@ from grade_connect4 import (  # noqa: E402
     search_chooser,
     value_sign_share,
 )
-from label_connect4 import DEFAULT_PATH, _canonical, parse_line, read_positions  # noqa: E402
+from label_connect4 import (  # noqa: E402
+    DEFAULT_PATH,
+    _canonical,
+    label_stone_count,
+    parse_line,
+    position_keys,
+    read_positions,
+)
 
 # Lines in the data file's format: moves, the 7 columns' scores, the best.
 FOUR_FOUR_FIVE_FIVE = "4455 -4 -3 18 2 2 18 -3 18"  # 3 or 6 win at once next (18); 4 and 5 win later (2)
@@ -549,6 +556,19 @@ def test_the_labelled_positions_file():
     sample = [late[i] for i in rng.choice(len(late), 12, replace=False)]
     for p in sample:
         assert connect4_move_scores(p.state).tolist() == p.scores.tolist(), p.moves
+
+
+def test_training_labels_leave_the_graded_positions_out():
+    # The bench's own seed gives back its positions, unless they are excluded.
+    bench_lines = [line for line in DEFAULT_PATH.read_text().splitlines()
+                   if not line.startswith("#") and parse_line(line).stones == 30]
+    table = TranspositionTable(1 << 20)
+    again, _ = label_stone_count(30, 4, seed=1, table=table, max_nodes=10**8, seen=set())
+    assert again == bench_lines[:4]
+    graded = position_keys([DEFAULT_PATH])
+    apart, tally = label_stone_count(30, 4, seed=1, table=table, max_nodes=10**8, seen=set(graded))
+    assert len(apart) == 4 and tally.repeated >= 4
+    assert not {_canonical(parse_line(line).moves) for line in apart} & graded
 
 
 def test_grading_the_perfect_and_the_random_player():
