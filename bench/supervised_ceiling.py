@@ -11,25 +11,24 @@ no graded position (nor its mirror image) is trained on.
   of that column's score, since the child's mover is the other player. These are
   exact values of the nodes the search expands next, about six per position. Without
   them, 14,720 exactly labelled positions graded 0.71 optimal; with them, 0.80.
-- Every sample comes with its mirror images.
+- Every sample comes with its mirror image (the game's symmetries).
 
 Half of each batch is positions (with a policy), half any sample. The steps are the
 learner's (learner/trainer.py: SGD with momentum, the config's batch size and L2), at a
 learning rate of 0.02, then 0.002 from ``--drop-at``; a child trains no policy
-(``has_policy``). The model is saved in ``--out``
-(model.safetensors and config.yaml, as a run's ``best``) every ``--save-every`` minutes
-and at the end (``last``), which is then graded on the bench's positions with the
-config's search, as bench/learn_connect4.py grades; ``learn_connect4.py --grade-only
-OUT`` adds the matches against MCTS.
+(``has_policy``). The model is saved in ``--out`` (model.safetensors and config.yaml, as
+a run's ``best``) every ``--save-every`` minutes and at the end (``last``), which is then
+graded on the bench's positions with the config's search, as bench/learn_connect4.py
+grades; ``learn_connect4.py --grade-only OUT/last`` adds the matches against MCTS.
 
     python bench/supervised_ceiling.py --labels runs/labels/*.txt --minutes 45 --out runs/ceiling
 
 Measured on 2 cores (2026-12-04) with 116,720 positions at 8-30 stones (seeds 7-13, about
-35 minutes of labelling on 2 cores), 1,634,268 samples: 15 minutes of this script (11,302
-steps) graded optimal 0.889 ± 0.010 and outcome kept 0.972 ± 0.005; its recipe run for 45
-minutes (35,065 steps, by the session script it came from) 0.916, 0.984 and 0.995 against
-MCTS-1000 (200 games). Self-play's 60-minute main jobs with this net and search reach
-0.79-0.82, 0.92-0.95 and 0.91-0.94.
+35 minutes of labelling on 2 cores), 1,634,268 samples. This script graded optimal 0.889 ±
+0.010 and outcome kept 0.972 ± 0.005 after 15 minutes (11,302 steps), and 0.930 ± 0.008 and
+0.983 ± 0.004 after 42 (32,255 steps). The session script it came from, 45 minutes (35,065
+steps): 0.916, 0.984, and 0.995 against MCTS-1000 (200 games). Self-play's 60-minute main
+jobs with this net and search reach 0.79-0.82, 0.92-0.95 and 0.91-0.94.
 """
 
 from __future__ import annotations
