@@ -155,10 +155,10 @@ def _canonical(moves: str) -> bytes:
     return min(board.tobytes(), board[:, ::-1].tobytes())
 
 
-def position_keys(paths: Iterable[str | Path]) -> set[bytes]:
-    """One key per position of these files and its mirror image: a ``seen`` set that
-    keeps a new file's positions apart from theirs (training positions from the bench's)."""
-    return {_canonical(p.moves) for path in paths for p in read_positions(path)}
+def position_keys(positions: Iterable[LabelledPosition]) -> set[bytes]:
+    """One key per position and its mirror image: a ``seen`` set that keeps a new file's
+    positions apart from these (training positions from the bench's)."""
+    return {_canonical(p.moves) for p in positions}
 
 
 @dataclass
@@ -224,7 +224,7 @@ def main() -> None:
 
     first, last = (int(part) for part in args.stones.split("-"))
     table = TranspositionTable(args.table_slots)
-    seen = position_keys(args.exclude)
+    seen = position_keys(p for path in args.exclude for p in read_positions(path))
     body: list[str] = []
     notes: list[str] = []
     total = time.monotonic()

@@ -156,9 +156,10 @@ def main() -> None:
 
     config = load_config(args.config)
     game = config.game.make()
-    if position_keys(args.labels) & position_keys([DEFAULT_PATH]):
-        raise SystemExit(f"the labels hold graded positions (or their mirrors): label with --exclude {DEFAULT_PATH}")
+    bench = read_positions(DEFAULT_PATH)
     positions = [p for path in args.labels for p in read_positions(path)]
+    if position_keys(positions) & position_keys(bench):
+        raise SystemExit(f"the labels hold graded positions (or their mirrors): label with --exclude {DEFAULT_PATH}")
     samples = training_samples(game, positions)
     print(f"{len(positions)} positions, {len(samples)} samples ({int(samples.has_policy.sum())} with a policy)",
           flush=True)
@@ -168,7 +169,6 @@ def main() -> None:
     settings = SearchSettings(simulations=args.simulations, c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction,
                               leaves_per_round=mcts.leaves_per_round, discount=mcts.discount, solver=mcts.solver)
     evaluate = CompiledModel(model)
-    bench = read_positions(DEFAULT_PATH)
     moves = grade_moves(search_chooser(game, evaluate, settings), bench)
     network = grade_network(game, evaluate, bench)
     print(f"after {steps} steps: optimal {shown(moves.optimal)}, outcome kept {shown(moves.outcome)}; network "

@@ -190,6 +190,8 @@ class Trainer:
         ``learning_rate`` it used.
         """
         batch = len(value)
+        if has_policy is not None and len(has_policy) != batch:
+            raise ValueError(f"has_policy has {len(has_policy)} rows for a batch of {batch}")
         args = [
             tf.constant(np.asarray(planes, np.float32)),
             tf.constant(np.asarray(policy, np.float32)),

@@ -223,3 +223,5 @@ def test_a_position_without_a_policy_target_trains_the_value_alone(connect4):
         second.train_step(planes, zeros, value, has_policy=has_policy)
     for a, b in zip(model.weights, twin.weights, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=a.path)
+    with pytest.raises(ValueError, match="has_policy has 4 rows for a batch of 8"):
+        first.train_step(planes, policy, value, has_policy=has_policy[:4])

@@ -565,7 +565,7 @@ def test_training_labels_leave_the_graded_positions_out():
     table = TranspositionTable(1 << 20)
     again, _ = label_stone_count(30, 4, seed=1, table=table, max_nodes=10**8, seen=set())
     assert again == bench_lines[:4]
-    graded = position_keys([DEFAULT_PATH])
+    graded = position_keys(read_positions(DEFAULT_PATH))
     apart, tally = label_stone_count(30, 4, seed=1, table=table, max_nodes=10**8, seen=set(graded))
     assert len(apart) == 4 and tally.repeated >= 4
     assert not {_canonical(parse_line(line).moves) for line in apart} & graded
