@@ -6,7 +6,9 @@
 #   3. bench/inference.py --gpu: the InferenceServer actor vs the raw compiled call,
 #      mixed precision, merged batches 256/512/1024 (RATIO gpu_inference_server_vs_raw...);
 #   4. training-step timing: learner.trainer.Trainer on a Go 9x9 net, mixed precision
-#      and float32, a few hundred steps each, printing steps/s.
+#      and float32, a few hundred steps each, printing steps/s;
+#   5. bench/train_step.py: the Trainer's XLA step (its default) vs the plain one on
+#      Go 19x19's net in mixed precision (RATIO train_step_xla_vs_plain).
 #
 #   bash bench/gpu.sh            # from the repository root (or anywhere: it cds there)
 #
@@ -75,7 +77,7 @@ if [[ ! -x "$PY" ]]; then
 fi
 if [[ -n "${SKIP_INSTALL:-}" ]]; then
     echo "SKIP_INSTALL set: no install"
-elif "$PY" -c "import tensorflow, ray, engine.network" >/dev/null 2>&1 \
+elif "$PY" -c "import tensorflow, ray, tengen.engine.network" >/dev/null 2>&1 \
     && "$PY" -c "import tensorflow as tf, sys; sys.exit(0 if tf.config.list_physical_devices('GPU') else 1)" \
         >/dev/null 2>&1; then
     echo "the environment already has tensorflow (with a GPU), ray and tengen: no install"
@@ -104,8 +106,8 @@ import time
 
 import numpy as np
 
-from engine.network import build_network, gpu_available
-from learner.trainer import Trainer
+from tengen.engine.network import build_network, gpu_available
+from tengen.learner.trainer import Trainer
 
 STEPS = int(os.environ.get("TRAIN_STEPS", "300"))
 BATCH = 256  # configs' train.batch_size default
@@ -139,6 +141,10 @@ for mixed in (True, False):
 print(f"RATIO go9_train_mixed_vs_float32 {rates['mixed_float16'] / rates['float32']:.3f} "
       f"vs float32_train_step target 1.5", flush=True)
 PYEOF
+
+step "the Trainer's XLA step vs the plain one (bench/train_step.py, Go 19x19's net, mixed precision)"
+run train-xla-bench "$TRAIN_TIMEOUT" "$PY" bench/train_step.py --config configs/go19.yaml --seconds 30 \
+    --mixed-precision
 
 step "done"
 if [[ -n "$OUT" ]]; then

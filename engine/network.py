@@ -209,8 +209,10 @@ class CompiledModel:
     too, a second function traced only when called (by GTP and analysis); the
     ``evaluate`` call above never computes the head, so self-play pays nothing for it.
 
-    ``jit_compile`` defaults to XLA when a GPU is visible and off on CPU, where XLA
-    compiles slowly and runs no faster. Weights can be swapped in place
+    ``jit_compile`` defaults to XLA when a GPU is visible and off on CPU, where it gains
+    little and not everywhere: measured on 2 cores (2026-12-05), 1.07-1.13x at batches
+    128-1024 for Connect Four's 4x32 net, 0.91-1.02x for a 5x64 one at 256-1024 (the
+    Trainer's step, by contrast, gains 1.27x on Connect Four's net). Weights can be swapped in place
     (``load_weights_blob``, ``set_weights_from``) without a retrace: the function reads
     the same variables. Calls may run on several threads at once (the model server
     does); a weights swap must not overlap them.

@@ -83,6 +83,12 @@ class Trainer:
     ``learning_rate`` is a float or a ``[[step, lr], ...]`` schedule. A model built
     with mixed precision gets dynamic loss scaling. ``train_step`` is one
     ``tf.function`` with a fixed ``[None, ...]`` signature: any batch size, one trace.
+
+    ``jit_compile`` (default on, as Keras' own ``fit`` does on TensorFlow) compiles the
+    step with XLA, once per batch size it meets (2-4 s on CPU, against 1-3 s for the plain
+    trace). Measured on 2 CPU cores (bench/train_step.py, 2026-12-05): 1.27x the plain
+    step's rate for Connect Four's config, 1.29x for tic-tac-toe's, 1.00x for Go 9x9's and
+    0.99x for Go 13x13's.
     """
 
     def __init__(
@@ -94,6 +100,7 @@ class Trainer:
         momentum: float = 0.9,
         value_weight: float = 1.0,
         ownership_weight: float = 1.0,
+        jit_compile: bool = True,
     ):
         self.model = model
         self.value_weight = float(value_weight)
@@ -128,7 +135,8 @@ class Trainer:
                 tf.TensorSpec([None, self.points], tf.float32, name="ownership"),
                 tf.TensorSpec([None], tf.float32, name="has_ownership"),
             ]
-        self._train_step = tf.function(self._step, input_signature=signature)
+        self.jit_compile = bool(jit_compile)
+        self._train_step = tf.function(self._step, input_signature=signature, jit_compile=self.jit_compile)
 
     @property
     def step(self) -> int:

@@ -80,3 +80,13 @@ def test_speed_spread_is_how_far_one_codes_runs_differ():
     # two 20-minute runs of the same commit, 2026-12-03
     assert spread([191.5, 139.2]) == pytest.approx(0.376, abs=1e-3)
     assert spread([160.0]) == 0.0
+
+
+def test_the_train_step_bench_times_both_steps_and_prints_its_ratio(capsys):
+    import train_step
+
+    assert train_step.main(["--config", "tictactoe", "--seconds", "0.4", "--batch", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "xla: " in out and "plain: " in out and "at batch 16, 1 trace(s)" in out
+    ratio = [line.split() for line in out.splitlines() if line.startswith("RATIO train_step_xla_vs_plain")]
+    assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "plain_tf_function", "target", "1.0"]

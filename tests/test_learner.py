@@ -153,6 +153,25 @@ def test_train_step_traces_once_for_any_batch_size(connect4):
     assert trainer.trace_count == 1
 
 
+def test_the_xla_step_trains_as_the_plain_step_does(connect4):
+    """XLA (the default) is only a faster way to run the same step: from the same
+    weights on the same batches, both trainers report the same losses and end with
+    the same weights, to float32 rounding."""
+    model = tiny_net(connect4)
+    twin = tiny_net(connect4)
+    start = model.get_weights()
+    twin.set_weights(start)
+    xla, plain = Trainer(model=model, learning_rate=0.05), Trainer(model=twin, learning_rate=0.05, jit_compile=False)
+    assert xla.jit_compile and not plain.jit_compile
+    for seed in range(3):
+        batch = fixed_batch(connect4, 16, seed=seed)
+        a, b = xla.train_step(*batch), plain.train_step(*batch)
+        assert a == pytest.approx(b, rel=1e-4)
+    for w_xla, w_plain in zip(model.get_weights(), twin.get_weights(), strict=True):
+        np.testing.assert_allclose(w_xla, w_plain, rtol=1e-3, atol=1e-5)
+    assert not np.allclose(model.get_weights()[0], start[0])  # they did train
+
+
 def test_schedule_switches_at_the_boundary_step(connect4):
     trainer = Trainer(model=tiny_net(connect4), learning_rate=[[0, 0.1], [3, 0.01]])
     batch = fixed_batch(connect4, 4, seed=0)

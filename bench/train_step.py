@@ -1,0 +1,80 @@
+"""Learner steps per second: the Trainer's step compiled with XLA (its default) vs the
+plain ``tf.function``, on a config's net and batch size, in one process.
+
+Both trainers train the same net from the same start on the same random minibatches
+(positions with a quarter of the cells set, Dirichlet policies, uniform values). Each
+is warmed up first (XLA compiles once per batch size), then the two are timed in
+alternating slices, so that drift in the machine's load hits both alike.
+
+    python bench/train_step.py [--config connect4] [--seconds 20]
+        [--batch N] [--mixed-precision]
+
+Ends with
+
+    RATIO train_step_xla_vs_plain <x> vs plain_tf_function target 1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from tengen.cluster.config import load_config
+from tengen.learner.trainer import Trainer
+
+SLICES = 4
+
+
+def minibatch(spec, batch: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    planes = (rng.random((batch, *spec.input_shape)) < 0.25).astype(np.float32)
+    policy = rng.dirichlet(np.ones(spec.num_actions), batch).astype(np.float32)
+    value = rng.uniform(-1, 1, batch).astype(np.float32)
+    return planes, policy, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="connect4", help="a packaged config's name or a file")
+    parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds for each side")
+    parser.add_argument("--batch", type=int, default=0, help="minibatch size (default: the config's)")
+    parser.add_argument("--mixed-precision", action="store_true", help="build the nets in mixed float16 (GPU)")
+    args = parser.parse_args(argv)
+    config = load_config(args.config)
+    spec = config.network_spec()
+    batch = args.batch or config.train.batch_size
+    rng = np.random.default_rng(0)
+    batches = [minibatch(spec, batch, rng) for _ in range(8)]
+
+    trainers = {}
+    for name, jit in (("xla", True), ("plain", False)):
+        trainer = Trainer(model=spec.build(mixed_precision=args.mixed_precision), optimizer=config.train.optimizer,
+                          learning_rate=0.01, momentum=config.train.momentum, jit_compile=jit)
+        start = time.perf_counter()
+        for data in batches:
+            trainer.train_step(*data)
+        print(f"{name}: warm-up (compile and {len(batches)} steps) {time.perf_counter() - start:.1f} s", flush=True)
+        trainers[name] = trainer
+
+    steps = dict.fromkeys(trainers, 0)
+    seconds = dict.fromkeys(trainers, 0.0)
+    for _ in range(SLICES):
+        for name, trainer in trainers.items():
+            start = time.perf_counter()
+            while time.perf_counter() - start < args.seconds / SLICES:
+                trainer.train_step(*batches[steps[name] % len(batches)])  # returns floats: one sync a step
+                steps[name] += 1
+            seconds[name] += time.perf_counter() - start
+    rates = {name: steps[name] / seconds[name] for name in trainers}
+    for name, rate in rates.items():
+        print(f"{name}: {rate:.1f} steps/s ({rate * batch:,.0f} positions/s) at batch {batch}, "
+              f"{trainers[name].trace_count} trace(s)", flush=True)
+    print(f"{spec.blocks} blocks x {spec.filters} filters, {args.config}", flush=True)
+    print(f"RATIO train_step_xla_vs_plain {rates['xla'] / rates['plain']:.3f} vs plain_tf_function target 1.0",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
