@@ -241,14 +241,16 @@ def score_vs_mcts(game: Game, player: Player, *, simulations: int, games: int, s
 class Grades:
     moves: MoveGrades
     network: NetworkGrades
-    vs_mcts: dict[int, MatchScore]  # opponent simulations -> score
+    vs_mcts: dict[int, MatchScore]  # opponent simulations -> score (empty: no matches played)
 
 
 def grade_model(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPosition], settings: SearchSettings,
                 *, games: int, seed: int, log: Callable[[str], None] = print) -> Grades:
     """A model searching with ``settings``: its moves on ``positions`` and its scores
-    against MCTS-400 and MCTS-1000. In the matches it samples its first two moves
-    from the visits, so that its games differ."""
+    against MCTS-400 and MCTS-1000 (no matches when ``games`` is 0). In the matches it
+    samples its first two moves from the visits, so that its games differ."""
+    if games < 0:
+        raise ValueError(f"games must be 0 (no matches) or more, got {games}")
     moves = grade_moves(search_chooser(game, evaluate, settings), positions)
     log(f"  positions: optimal {moves.optimal.value:.3f}, outcome kept {moves.outcome.value:.3f}")
     log(f"  misses: {moves.misses.describe()}")
@@ -257,7 +259,7 @@ def grade_model(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPos
         f"{network.policy.outcome.value:.3f}; value sign right on {network.value_sign.value:.3f} "
         f"of {network.value_sign.total} won or lost positions")
     scores = {}
-    for opponent in OPPONENTS:
+    for opponent in OPPONENTS if games else ():
         player = MctsPlayer(game, evaluate, slots=games, simulations=settings.simulations, name="model",
                             c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
                             leaves_per_round=settings.leaves_per_round, discount=settings.discount,
@@ -281,8 +283,8 @@ def table_row(name: str, grades: Grades) -> str:
     row = (f"{name:<12} {moves.optimal.total:>9} {cell(moves.optimal.value, moves.optimal.se):>15} "
            f"{cell(moves.outcome.value, moves.outcome.se):>15}")
     for opponent in OPPONENTS:
-        score = grades.vs_mcts[opponent]
-        row += f" {cell(score.value, score.se):>15}"
+        score = grades.vs_mcts.get(opponent)
+        row += f" {cell(score.value, score.se) if score else 'not played':>15}"
     network = grades.network
     row += (f" {cell(network.policy.optimal.value, network.policy.optimal.se):>15}"
             f" {cell(network.value_sign.value, network.value_sign.se):>15}")
@@ -290,10 +292,13 @@ def table_row(name: str, grades: Grades) -> str:
 
 
 def ratio_lines(grades: Grades) -> list[str]:
-    """The three RATIO lines of the Connect Four targets (the form of README.md's Benchmarks)."""
-    return [
+    """The RATIO lines of the Connect Four targets (the form of README.md's Benchmarks):
+    three, or the two shares when no matches were played."""
+    lines = [
         f"RATIO connect4_optimal_share {grades.moves.optimal.value:.3f} vs solver target {TARGET_OPTIMAL}",
         f"RATIO connect4_outcome_share {grades.moves.outcome.value:.3f} vs solver target {TARGET_OUTCOME}",
-        f"RATIO connect4_winrate_vs_mcts1000 {grades.vs_mcts[1000].value:.3f} vs mcts1000 "
-        f"target {TARGET_VS_MCTS1000}",
     ]
+    if 1000 in grades.vs_mcts:
+        lines.append(f"RATIO connect4_winrate_vs_mcts1000 {grades.vs_mcts[1000].value:.3f} vs mcts1000 "
+                     f"target {TARGET_VS_MCTS1000}")
+    return lines

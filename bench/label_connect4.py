@@ -3,10 +3,14 @@
     nice -n 19 taskset -c 1 python bench/label_connect4.py        # ~25 minutes on one core
     python bench/label_connect4.py --stones 14-30 --per-stones 1500 --seed 12 \
         --exclude bench/data/connect4_positions.txt --out runs/labels/seed12.txt   # ~10 minutes
+    python bench/label_connect4.py --from-games runs/connect4/games --per-stones 30 \
+        --out runs/own_positions.txt      # a run's own self-play positions (~6 minutes)
 
 writes ``bench/data/connect4_positions.txt``, the positions ``bench/grade_connect4.py``
 grades players on; the second, 25,500 training positions for bench/supervised_ceiling.py,
-none of them a graded one. The bench's file has ``--per-stones`` (44) positions for each
+none of them a graded one; the third, positions from the games a run kept, to grade its
+model on its own self-play's positions (``bench/learn_connect4.py --grade-only MODEL
+--positions FILE``). The bench's file has ``--per-stones`` (44) positions for each
 stone count of ``--stones`` (8-30), about 1,000 in all, so that a share near 0.9 has a
 standard error near 0.01.
 
@@ -39,13 +43,15 @@ a draw), ``x`` for a full column; ``BEST`` the position's score, the largest ``S
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from tengen.engine.game_records import read_plain
 from tengen.engine.games.mnk import NO_WINNER, TO_PLAY, WINNER, connect4, play_in_place, play_sequence
 from tengen.engine.solvers import NO_SCORE, SolveBudgetExceeded, TranspositionTable, connect4_move_scores
 
@@ -172,16 +178,41 @@ class Tally:
     seconds: float = 0.0
 
 
+def read_game_moves(games_dir: str | Path) -> list[str]:
+    """The moves (text, 1-7) of every Connect Four game a run kept in ``games_dir`` (its
+    ``games/`` folder: one plain game line a ``.txt`` file; gating's games, in folders
+    below it, are left out)."""
+    files = sorted(Path(games_dir).glob("*.txt"))
+    if not files:
+        raise ValueError(f"{games_dir}: no kept games (*.txt) to take positions from")
+    games = []
+    for path in files:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                finished, _ = read_plain(line, _GAME)
+                games.append("".join(_GAME.action_to_text(a) for a in finished.moves))
+    return games
+
+
 def label_stone_count(
-    stones: int, count: int, *, seed: int, table: TranspositionTable, max_nodes: int, seen: set[bytes]
+    stones: int, count: int, *, seed: int, table: TranspositionTable, max_nodes: int, seen: set[bytes],
+    games: Sequence[str] | None = None,
 ) -> tuple[list[str], Tally]:
-    """``count`` lines for positions with ``stones`` stones, and what was dropped on the way."""
+    """``count`` lines for positions with ``stones`` stones, and what was dropped on the way.
+
+    The positions are the generator's playouts, or with ``games`` (move texts) those games'
+    first ``stones`` moves, in a seeded order, until ``count`` are kept or none are left."""
     rng = np.random.default_rng([seed, stones])
+    if games is None:
+        candidates: Iterator[str | None] = (playout(stones, rng) for _ in itertools.count())
+    else:
+        candidates = (games[i][:stones] for i in rng.permutation(len(games)) if len(games[i]) > stones)
     tally = Tally()
     lines: list[str] = []
     start = time.monotonic()
-    while tally.kept < count:
-        moves = playout(stones, rng)
+    for moves in candidates:
+        if tally.kept >= count:
+            break
         if moves is None:
             tally.ended += 1
             continue
@@ -220,17 +251,21 @@ def main() -> None:
     parser.add_argument("--exclude", action="append", default=[], metavar="PATH",
                         help="a positions file none of whose positions (nor their mirrors) is labelled again; "
                              "repeatable (training labels: --exclude the bench's file)")
+    parser.add_argument("--from-games", metavar="DIR",
+                        help="take the positions from a run's kept games (its games/ folder) instead of the "
+                             "generator: a model graded on its own self-play's positions")
     args = parser.parse_args()
 
     first, last = (int(part) for part in args.stones.split("-"))
     table = TranspositionTable(args.table_slots)
     seen = position_keys(p for path in args.exclude for p in read_positions(path))
+    games = read_game_moves(args.from_games) if args.from_games else None
     body: list[str] = []
     notes: list[str] = []
     total = time.monotonic()
     for stones in range(first, last + 1):
         lines, tally = label_stone_count(stones, args.per_stones, seed=args.seed, table=table,
-                                         max_nodes=args.max_nodes, seen=seen)
+                                         max_nodes=args.max_nodes, seen=seen, games=games)
         body.extend(lines)
         note = (f"# {stones:2d} stones: {tally.kept} kept in {tally.seconds:.0f} s; dropped {tally.ended} ended, "
                 f"{tally.repeated} repeated, {tally.win_at_once} win at once, {tally.all_equal} all moves equal, "
@@ -243,6 +278,7 @@ def main() -> None:
         f"# Written by bench/label_connect4.py --stones {args.stones} --per-stones {args.per_stones} "
         f"--seed {args.seed} --max-nodes {args.max_nodes}"
         + "".join(f" --exclude {path}" for path in args.exclude)
+        + (f" --from-games {args.from_games} ({len(games or ())} games)" if args.from_games else "")
         + f"; {len(body)} positions, {minutes:.0f} min on one core.",
         "# MOVES S1..S7 BEST: columns played (1-7); each column's score for the player to move (Pascal Pons'",
         "# score: 22 minus the winner's stones at the four, negative for a loss, 0 a draw; x: full); the best.",

@@ -75,7 +75,8 @@ def main() -> None:
                         help="the main job (Ray + embedded Redis), --single-process, or both one after the other")
     parser.add_argument("--minutes", type=float, default=60.0, help="training time per mode")
     parser.add_argument("--eval-every", type=float, default=15.0, help="minutes of training between marks")
-    parser.add_argument("--eval-games", type=int, default=200, help="games against each MCTS opponent")
+    parser.add_argument("--eval-games", type=int, default=200,
+                        help="games against each MCTS opponent (0: grade the positions only)")
     parser.add_argument("--positions", default=str(DEFAULT_PATH), help="labelled positions (label_connect4.py)")
     # More than self-play's 128: a model is measured with the search it would play with.
     parser.add_argument("--simulations", type=int, default=400, help="the model's search when graded")
@@ -86,6 +87,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the matches' seed")
     parser.add_argument("--run-dir", default="runs/learn_connect4", help="the runs go into <run-dir>/<mode>")
     args = parser.parse_args()
+    if args.eval_games < 0:  # before an hour of training, not after it
+        parser.error(f"--eval-games must be 0 (positions only) or more, got {args.eval_games}")
 
     if args.grade_only:
         grade(marks_in(Path(args.grade_only), args.grade_marks), args)

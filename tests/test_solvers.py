@@ -452,11 +452,14 @@ from grade_connect4 import (  # noqa: E402
     MatchScore,
     Misses,
     SearchSettings,
+    grade_model,
     grade_moves,
     policy_chooser,
     random_chooser,
+    ratio_lines,
     score_vs_mcts,
     search_chooser,
+    table_row,
     value_sign_share,
 )
 from label_connect4 import (  # noqa: E402
@@ -465,6 +468,7 @@ from label_connect4 import (  # noqa: E402
     label_stone_count,
     parse_line,
     position_keys,
+    read_game_moves,
     read_positions,
 )
 
@@ -507,6 +511,17 @@ def test_a_model_chooser_searches_in_batches():
     columns = choose([p.state for p in positions])
     assert columns[0] == 3  # the win in one: the only move whose subtree is not lost at once
     assert len(columns) == 3 and positions[2].scores[columns[2]] != NO_SCORE  # never the full column
+
+
+def test_a_grade_without_matches_grades_the_positions_and_says_no_games_were_played():
+    positions = [parse_line(line) for line in (WIN_IN_ONE, WON_BY_ONE, COLUMN_FOUR_FULL)]
+    settings = SearchSettings(simulations=64, leaves_per_round=4)
+    grades = grade_model(C4, uniform_evaluator(7), positions, settings, games=0, seed=0, log=lambda line: None)
+    assert grades.moves.optimal.total == 3 and grades.vs_mcts == {}
+    assert table_row("uniform", grades).count("not played") == 2
+    assert [line.split()[1] for line in ratio_lines(grades)] == ["connect4_optimal_share", "connect4_outcome_share"]
+    with pytest.raises(ValueError, match="games must be 0"):
+        grade_model(C4, uniform_evaluator(7), positions, settings, games=-1, seed=0)
 
 
 def test_the_network_alone_is_graded_by_its_policy_and_its_value_sign():
@@ -602,3 +617,27 @@ def test_a_player_that_knows_only_outcomes_misses_many_optimal_moves():
         keep = (p.scores != NO_SCORE) & (np.sign(p.scores) == np.sign(p.best))
         expect_optimal.append(np.mean(p.scores[keep] == p.best))
     assert 0.55 < np.mean(expect_optimal) < 0.6
+
+
+def test_a_runs_own_games_give_positions_from_their_first_moves(tmp_path):
+    # Two kept games as a run writes them (engine/game_records.py's plain line, a file each).
+    from tengen.engine.game_records import FinishedGame, write_plain
+    from tengen.engine.games import make_game
+
+    connect4 = make_game("connect4")
+    lines = ["4455667", "4266243542635112323"]  # a win in 7 moves; one in 19
+    for i, moves in enumerate(lines):
+        actions = tuple(connect4.text_to_action(c) for c in moves)
+        (tmp_path / f"w000.x-{i}.txt").write_text(write_plain(connect4, FinishedGame(actions)) + "\n")
+    (tmp_path / "gating").mkdir()  # gating's games, below, are not self-play's
+    games = read_game_moves(tmp_path)
+    assert sorted(games) == sorted(lines)
+
+    table = TranspositionTable(1 << 20)
+    labelled, tally = label_stone_count(12, 5, seed=0, table=table, max_nodes=10**8, seen=set(), games=games)
+    # only the long game reaches 12 stones: one position, and then none are left
+    position = parse_line(labelled[0])
+    assert len(labelled) == 1 and tally.kept == 1 and position.moves == "426624354263"
+    assert position.scores.tolist() == connect4_move_scores(position.state).tolist()
+    with pytest.raises(ValueError, match="no kept games"):
+        read_game_moves(tmp_path / "gating")
