@@ -4,7 +4,7 @@
     python bench/label_connect4.py --stones 14-30 --per-stones 1500 --seed 12 \
         --exclude bench/data/connect4_positions.txt --out runs/labels/seed12.txt   # ~10 minutes
     python bench/label_connect4.py --from-games runs/connect4/games --per-stones 30 \
-        --out runs/own_positions.txt      # a run's own self-play positions (~6 minutes)
+        --out runs/own_positions.txt      # a run's own self-play positions (~2 minutes)
 
 writes ``bench/data/connect4_positions.txt``, the positions ``bench/grade_connect4.py``
 grades players on; the second, 25,500 training positions for bench/supervised_ceiling.py,
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tengen.engine.game_records import read_plain
+from tengen.engine.game_records import GameTextError, read_plain
 from tengen.engine.games.mnk import NO_WINNER, TO_PLAY, WINNER, connect4, play_in_place, play_sequence
 from tengen.engine.solvers import NO_SCORE, SolveBudgetExceeded, TranspositionTable, connect4_move_scores
 
@@ -184,12 +184,16 @@ def read_game_moves(games_dir: str | Path) -> list[str]:
     below it, are left out)."""
     files = sorted(Path(games_dir).glob("*.txt"))
     if not files:
-        raise ValueError(f"{games_dir}: no kept games (*.txt) to take positions from")
+        raise ValueError(f"{games_dir}: no kept games (*.txt) to take positions from (a run keeps them in "
+                         "its games/ folder)")
     games = []
     for path in files:
-        for line in path.read_text().splitlines():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
             if line.strip():
-                finished, _ = read_plain(line, _GAME)
+                try:
+                    finished, _ = read_plain(line, _GAME)
+                except GameTextError as e:
+                    raise ValueError(f"{path}:{number}: not a Connect Four game line: {e}") from None
                 games.append("".join(_GAME.action_to_text(a) for a in finished.moves))
     return games
 

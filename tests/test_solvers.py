@@ -641,3 +641,6 @@ def test_a_runs_own_games_give_positions_from_their_first_moves(tmp_path):
     assert position.scores.tolist() == connect4_move_scores(position.state).tolist()
     with pytest.raises(ValueError, match="no kept games"):
         read_game_moves(tmp_path / "gating")
+    (tmp_path / "w000.x-2.txt").write_text("format=1 game=tictactoe result=1-0 end=rules moves=1,4,2,5,3\n")
+    with pytest.raises(ValueError, match=r"w000.x-2.txt:1: not a Connect Four game line"):
+        read_game_moves(tmp_path)
