@@ -5,16 +5,16 @@
 #   2. nvidia-smi and what TensorFlow sees;
 #   3. bench/inference.py --gpu: the InferenceServer actor vs the raw compiled call,
 #      mixed precision, merged batches 256/512/1024 (RATIO gpu_inference_server_vs_raw...);
-#   4. training-step timing: learner.trainer.Trainer on a Go 9x9 net, mixed precision
-#      and float32, a few hundred steps each, printing steps/s;
+#   4. bench/train_step.py --compare precision: the Trainer's step on Go 19x19's net
+#      (10x128, batch 1024) in mixed precision vs float32 (RATIO train_step_mixed_vs_float32);
 #   5. bench/train_step.py: the Trainer's XLA step (its default) vs the plain one on
-#      Go 19x19's net in mixed precision (RATIO train_step_xla_vs_plain).
+#      the same net in mixed precision (RATIO train_step_xla_vs_plain).
 #
 #   bash bench/gpu.sh            # from the repository root (or anywhere: it cds there)
 #
 # Environment: OUT (a folder: every step's output is also written there), VENV (the
 # virtualenv, default .venv-gpu; reused when it already imports tensorflow and ray),
-# PIP_TIMEOUT / BENCH_TIMEOUT / TRAIN_TIMEOUT (seconds per step), TRAIN_STEPS (300),
+# PIP_TIMEOUT / BENCH_TIMEOUT / TRAIN_TIMEOUT (seconds per step),
 # SKIP_INSTALL (non-empty: use VENV as it is).
 # The venv is made with --system-site-packages, so an image with TensorFlow already
 # installed still works when the package index cannot be reached.
@@ -40,7 +40,6 @@ VENV="${VENV:-$ROOT/.venv-gpu}"
 PIP_TIMEOUT="${PIP_TIMEOUT:-240}"
 BENCH_TIMEOUT="${BENCH_TIMEOUT:-200}"
 TRAIN_TIMEOUT="${TRAIN_TIMEOUT:-120}"
-export TRAIN_STEPS="${TRAIN_STEPS:-300}"
 export TF_FORCE_GPU_ALLOW_GROWTH=true
 FAILED=()
 
@@ -98,52 +97,12 @@ print('gpus', tf.config.list_physical_devices('GPU'))
 step "inference server vs raw compiled call (bench/inference.py --gpu)"
 run inference-bench "$BENCH_TIMEOUT" "$PY" bench/inference.py --gpu
 
-step "training steps/s (learner.trainer.Trainer, Go 9x9, batch 256)"
-run train-bench "$TRAIN_TIMEOUT" "$PY" - <<'PYEOF'
-"""Trainer.train_step on random Go 9x9 minibatches: mixed precision vs float32."""
-import os
-import time
-
-import numpy as np
-
-from tengen.engine.network import build_network, gpu_available
-from tengen.learner.trainer import Trainer
-
-STEPS = int(os.environ.get("TRAIN_STEPS", "300"))
-BATCH = 256  # configs' train.batch_size default
-NET = dict(input_shape=(9, 9, 17), num_actions=82, blocks=10, filters=128, l2=1e-4, value_hidden=128)
-print(f"gpu {gpu_available()}, net {NET['blocks']}x{NET['filters']}, batch {BATCH}, {STEPS} timed steps", flush=True)
-
-rng = np.random.default_rng(0)
-planes = rng.integers(0, 2, size=(BATCH, 9, 9, 17)).astype(np.float32)
-policy = rng.dirichlet(np.ones(82), size=BATCH).astype(np.float32)
-value = rng.choice([-1.0, 0.0, 1.0], size=BATCH).astype(np.float32)
-
-rates = {}
-for mixed in (True, False):
-    model = build_network(**NET, mixed_precision=mixed)
-    trainer = Trainer(model=model, optimizer="sgd", learning_rate=0.01, momentum=0.9)
-    start = time.perf_counter()
-    for _ in range(10):  # trace and warm up outside the timing
-        trainer.train_step(planes, policy, value)
-    warm = time.perf_counter() - start
-    start = time.perf_counter()
-    for _ in range(STEPS):
-        losses = trainer.train_step(planes, policy, value)  # returns floats: one sync per step
-    elapsed = time.perf_counter() - start
-    name = "mixed_float16" if mixed else "float32"
-    rates[name] = STEPS / elapsed
-    print(
-        f"{name}: {rates[name]:.1f} steps/s, {rates[name] * BATCH:,.0f} positions/s "
-        f"(warm-up {warm:.1f}s, traces {trainer.trace_count}, final loss {losses['loss']:.3f})",
-        flush=True,
-    )
-print(f"RATIO go9_train_mixed_vs_float32 {rates['mixed_float16'] / rates['float32']:.3f} "
-      f"vs float32_train_step target 1.5", flush=True)
-PYEOF
+step "the Trainer's step in mixed precision vs float32 (bench/train_step.py --compare precision, Go 19x19's net)"
+run train-precision-bench "$TRAIN_TIMEOUT" "$PY" bench/train_step.py --config go19 --seconds 30 \
+    --compare precision
 
 step "the Trainer's XLA step vs the plain one (bench/train_step.py, Go 19x19's net, mixed precision)"
-run train-xla-bench "$TRAIN_TIMEOUT" "$PY" bench/train_step.py --config configs/go19.yaml --seconds 30 \
+run train-xla-bench "$TRAIN_TIMEOUT" "$PY" bench/train_step.py --config go19 --seconds 30 \
     --mixed-precision
 
 step "done"

@@ -1,17 +1,20 @@
-"""Learner steps per second: the Trainer's step compiled with XLA (its default) vs the
-plain ``tf.function``, on a config's net and batch size, in one process.
+"""Learner steps per second on a config's net and batch size, two Trainers side by side
+in one process: the step compiled with XLA (the Trainer's default) vs the plain
+``tf.function`` (``--compare xla``), or the XLA step in mixed float16 vs float32
+(``--compare precision``, for a GPU).
 
-Both trainers train the same net from the same start on the same random minibatches
-(positions with a quarter of the cells set, Dirichlet policies, uniform values). Each
-is warmed up first (XLA compiles once per batch size), then the two are timed in
-alternating slices, so that drift in the machine's load hits both alike.
+Both trainers train nets built alike on the same random minibatches (positions with a
+quarter of the cells set, Dirichlet policies, uniform values). Each is warmed up first
+(XLA compiles once per batch size), then the two are timed in alternating slices, so
+that drift in the machine's load hits both alike.
 
-    python bench/train_step.py [--config connect4] [--seconds 20]
-        [--batch N] [--mixed-precision]
+    python bench/train_step.py [--config connect4] [--seconds 20] [--batch N]
+        [--compare xla|precision] [--mixed-precision]
 
 Ends with
 
     RATIO train_step_xla_vs_plain <x> vs plain_tf_function target 1.0
+    RATIO train_step_mixed_vs_float32 <x> vs float32_train_step target 1.5
 """
 
 from __future__ import annotations
@@ -26,6 +29,14 @@ from tengen.learner.trainer import Trainer
 
 SLICES = 4
 
+# --compare: the two sides as (name, jit_compile, mixed precision or None for the
+# --mixed-precision flag), and the RATIO line's name and target
+COMPARISONS = {
+    "xla": ((("xla", True, None), ("plain", False, None)), "train_step_xla_vs_plain", "plain_tf_function", 1.0),
+    "precision": ((("mixed_float16", True, True), ("float32", True, False)),
+                  "train_step_mixed_vs_float32", "float32_train_step", 1.5),
+}
+
 
 def minibatch(spec, batch: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     planes = (rng.random((batch, *spec.input_shape)) < 0.25).astype(np.float32)
@@ -39,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="connect4", help="a packaged config's name or a file")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds for each side")
     parser.add_argument("--batch", type=int, default=0, help="minibatch size (default: the config's)")
-    parser.add_argument("--mixed-precision", action="store_true", help="build the nets in mixed float16 (GPU)")
+    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="xla",
+                        help="XLA vs the plain step, or mixed float16 vs float32 (both XLA)")
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="--compare xla: build both nets in mixed float16 (GPU)")
     args = parser.parse_args(argv)
     config = load_config(args.config)
     spec = config.network_spec()
@@ -47,9 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     batches = [minibatch(spec, batch, rng) for _ in range(8)]
 
+    sides, ratio_name, peer, target = COMPARISONS[args.compare]
     trainers = {}
-    for name, jit in (("xla", True), ("plain", False)):
-        trainer = Trainer(model=spec.build(mixed_precision=args.mixed_precision), optimizer=config.train.optimizer,
+    for name, jit, mixed in sides:
+        model = spec.build(mixed_precision=args.mixed_precision if mixed is None else mixed)
+        trainer = Trainer(model=model, optimizer=config.train.optimizer,
                           learning_rate=0.01, momentum=config.train.momentum, jit_compile=jit)
         start = time.perf_counter()
         for data in batches:
@@ -68,11 +84,12 @@ def main(argv: list[str] | None = None) -> int:
             seconds[name] += time.perf_counter() - start
     rates = {name: steps[name] / seconds[name] for name in trainers}
     for name, rate in rates.items():
+        trainer = trainers[name]
         print(f"{name}: {rate:.1f} steps/s ({rate * batch:,.0f} positions/s) at batch {batch}, "
-              f"{trainers[name].trace_count} trace(s)", flush=True)
+              f"{trainer.trace_count} trace(s), {trainer.model.layers[1].dtype_policy.name}", flush=True)
     print(f"{spec.blocks} blocks x {spec.filters} filters, {args.config}", flush=True)
-    print(f"RATIO train_step_xla_vs_plain {rates['xla'] / rates['plain']:.3f} vs plain_tf_function target 1.0",
-          flush=True)
+    first, second = (name for name, _, _ in sides)
+    print(f"RATIO {ratio_name} {rates[first] / rates[second]:.3f} vs {peer} target {target}", flush=True)
     return 0
 
 

@@ -2,6 +2,7 @@
 against today's package (a renamed function once broke one unnoticed), and the CPU
 sampler that bench/learn_connect4.py reports with must see a real process's time."""
 
+import re
 import subprocess
 import sys
 import time
@@ -90,3 +91,17 @@ def test_the_train_step_bench_times_both_steps_and_prints_its_ratio(capsys):
     assert "xla: " in out and "plain: " in out and "at batch 16, 1 trace(s)" in out
     ratio = [line.split() for line in out.splitlines() if line.startswith("RATIO train_step_xla_vs_plain")]
     assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "plain_tf_function", "target", "1.0"]
+
+
+def test_the_train_step_bench_compares_mixed_precision_with_float32(capsys):
+    import train_step
+
+    args = ["--config", "tictactoe", "--seconds", "0.4", "--batch", "16", "--compare", "precision"]
+    assert train_step.main(args) == 0
+    out = capsys.readouterr().out
+    assert "xla: " not in out
+    # each side's layers compute in its own precision
+    assert re.search(r"^mixed_float16: .* trace\(s\), mixed_float16$", out, re.M)
+    assert re.search(r"^float32: .* trace\(s\), float32$", out, re.M)
+    ratio = [line.split() for line in out.splitlines() if line.startswith("RATIO train_step_mixed_vs_float32")]
+    assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "float32_train_step", "target", "1.5"]
