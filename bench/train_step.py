@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, rate in rates.items():
         trainer = trainers[name]
         print(f"{name}: {rate:.1f} steps/s ({rate * batch:,.0f} positions/s) at batch {batch}, "
-              f"{trainer.trace_count} trace(s), {trainer.model.layers[1].dtype_policy.name}", flush=True)
+              f"{trainer.trace_count} trace(s), {trainer.model.get_layer('stem_conv').dtype_policy.name}", flush=True)
     print(f"{spec.blocks} blocks x {spec.filters} filters, {args.config}", flush=True)
     first, second = (name for name, _, _ in sides)
     print(f"RATIO {ratio_name} {rates[first] / rates[second]:.3f} vs {peer} target {target}", flush=True)
