@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixed-precision", action="store_true",
                         help="--compare xla: build both nets in mixed float16 (GPU)")
     args = parser.parse_args(argv)
+    if args.mixed_precision and args.compare == "precision":
+        parser.error("--mixed-precision is for --compare xla: --compare precision sets each side's precision")
     config = load_config(args.config)
     spec = config.network_spec()
     batch = args.batch or config.train.batch_size
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {rate:.1f} steps/s ({rate * batch:,.0f} positions/s) at batch {batch}, "
               f"{trainer.trace_count} trace(s), {trainer.model.get_layer('stem_conv').dtype_policy.name}", flush=True)
     print(f"{spec.blocks} blocks x {spec.filters} filters, {args.config}", flush=True)
-    first, second = (name for name, _, _ in sides)
+    first, second = trainers
     print(f"RATIO {ratio_name} {rates[first] / rates[second]:.3f} vs {peer} target {target}", flush=True)
     return 0
 

@@ -105,3 +105,6 @@ def test_the_train_step_bench_compares_mixed_precision_with_float32(capsys):
     assert re.search(r"^float32: .* trace\(s\), float32$", out, re.M)
     ratio = [line.split() for line in out.splitlines() if line.startswith("RATIO train_step_mixed_vs_float32")]
     assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "float32_train_step", "target", "1.5"]
+    with pytest.raises(SystemExit):  # each side sets its own precision: the flag would be ignored
+        train_step.main([*args, "--mixed-precision"])
+    assert "--mixed-precision is for --compare xla" in capsys.readouterr().err
