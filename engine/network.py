@@ -198,12 +198,18 @@ tf.get_logger().addFilter(_BucketTracesAreExpected())
 class CompiledModel:
     """``evaluate(planes[B, H, W, C]) -> (policy[B, A] probabilities, value[B])``.
 
-    Every call is padded up to the smallest bucket that holds it (batches above the
-    largest bucket are cut into largest-bucket chunks), so the one ``tf.function``
-    below is traced at most once per bucket: ``trace_count`` counts those traces and
-    ``traced_batch_sizes`` lists the shapes they were traced for. Pad rows are zeros;
-    they cost compute but batch norm in inference mode keeps rows independent, so they
-    never change the real rows' answers.
+    With XLA (``jit_compile``, the default when a GPU is visible) every call is padded
+    up to the smallest bucket that holds it (batches above the largest bucket are cut
+    into largest-bucket chunks), because XLA compiles one program per shape: the one
+    ``tf.function`` below is traced at most once per bucket. Pad rows are zeros; they
+    cost compute but batch norm in inference mode keeps rows independent, so they never
+    change the real rows' answers. Without XLA (a CPU, by default) TensorFlow's kernels
+    take any batch, so the function is traced once for every batch size (``buckets``
+    is empty) and nothing is padded: padding a CPU's batches to the buckets cost a
+    quarter of its throughput on self-play's batch sizes (measured 2026-12-05 on 2
+    cores, Connect Four's 4x32 net, batches of 300-1,024 rows: 13,700 rows/s padded,
+    17,200 not). ``trace_count`` counts the traces and ``traced_batch_sizes`` lists the
+    shapes they were traced for (None: any).
 
     A model with the ownership head answers ``ownership(planes) -> float32[B, H*W]``
     too, a second function traced only when called (by GTP and analysis); the
@@ -222,39 +228,47 @@ class CompiledModel:
         self,
         model: keras.Model,
         *,
-        buckets: Sequence[int] = DEFAULT_BUCKETS,
+        buckets: Sequence[int] | None = None,
         jit_compile: bool | None = None,
     ):
-        if not buckets or any(int(b) < 1 for b in buckets):
+        self.jit_compile = gpu_available() if jit_compile is None else bool(jit_compile)
+        if buckets is None:
+            buckets = DEFAULT_BUCKETS if self.jit_compile else ()
+        if any(int(b) < 1 for b in buckets):
             raise ValueError(f"buckets must be positive batch sizes, got {buckets!r}")
         self.model = model
+        #: the padded batch sizes (empty: any batch runs as it is, one trace)
         self.buckets = tuple(sorted({int(b) for b in buckets}))
-        self.jit_compile = gpu_available() if jit_compile is None else bool(jit_compile)
         self.input_shape = tuple(int(n) for n in model.input_shape[1:])
         self.has_ownership = has_ownership(model)
         # the two evaluation outputs alone: the layers (and variables) are the model's
         two_heads = keras.Model(model.inputs, model.outputs[:2]) if self.has_ownership else model
         self.trace_count = 0
-        #: batch sizes the function was traced for, in order
-        self.traced_batch_sizes: list[int] = []
+        #: batch sizes the function was traced for, in order (None: any)
+        self.traced_batch_sizes: list[int | None] = []
         #: how many times the compiled function ran (a call of B > largest bucket runs several)
         self.calls = 0
 
         def forward(planes_nhwc):
             # Python side effects run only while tracing: this counts traces, not calls.
             self.trace_count += 1
-            self.traced_batch_sizes.append(int(planes_nhwc.shape[0]))
+            self.traced_batch_sizes.append(planes_nhwc.shape[0])
             logits, value = two_heads(planes_nhwc, training=False)
             return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1), tf.cast(value, tf.float32)
 
         def owners(planes_nhwc):
             return (tf.cast(self.model(planes_nhwc, training=False)[2], tf.float32),)
 
-        self._forward = tf.function(forward, jit_compile=self.jit_compile, reduce_retracing=False)
-        self._owners = tf.function(owners, jit_compile=self.jit_compile, reduce_retracing=False)
+        any_batch = None if self.buckets else [tf.TensorSpec([None, *self.input_shape], tf.float32)]
+        self._forward = tf.function(forward, jit_compile=self.jit_compile, reduce_retracing=False,
+                                    input_signature=any_batch)
+        self._owners = tf.function(owners, jit_compile=self.jit_compile, reduce_retracing=False,
+                                   input_signature=any_batch)
 
     def bucket_for(self, batch: int) -> int:
         """The padded size a batch of ``batch`` positions runs at (for one chunk)."""
+        if not self.buckets:
+            return batch
         for b in self.buckets:
             if batch <= b:
                 return b
@@ -275,14 +289,14 @@ class CompiledModel:
 
     def _run(self, function: Any, planes: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
         """``function``'s outputs (``shapes``: each one's per-row shape) over ``planes``,
-        padded to buckets and cut into largest-bucket chunks."""
+        padded to buckets and cut into largest-bucket chunks (without buckets: one call)."""
         planes = np.asarray(planes)
         if planes.ndim != 4 or tuple(planes.shape[1:]) != self.input_shape:
             raise ValueError(f"planes must be [B, {', '.join(map(str, self.input_shape))}], got {planes.shape}")
         total = planes.shape[0]
         if total == 0:
             return [np.zeros((0, *shape), np.float32) for shape in shapes]
-        largest = self.buckets[-1]
+        largest = self.buckets[-1] if self.buckets else total
         parts: list[list[np.ndarray]] = [[] for _ in shapes]
         for start in range(0, total, largest):
             chunk = planes[start : start + largest]

@@ -73,8 +73,26 @@ def test_l2_regularises_every_kernel(c4_model):
     assert len(c4_model.losses) == len(kernels)
 
 
-def test_no_retrace_across_batch_sizes_1_to_300(connect4, c4_model):
-    compiled = CompiledModel(c4_model)
+def test_without_xla_any_batch_size_runs_unpadded_from_one_trace(connect4, c4_model):
+    compiled = CompiledModel(c4_model, jit_compile=False)
+    assert compiled.buckets == ()
+    planes = random_planes(connect4, 300, seed=1)
+    everything_policy, everything_value = compiled(planes)
+
+    for batch in range(1, 301):
+        policy, value = compiled(planes[:batch])
+        assert policy.shape == (batch, 7)
+        assert compiled.bucket_for(batch) == batch
+
+    assert compiled.trace_count == 1 and compiled.traced_batch_sizes == [None]
+    assert compiled.calls == 301  # one call a batch, nothing cut into chunks
+    # row i is the same answer at every batch size
+    np.testing.assert_allclose(policy, everything_policy, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, everything_value, rtol=1e-5, atol=1e-6)
+
+
+def test_bucketed_batches_retrace_once_per_bucket_across_sizes_1_to_300(connect4, c4_model):
+    compiled = CompiledModel(c4_model, buckets=DEFAULT_BUCKETS)
     planes = random_planes(connect4, 300, seed=1)
     everything_policy, everything_value = compiled(planes)  # one bucket: 512
 
@@ -95,7 +113,7 @@ def test_tracing_every_bucket_of_several_models_is_no_retracing_warning(connect4
     # TensorFlow warns when one Python function traces five times within a few hundred
     # calls, in any of its tf.functions: a process's models (self-play's, gating's two)
     # each trace their buckets by design, and the warning landed on a run's terminal
-    models = [CompiledModel(c4_model), CompiledModel(c4_model)]
+    models = [CompiledModel(c4_model, buckets=DEFAULT_BUCKETS), CompiledModel(c4_model, buckets=DEFAULT_BUCKETS)]
     planes = random_planes(connect4, 1024, seed=2)
     with caplog.at_level(logging.WARNING, logger="tensorflow"):
         for compiled in models:
@@ -119,10 +137,11 @@ def test_batches_are_padded_and_split_never_run_one_position_at_a_time(connect4,
     assert sorted(compiled.traced_batch_sizes) == [8, 32]
 
 
-def test_default_buckets_and_xla_only_with_a_gpu(c4_model):
+def test_buckets_and_xla_by_default_only_with_a_gpu(c4_model):
     compiled = CompiledModel(c4_model)
-    assert compiled.buckets == DEFAULT_BUCKETS
     assert compiled.jit_compile == gpu_available()
+    assert compiled.buckets == (DEFAULT_BUCKETS if gpu_available() else ())
+    assert CompiledModel(c4_model, jit_compile=True).buckets == DEFAULT_BUCKETS
 
 
 def test_weights_round_trip_gives_identical_outputs(connect4):

@@ -15,10 +15,10 @@ batcher flushes the waiting requests as one batch when
 (c) ``batch_timeout_ms`` has passed since the oldest waiting request arrived.
 
 A batch takes whole requests, oldest first, up to ``max_batch`` rows (a single
-request larger than that goes alone; CompiledModel cuts it into buckets). The model
-runs on executor threads so that the event loop keeps accepting requests while it
-computes; CompiledModel pads each batch to a fixed bucket size, so no batch shape
-ever retraces.
+request larger than that goes alone). The model runs on executor threads so that
+the event loop keeps accepting requests while it computes; no batch shape ever
+retraces (CompiledModel pads each batch to a fixed bucket size under XLA, and runs any
+size from one trace without it).
 
 ``model_calls`` batches may be in the model at once. On a CPU a model call cannot
 keep several cores busy (its ops are too small to split well: one TensorFlow thread
