@@ -88,7 +88,8 @@ class SelfPlayReport(WorkerStats):
 #: the self-play counters recorded as metrics, by the counter's name in WorkerStats
 _COUNTER_METRICS: tuple[tuple[Total, str], ...] = (
     ("games", "tengen_selfplay_games_total"), ("positions", "tengen_selfplay_positions_total"),
-    ("evaluations", "tengen_selfplay_evaluations_total"), ("moves", "tengen_selfplay_moves_total"))
+    ("evaluations", "tengen_selfplay_evaluations_total"), ("cache_hits", "tengen_selfplay_cache_hits_total"),
+    ("moves", "tengen_selfplay_moves_total"))
 
 
 class SelfPlayActor:
@@ -115,11 +116,12 @@ class SelfPlayActor:
         self.status = StatusBoard(client, run_id)
         self.server = server
         self._games = 0
-        self._last: dict[Total, int] = {"games": 0, "positions": 0, "evaluations": 0, "moves": 0}
+        self._last: dict[Total, int] = {"games": 0, "positions": 0, "evaluations": 0, "cache_hits": 0, "moves": 0}
         self.worker = SelfPlayWorker(
             game=self.config.game.make(), selfplay=self.config.selfplay_settings(),
             submit=lambda planes: self.server.evaluate.remote(planes), resolve=self._resolve, sink=self._send,
             seed=seed, games=self.config.cluster.games_per_worker, model_version=model_version,
+            cache_positions=self.config.selfplay.cache_positions,
         )
 
     def _resolve(self, ref):

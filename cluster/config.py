@@ -33,7 +33,7 @@ from pydantic import (
 from tengen.engine.arena import GatingOptions, MctsPlayerSettings
 from tengen.engine.games import Game, GoGame, make_game
 from tengen.engine.gating import MAX_ELO, GatingRule
-from tengen.engine.mcts import SearchChoice, search_bytes
+from tengen.engine.mcts import SearchChoice, cache_bytes, search_bytes
 from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import SelfPlaySettings
 from tengen.learner.options import LearnerOptions
@@ -220,6 +220,10 @@ class SelfPlayConfig(_Strict):
     #: KataGo's forked games: this share of new games branches off a recent game with
     #: one random move (engine/selfplay.py); 0 starts every game from the empty board
     fork_fraction: float = Field(default=0.0, ge=0, lt=1)
+    #: Leela Zero's and KataGo's NN cache: the network answers a self-play worker keeps
+    #: by position (engine/mcts/eval_cache.py), so that a leaf met again needs no model
+    #: call; 0 keeps none. 2^18 is 15 MB for Connect Four, 390 MB for 19x19 Go.
+    cache_positions: int = Field(default=2**18, ge=0)
 
     @model_validator(mode="after")
     def _cheap_searches_need_simulations(self) -> SelfPlayConfig:
@@ -447,11 +451,12 @@ class TengenConfig(_Strict):
         leaves = f"mcts.leaves_per_round={m.leaves_per_round}"
         sims = f"mcts.simulations={m.simulations}"
         gating_sims = f"gating.simulations={g.simulations}" if g.simulations else sims
+        cached = f"selfplay.cache_positions={sp.cache_positions}"
         what = {
-            "selfplay": f"selfplay.games_in_flight={sp.games_in_flight} x {sims} x {leaves}: "
-                        f"the {game.name} self-play search",
-            "worker": f"cluster.games_per_worker={self.cluster.games_per_worker} x {sims} x {leaves}: "
-                      f"a worker's {game.name} self-play search",
+            "selfplay": f"selfplay.games_in_flight={sp.games_in_flight} x {sims} x {leaves} and {cached}: "
+                        f"the {game.name} self-play search and its evaluation cache",
+            "worker": f"cluster.games_per_worker={self.cluster.games_per_worker} x {sims} x {leaves} and {cached}: "
+                      f"a worker's {game.name} self-play search and its evaluation cache",
             "gating": f"gating.games_in_flight={g.games_in_flight} x {gating_sims} x {leaves}: "
                       f"the two {game.name} gating searches",
             "replay": f"train.replay_window={self.train.replay_window}: the {game.name} replay window",
@@ -464,8 +469,8 @@ class TengenConfig(_Strict):
 
     def memory_estimates(self, game: Game | None = None) -> dict[str, int]:
         """Bytes of the big arrays each part preallocates, counted without allocating:
-        ``selfplay`` (the single-process run's search), ``worker`` (one self-play
-        worker's two half searches), ``gating`` (the two players' searches), ``replay``
+        ``selfplay`` (the single-process run's search and evaluation cache), ``worker``
+        (one self-play worker's two half searches and its cache), ``gating`` (the two players' searches), ``replay``
         (the learner's window: planes uint8[N, H, W, C], policy and value float32, and
         with the ownership head int8 owners [N, H*W] and a bool mask, as
         learner/replay.py stores them). Each must fit alone: the parts run in different
@@ -477,11 +482,12 @@ class TengenConfig(_Strict):
         position = math.prod(game.planes_shape) + 4 * game.num_actions + 4
         if self.network.ownership:
             position += math.prod(game.board_shape) + 1
+        cache = cache_bytes(self.selfplay.cache_positions, game.num_actions)
         return {
-            "selfplay": search_bytes(game, games=self.selfplay.games_in_flight, simulations=m.simulations,
-                                     leaves_per_round=m.leaves_per_round),
-            "worker": sum(search_bytes(game, games=n, simulations=m.simulations, leaves_per_round=m.leaves_per_round)
-                          for n in halves),
+            "selfplay": cache + search_bytes(game, games=self.selfplay.games_in_flight, simulations=m.simulations,
+                                             leaves_per_round=m.leaves_per_round),
+            "worker": cache + sum(search_bytes(game, games=n, simulations=m.simulations,
+                                               leaves_per_round=m.leaves_per_round) for n in halves),
             "gating": 2 * search_bytes(game, games=g.games_in_flight, simulations=g.simulations or m.simulations,
                                        leaves_per_round=m.leaves_per_round),
             "replay": self.train.replay_window * position,

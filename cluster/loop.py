@@ -45,9 +45,9 @@ if TYPE_CHECKING:
 __all__ = ["TrainingLoop", "TOTALS", "Total", "Gauges", "stop_on_sigterm"]
 
 #: one of the run's totals: a counter every self-play worker reports (``WorkerStats``)
-Total = Literal["games", "positions", "evaluations", "moves"]
+Total = Literal["games", "positions", "evaluations", "cache_hits", "moves"]
 #: the run's totals (kept by the run: a lost worker's games stay counted)
-TOTALS: tuple[Total, ...] = ("games", "positions", "evaluations", "moves")
+TOTALS: tuple[Total, ...] = ("games", "positions", "evaluations", "cache_hits", "moves")
 
 
 class Gauges(Protocol):
@@ -260,6 +260,8 @@ class TrainingLoop:
             "games": self.totals["games"], "totals": dict(self.totals),
             "games_per_s": round(rate["games"], 2), "moves_per_s": round(rate["moves"], 1),
             "positions_per_s": round(rate["positions"], 1), "evaluations_per_s": round(rate["evaluations"]),
+            # the share of the leaves that the workers' evaluation caches answered
+            "cache_hit_share": round(rate["cache_hits"] / rate["evaluations"], 3) if rate["evaluations"] else 0.0,
             "learner_step": self.learner_step,
             "loss": round(losses.get("loss", float("nan")), 3) if losses else None,
             "losses": {k: round(v, 4) for k, v in losses.items()},
@@ -279,6 +281,7 @@ class TrainingLoop:
         gate = f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-"
         self.log(f"{line['elapsed_s']:6.0f}s games {line['games']} ({line['games_per_s']}/s) "
                  f"moves/s {line['moves_per_s']} pos/s {line['positions_per_s']} eval/s {line['evaluations_per_s']} "
+                 f"cached {line['cache_hit_share']:.0%} "
                  f"batch {line.get('mean_batch', '-')} step {line['learner_step']} loss {line['loss']} "
                  f"window {line['window']}/{line['window_capacity']} best {line['best']} gate {gate}")
         return line

@@ -18,6 +18,8 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...], tuple[float, ...]]] = {
     "tengen_selfplay_games_total": ("counter", "Self-play games finished", ("worker",), ()),
     "tengen_selfplay_positions_total": ("counter", "Positions recorded for training", ("worker",), ()),
     "tengen_selfplay_evaluations_total": ("counter", "Leaf evaluations requested by self-play", ("worker",), ()),
+    "tengen_selfplay_cache_hits_total": ("counter", "Leaf evaluations answered by the worker's evaluation cache",
+                                         ("worker",), ()),
     "tengen_selfplay_moves_total": ("counter", "Moves played in self-play", ("worker",), ()),
     "tengen_selfplay_game_length_moves": ("histogram", "Moves per finished self-play game", (),
                                           (5, 10, 20, 40, 80, 160, 320, 640)),

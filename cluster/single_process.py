@@ -84,7 +84,8 @@ class SingleProcessRun:
         self._games = 0
         self.worker = SelfPlayWorker(game=self.game, selfplay=config.selfplay_settings(), submit=lambda planes: planes,
                                      resolve=self.best_eval, sink=self._send, seed=config.seed * 1000, halves=1,
-                                     games=config.selfplay.games_in_flight, model_version=best)
+                                     games=config.selfplay.games_in_flight, model_version=best,
+                                     cache_positions=config.selfplay.cache_positions)
         self._last_report = time.monotonic()
         if resume:
             self.log(f"resumed at step {self.learner.trainer.step}, best {version_id(self.loop.best_version)}")

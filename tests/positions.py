@@ -41,3 +41,16 @@ def pass_loving_evaluator(go):
         return policy / policy.sum(axis=1, keepdims=True), np.zeros(len(planes), np.float32)
 
     return evaluate
+
+
+def fixed_evaluator(game, seed=0):
+    """Deterministic, a function of the planes alone, and not uniform (so that the
+    improved policy differs from the prior and the visits)."""
+    weights = np.random.default_rng(seed).normal(size=(int(np.prod(game.planes_shape)), game.num_actions + 1))
+
+    def evaluate(planes):
+        out = planes.reshape(len(planes), -1).astype(np.float64) @ weights / 4.0
+        policy = np.exp(out[:, :-1] - out[:, :-1].max(axis=1, keepdims=True))
+        return (policy / policy.sum(axis=1, keepdims=True)).astype(np.float32), np.tanh(out[:, -1]).astype(np.float32)
+
+    return evaluate

@@ -108,3 +108,16 @@ def test_the_train_step_bench_compares_mixed_precision_with_float32(capsys):
     with pytest.raises(SystemExit):  # each side sets its own precision: the flag would be ignored
         train_step.main([*args, "--mixed-precision"])
     assert "--mixed-precision is for --compare xla" in capsys.readouterr().err
+
+
+def test_the_self_play_evaluation_bench_times_the_three_ways_and_prints_their_ratios(capsys):
+    import selfplay_evaluation
+
+    assert selfplay_evaluation.main(["--config", "tictactoe", "--seconds", "1", "--slice", "0.5"]) == 0
+    out = capsys.readouterr().out
+    shares = {line.split()[0]: line.rsplit(" ", 1)[1] for line in out.splitlines() if "cache answered" in line}
+    assert shares["before"] == shares["unpadded"] == "0.0%" and float(shares["cached"].rstrip("%")) > 0
+    ratios = {line.split()[1]: line.split()[3:] for line in out.splitlines() if line.startswith("RATIO")}
+    assert ratios == {"selfplay_unpadded_vs_padded": ["vs", "padded_buckets", "target", "1.0"],
+                      "selfplay_cached_vs_uncached": ["vs", "unpadded_uncached", "target", "1.0"],
+                      "selfplay_cached_unpadded_vs_before": ["vs", "padded_uncached", "target", "1.0"]}

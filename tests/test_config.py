@@ -246,13 +246,15 @@ def test_memory_estimates_count_the_replay_window_as_the_learner_stores_it():
 
 def test_memory_estimates_count_each_search_as_it_is_built():
     config = parse_config({**go(size=9), "mcts": {"simulations": 50, "leaves_per_round": 4},
-                           "selfplay": {"games_in_flight": 6}, "cluster": {"games_per_worker": 7},
-                           "gating": {"games_in_flight": 3, "simulations": 20}})
+                           "selfplay": {"games_in_flight": 6, "cache_positions": 1000},
+                           "cluster": {"games_per_worker": 7}, "gating": {"games_in_flight": 3, "simulations": 20}})
     game, sizes = config.game.make(), {"simulations": 50, "leaves_per_round": 4}
+    # 1,000 cached answers, each two 8-byte hashes, an 8-byte stamp, 82 float32 policy and a float32 value
+    cache = 1000 * (16 + 8 + 82 * 4 + 4)
     assert config.memory_estimates() == {
-        "selfplay": search_bytes(game, games=6, **sizes),
+        "selfplay": cache + search_bytes(game, games=6, **sizes),
         # a worker's 7 games are two halves of 3 and 4 (workers/selfplay_worker.py)
-        "worker": search_bytes(game, games=3, **sizes) + search_bytes(game, games=4, **sizes),
+        "worker": cache + search_bytes(game, games=3, **sizes) + search_bytes(game, games=4, **sizes),
         # gating: both players search, at gating.simulations
         "gating": 2 * search_bytes(game, games=3, simulations=20, leaves_per_round=4),
         # 9 x 9 x 17 uint8 planes + 82 float32 policy + 1 float32 value = 1709 bytes a position
@@ -265,15 +267,18 @@ def go19(**sections):
 
 
 # With a 1 GiB budget, 19x19 Go at 800 simulations: 64 games take 0.56 GiB (above), 128 take twice
-# that. The replay window: 19 * 19 * 17 + 362 * 4 + 4 = 7589 bytes a position.
+# that, and the default evaluation cache 0.36 GiB more (2^18 x 1476 bytes). The replay window:
+# 19 * 19 * 17 + 362 * 4 + 4 = 7589 bytes a position.
 @pytest.mark.parametrize(
     "sections, message",
     [
         ({"selfplay": {"games_in_flight": 128}},
-         r"^test\.yaml: selfplay\.games_in_flight=128 x mcts\.simulations=800 x mcts\.leaves_per_round=8: "
-         r"the go19 self-play search would take 1\.1 GiB, more than the 1\.0 GiB that "
+         r"^test\.yaml: selfplay\.games_in_flight=128 x mcts\.simulations=800 x mcts\.leaves_per_round=8 and "
+         r"selfplay\.cache_positions=262144: the go19 self-play search and its evaluation cache would take "
+         r"1\.5 GiB, more than the 1\.0 GiB that "
          r"TENGEN_MEMORY_BUDGET_BYTES allows \(set TENGEN_MEMORY_BUDGET_BYTES to another budget\)$"),
-        ({"cluster": {"games_per_worker": 128}}, r"cluster\.games_per_worker=128 x mcts\.simulations=800 .* 1\.1 GiB"),
+        ({"cluster": {"games_per_worker": 128}}, r"cluster\.games_per_worker=128 x mcts\.simulations=800 .* 1\.5 GiB"),
+        ({"selfplay": {"cache_positions": 2**20}}, r"selfplay\.cache_positions=1048576: the go19 self-play .* 2\.0 GiB"),
         ({"gating": {"games_in_flight": 64}}, r"gating\.games_in_flight=64 x mcts\.simulations=800 .*gating searches"),
         ({"gating": {"games_in_flight": 64, "simulations": 800}},
          r"gating\.games_in_flight=64 x gating\.simulations=800"),

@@ -97,8 +97,8 @@ def test_leaves_lost_with_a_server_go_to_the_next_one():
     servers[-1].dead = True
     with pytest.raises(ConnectionError):
         worker.run_for(0.2)
-    waiting = [flight[0] for flight in worker._in_flight if flight is not None and len(flight[0])]
-    assert waiting and all(flight[1] is None for flight in worker._in_flight if flight), "the lost leaves are kept"
+    waiting = [flight.sent for flight in worker._in_flight if flight is not None and len(flight.sent)]
+    assert waiting and all(flight.handle is None for flight in worker._in_flight if flight), "the lost leaves are kept"
     servers.append(_Server())  # the driver's replacement
     worker.run_for(0.5)
     # The new server got exactly the leaves the old one lost, first.

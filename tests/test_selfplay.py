@@ -1,7 +1,7 @@
 """Self-play records: what a learner receives from G concurrent games."""
 
 import numpy as np
-from positions import own_eyes_and_other_moves, pass_loving_evaluator
+from positions import fixed_evaluator, own_eyes_and_other_moves, pass_loving_evaluator
 
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
@@ -220,19 +220,6 @@ def test_forked_go_games_keep_the_history_planes():
         assert go.is_terminal(final)
         assert np.array_equal(r.planes, np.stack(planes[start:]))
         assert go.pass_action not in r.moves[start - 1: start]  # the random move is a pass only when forced
-
-
-def fixed_evaluator(game, seed=0):
-    """Deterministic, a function of the planes alone, and not uniform (so that the
-    improved policy differs from the prior and the visits)."""
-    weights = np.random.default_rng(seed).normal(size=(int(np.prod(game.planes_shape)), game.num_actions + 1))
-
-    def evaluate(planes):
-        out = planes.reshape(len(planes), -1).astype(np.float64) @ weights / 4.0
-        policy = np.exp(out[:, :-1] - out[:, :-1].max(axis=1, keepdims=True))
-        return (policy / policy.sum(axis=1, keepdims=True)).astype(np.float32), np.tanh(out[:, -1]).astype(np.float32)
-
-    return evaluate
 
 
 def test_gumbel_self_play_records_the_improved_policy_and_plays_the_survivor():

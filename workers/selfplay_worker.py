@@ -12,18 +12,27 @@ worker is generic in the handle's type, which only the pair knows. When ``resolv
 raises (the server is gone), ``run_for`` passes the error on and keeps the leaves it
 was waiting for; the next ``run_for`` sends them again through ``submit``, which by
 then reaches another server.
+
+With ``cache_positions`` > 0 the worker keeps an ``EvaluationCache`` of that many
+network answers, shared by its halves: only the leaves it does not hold are sent, and
+the answers that come back for them are kept, unless the model version changed while
+they were out (``set_model_version`` clears the cache: the driver pushes a promoted
+model to the servers before it tells the workers, so every answer to a leaf sent
+after the clear is the new model's).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Generic, TypedDict, TypeVar
 
 import numpy as np
 
 from tengen.engine.games.base import Game
+from tengen.engine.mcts import EvaluationCache
+from tengen.engine.mcts.eval_cache import CachedLeaves
 from tengen.engine.selfplay import GameRecord, SelfPlay, SelfPlaySettings
 
 __all__ = ["SelfPlayWorker", "WorkerStats"]
@@ -38,10 +47,25 @@ class WorkerStats(TypedDict):
 
     games: int  # games finished
     positions: int  # training positions those games recorded
-    evaluations: int  # leaves evaluated
+    evaluations: int  # leaves evaluated (cache hits included)
+    cache_hits: int  # leaves the evaluation cache answered
     rounds: int  # search rounds (each half once)
     moves: int  # moves played
     seconds: float  # time spent in run_for
+
+
+@dataclass
+class _Leaves(Generic[Handle]):
+    """A half's leaves out for evaluation."""
+
+    sent: np.ndarray  # the planes sent (all the leaves', or the cache's misses)
+    handle: Handle | None  # None: nothing sent yet (none to send, or to be sent again)
+    cached: CachedLeaves | None  # the cache's lookup of all of them (None: no cache)
+    version: int  # the model version when they were sent
+
+    @property
+    def rows(self) -> int:
+        return len(self.sent) if self.cached is None else self.cached.rows
 
 
 class SelfPlayWorker(Generic[Handle]):
@@ -59,6 +83,7 @@ class SelfPlayWorker(Generic[Handle]):
         games: int,
         model_version: int = 0,
         halves: int = 2,
+        cache_positions: int = 0,
     ):
         if halves not in (1, 2):
             raise ValueError(f"halves must be 1 or 2, got {halves}")
@@ -75,17 +100,23 @@ class SelfPlayWorker(Generic[Handle]):
             SelfPlay(game, games=n, seed=seed * 2 + i, model_version=model_version, **asdict(selfplay))
             for i, n in enumerate(sizes)
         ]
-        #: per half: the leaf planes sent and the handle of their evaluation (None:
-        #: to be sent again, after the server that had them was lost)
-        self._in_flight: list[tuple[np.ndarray, Handle | None] | None] = [None] * len(self.halves)
+        self.model_version = model_version
+        self.cache = EvaluationCache(cache_positions, game.num_actions) if cache_positions > 0 else None
+        #: per half: its leaves out for evaluation
+        self._in_flight: list[_Leaves[Handle] | None] = [None] * len(self.halves)
         self.games_played = 0
         self.positions = 0
         self.evaluations = 0
+        self.cache_hits = 0
         self.rounds = 0
         self.busy_seconds = 0.0
 
     def set_model_version(self, version: int) -> None:
-        """The version the samples recorded from now on carry (pushed on promotion)."""
+        """The version the samples recorded from now on carry (pushed on promotion,
+        after the servers have the model): the cache's answers are the old model's."""
+        if version != self.model_version and self.cache is not None:
+            self.cache.clear()
+        self.model_version = version
         for half in self.halves:
             half.set_model_version(version)
 
@@ -96,32 +127,39 @@ class SelfPlayWorker(Generic[Handle]):
             in_flight = self._in_flight[i]
             if in_flight is None:
                 self._in_flight[i] = self._gather(half)
-            elif in_flight[1] is None and len(in_flight[0]):
-                self._in_flight[i] = (in_flight[0], self.submit(in_flight[0]))  # to the new server
+            elif in_flight.handle is None and len(in_flight.sent):
+                in_flight.handle = self.submit(in_flight.sent)  # to the new server
         while time.monotonic() - start < seconds:
             for i, half in enumerate(self.halves):
                 # Resolve this half's evaluation (the other half's is in flight), play
                 # on, and send its next leaves before turning to the other half.
                 in_flight = self._in_flight[i]
                 assert in_flight is not None
-                planes, handle = in_flight
                 try:
-                    if len(planes):
-                        assert handle is not None  # sent by _gather, or again at this call's start
-                        policy, value = self.resolve(handle)
+                    if len(in_flight.sent):
+                        assert in_flight.handle is not None  # sent by _gather, or again at this call's start
+                        policy, value = self.resolve(in_flight.handle)
                     else:
                         policy, value = _nothing(self.game)
                 except BaseException:
                     # The server went away with both halves' leaves: the same leaves go
                     # to the next one, so no game loses its search.
-                    self._in_flight = [None if f is None else (f[0], None) for f in self._in_flight]
+                    for f in self._in_flight:
+                        if f is not None:
+                            f.handle = None
                     self.busy_seconds += time.monotonic() - start
                     raise
+                if in_flight.cached is not None:
+                    assert self.cache is not None
+                    if in_flight.version == self.model_version:
+                        self.cache.insert(in_flight.cached, policy, value)
+                    policy, value = in_flight.cached.merge(policy, value)
+                    self.cache_hits += in_flight.rows - len(in_flight.sent)
                 for record in half.apply(policy, value):
                     self.sink(record)
                     self.games_played += 1
                     self.positions += len(record.value)
-                self.evaluations += len(planes)
+                self.evaluations += in_flight.rows
                 self._in_flight[i] = self._gather(half)
             self.rounds += 1
         self.busy_seconds += time.monotonic() - start
@@ -132,18 +170,23 @@ class SelfPlayWorker(Generic[Handle]):
             "games": self.games_played,
             "positions": self.positions,
             "evaluations": self.evaluations,
+            "cache_hits": self.cache_hits,
             "rounds": self.rounds,
             "moves": sum(h.moves_played for h in self.halves),
             "seconds": self.busy_seconds,
         }
 
-    def _gather(self, half: SelfPlay) -> tuple[np.ndarray, Handle | None]:
+    def _gather(self, half: SelfPlay) -> _Leaves[Handle]:
         planes = half.gather()
-        if len(planes) == 0:
-            return planes, None
-        # The search reuses its planes buffer on the next gather: send (and keep) a copy.
-        planes = planes.copy()
-        return planes, self.submit(planes)
+        cached = None
+        if self.cache is None:
+            # The search reuses its planes buffer on the next gather: send (and keep) a copy.
+            sent = planes.copy()
+        else:
+            cached = self.cache.lookup(planes)
+            sent = cached.missing_planes  # a copy already
+        return _Leaves(sent=sent, handle=self.submit(sent) if len(sent) else None, cached=cached,
+                       version=self.model_version)
 
 
 def _nothing(game: Game) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,158 @@
+"""The evaluation cache: a leaf met again is answered without a model call, with the
+answer the model gave, and never with an old model's."""
+
+import numpy as np
+import pytest
+
+from tengen.cluster.config import parse_config
+from tengen.engine.games import make_game
+from tengen.engine.mcts import EvaluationCache, cache_bytes
+from tengen.workers.selfplay_worker import SelfPlayWorker
+
+C4 = make_game("connect4")
+
+
+def exact_evaluator(game, seed=0, value_shift=0.0):
+    """A function of each row's planes alone, bit for bit whatever the batch (integer
+    arithmetic, no BLAS), and not uniform."""
+    size = int(np.prod(game.planes_shape))
+    weights = np.random.default_rng(seed).integers(-3, 4, size=(size, game.num_actions + 1))
+
+    def evaluate(planes):
+        out = (planes.reshape(len(planes), size).astype(np.int64) @ weights).astype(np.float32) / 8
+        policy = np.exp(out[:, :-1] - out[:, :-1].max(axis=1, keepdims=True))
+        value = np.tanh(out[:, -1]) * 0.4 + value_shift
+        return (policy / policy.sum(axis=1, keepdims=True)).astype(np.float32), value.astype(np.float32)
+
+    return evaluate
+
+
+def random_planes(n, seed=0):
+    return np.random.default_rng(seed).integers(0, 2, size=(n, *C4.planes_shape), dtype=np.uint8)
+
+
+def test_a_position_evaluated_once_is_answered_from_the_cache():
+    cache, evaluate = EvaluationCache(64, C4.num_actions), exact_evaluator(C4)
+    planes = random_planes(10)
+    first = cache.lookup(planes)
+    assert not first.found.any() and len(first.missing_planes) == 10
+    cache.insert(first, *evaluate(first.missing_planes))
+
+    again = cache.lookup(planes[[3, 1, 3]])
+    assert again.found.all() and len(again.missing_planes) == 0
+    policy, value = again.merge(*evaluate(again.missing_planes))
+    expected_policy, expected_value = evaluate(planes[[3, 1, 3]])
+    assert np.array_equal(policy, expected_policy) and np.array_equal(value, expected_value)
+    assert (cache.lookups, cache.hits) == (13, 3)
+
+    other = planes[3].copy()
+    other.flat[0] ^= 1  # one stone different: another position
+    assert not cache.lookup(other[None]).found.any()
+
+
+def test_merge_puts_found_and_evaluated_rows_back_in_the_batch_order():
+    cache, evaluate = EvaluationCache(64, C4.num_actions), exact_evaluator(C4)
+    planes = random_planes(8)
+    known = cache.lookup(planes[::2])
+    cache.insert(known, *evaluate(known.missing_planes))
+
+    mixed = cache.lookup(planes)
+    assert mixed.found.tolist() == [True, False] * 4
+    policy, value = mixed.merge(*evaluate(mixed.missing_planes))
+    assert np.array_equal(value, evaluate(planes)[1]) and np.array_equal(policy, evaluate(planes)[0])
+    with pytest.raises(ValueError, match="evaluation of 4 rows"):
+        mixed.merge(*evaluate(planes[:3]))
+
+
+def test_a_full_set_gives_way_to_a_new_position_by_least_recent_use():
+    cache, evaluate = EvaluationCache(4, C4.num_actions), exact_evaluator(C4)  # one set of four
+    planes = random_planes(5)
+    for row in planes[:4]:
+        one = cache.lookup(row[None])
+        cache.insert(one, *evaluate(one.missing_planes))
+    cache.lookup(planes[0][None])  # used again: now the most recent
+    fifth = cache.lookup(planes[4][None])
+    cache.insert(fifth, *evaluate(fifth.missing_planes))
+
+    held = cache.lookup(planes).found
+    assert held.tolist() == [True, False, True, True, True]  # the second was the least recently used
+    assert cache.capacity == 4 and cache.nbytes == cache_bytes(4, C4.num_actions)
+
+
+def test_clear_forgets_every_answer():
+    cache, evaluate = EvaluationCache(64, C4.num_actions), exact_evaluator(C4)
+    planes = random_planes(6)
+    first = cache.lookup(planes)
+    cache.insert(first, *evaluate(first.missing_planes))
+    cache.clear()
+    assert not cache.lookup(planes).found.any()
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="at least one position"):
+        EvaluationCache(0, 7)
+    cache = EvaluationCache(8, 7)
+    with pytest.raises(ValueError, match="uint8"):
+        cache.lookup(random_planes(2).astype(np.float32))
+    leaves = cache.lookup(random_planes(2))
+    with pytest.raises(ValueError, match="evaluation of 2 rows"):
+        cache.insert(leaves, np.zeros((1, 7), np.float32), np.zeros(1, np.float32))
+
+
+def _worker(cache_positions, evaluate, games, halves=1, submit=None, resolve=None):
+    """A self-play worker on Connect Four; the evaluation happens at ``resolve`` unless
+    ``submit`` does it (as a server that answers at once would)."""
+    settings = parse_config({"game": {"name": "connect4"}, "mcts": {"simulations": 24},
+                             "selfplay": {"temperature_moves": 4}})
+    sent = []
+
+    def record_and_pass_on(planes):
+        sent.append(len(planes))
+        return planes if submit is None else submit(planes)
+
+    worker = SelfPlayWorker(game=C4, selfplay=settings.selfplay_settings(), submit=record_and_pass_on,
+                            resolve=resolve or evaluate, sink=games.append, seed=3, games=16, halves=halves,
+                            cache_positions=cache_positions)
+    return worker, sent
+
+
+@pytest.mark.parametrize("halves", [1, 2])
+def test_a_worker_with_a_cache_plays_the_same_games_with_fewer_evaluations(halves):
+    evaluate = exact_evaluator(C4, seed=1)
+    runs = []
+    for cache_positions in (0, 4096):
+        games = []
+        worker, sent = _worker(cache_positions, evaluate, games, halves=halves)
+        while len(games) < 24:
+            worker.run_for(0.05)
+        out = sum(len(f.sent) for f in worker._in_flight if f is not None)  # sent, not yet back
+        runs.append((games[:24], sum(sent) - out, worker.stats()))
+
+    (plain_games, plain_sent, plain), (cached_games, cached_sent, cached) = runs
+    assert [g.moves.tolist() for g in cached_games] == [g.moves.tolist() for g in plain_games]
+    for a, b in zip(cached_games, plain_games, strict=True):
+        assert np.array_equal(a.policy, b.policy) and np.array_equal(a.search_value, b.search_value)
+    assert plain["cache_hits"] == 0 and plain_sent == plain["evaluations"]  # every leaf went to the model
+    assert cached["cache_hits"] > 0.2 * cached["evaluations"]
+    assert cached_sent == cached["evaluations"] - cached["cache_hits"]
+
+
+def test_a_new_model_version_clears_the_cache_and_keeps_no_answer_of_the_old_model():
+    # the old model's values are in [0.1, 0.9], the new one's in [-0.9, -0.1]
+    old, new = exact_evaluator(C4, seed=1, value_shift=0.5), exact_evaluator(C4, seed=1, value_shift=-0.5)
+    serving = [old]
+    games = []
+    # The server answers when the leaves arrive: leaves sent before the new version are
+    # the old model's even when they come back after it.
+    worker, _ = _worker(4096, old, games, submit=lambda planes: serving[0](planes), resolve=lambda answer: answer)
+    worker.run_for(0.3)
+    assert worker.cache is not None and worker.cache.hits > 0
+    assert worker._in_flight[0] is not None and len(worker._in_flight[0].sent), "leaves the old model answers"
+
+    serving[0] = new  # the driver loads the new weights first, then tells the workers
+    worker.set_model_version(1)
+    worker.run_for(0.3)
+
+    cache = worker.cache
+    kept = cache._values[(cache._stamps > 0).reshape(-1)]
+    assert len(kept) > 0 and np.all(kept < 0)
