@@ -31,8 +31,7 @@ from typing import Generic, TypedDict, TypeVar
 import numpy as np
 
 from tengen.engine.games.base import Game
-from tengen.engine.mcts import EvaluationCache
-from tengen.engine.mcts.eval_cache import CachedLeaves
+from tengen.engine.mcts.eval_cache import CachedLeaves, EvaluationCache
 from tengen.engine.selfplay import GameRecord, SelfPlay, SelfPlaySettings
 
 __all__ = ["SelfPlayWorker", "WorkerStats"]
