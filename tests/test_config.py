@@ -278,7 +278,8 @@ def go19(**sections):
          r"1\.5 GiB, more than the 1\.0 GiB that "
          r"TENGEN_MEMORY_BUDGET_BYTES allows \(set TENGEN_MEMORY_BUDGET_BYTES to another budget\)$"),
         ({"cluster": {"games_per_worker": 128}}, r"cluster\.games_per_worker=128 x mcts\.simulations=800 .* 1\.5 GiB"),
-        ({"selfplay": {"cache_positions": 2**20}}, r"selfplay\.cache_positions=1048576: the go19 self-play .* 2\.0 GiB"),
+        ({"selfplay": {"cache_positions": 2**20}},
+         r"selfplay\.cache_positions=1048576: the go19 self-play .* 2\.0 GiB"),
         ({"gating": {"games_in_flight": 64}}, r"gating\.games_in_flight=64 x mcts\.simulations=800 .*gating searches"),
         ({"gating": {"games_in_flight": 64, "simulations": 800}},
          r"gating\.games_in_flight=64 x gating\.simulations=800"),

@@ -64,10 +64,8 @@ def hash_rows(rows, out):
 
 @njit(cache=True)
 def _lookup(keys, stamps, clock, hashes, slots):
-    """The entry of each hash (slots[b], -1 when absent); refreshes the entries found.
-    Returns the number found."""
+    """The entry of each hash (slots[b], -1 when absent); refreshes the entries found."""
     sets = keys.shape[0]
-    found = 0
     for b in range(hashes.shape[0]):
         h1, h2 = hashes[b, 0], hashes[b, 1]
         s = np.int64(h1 % np.uint64(sets))
@@ -77,9 +75,7 @@ def _lookup(keys, stamps, clock, hashes, slots):
                 clock[0] += 1
                 stamps[s, w] = clock[0]
                 slots[b] = s * keys.shape[1] + w
-                found += 1
                 break
-    return found
 
 
 @njit(cache=True)
@@ -116,7 +112,7 @@ def cache_bytes(positions: int, num_actions: int) -> int:
 @dataclass
 class CachedLeaves:
     """One batch of leaves after ``EvaluationCache.lookup``: the answers found, and
-    the rows still to evaluate (``missing``, their planes ``missing_planes``)."""
+    the planes of the rows still to evaluate (``missing_planes``)."""
 
     rows: int
     hashes: np.ndarray  # uint64[rows, 2]
@@ -150,9 +146,6 @@ class EvaluationCache:
         self._clock = np.zeros(1, np.int64)
         self._policies = np.zeros((sets * WAYS, num_actions), np.float32)
         self._values = np.zeros(sets * WAYS, np.float32)
-        #: rows looked up, and rows found, since creation
-        self.lookups = 0
-        self.hits = 0
 
     @property
     def capacity(self) -> int:
@@ -172,8 +165,7 @@ class EvaluationCache:
         hashes = np.empty((rows, 2), np.uint64)
         hash_rows(planes.reshape(rows, int(np.prod(planes.shape[1:]))), hashes)
         slots = np.empty(rows, np.int64)
-        self.hits += _lookup(self._keys, self._stamps, self._clock, hashes, slots)
-        self.lookups += rows
+        _lookup(self._keys, self._stamps, self._clock, hashes, slots)
         found = slots >= 0
         return CachedLeaves(rows=rows, hashes=hashes, found=found, found_policy=self._policies[slots[found]],
                             found_value=self._values[slots[found]], missing_planes=planes[~found])
