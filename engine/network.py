@@ -204,8 +204,8 @@ class CompiledModel:
     ``tf.function`` below is traced at most once per bucket. Pad rows are zeros; they
     cost compute but batch norm in inference mode keeps rows independent, so they never
     change the real rows' answers. Without XLA (a CPU, by default) TensorFlow's kernels
-    take any batch, so the function is traced once for every batch size (``buckets``
-    is empty) and nothing is padded: padding a CPU's batches to the buckets cost a
+    take any batch, so the function is traced once, for all batch sizes (``buckets``
+    is empty), and nothing is padded: padding a CPU's batches to the buckets cost a
     quarter of its throughput on self-play's batch sizes (measured 2026-12-05 on 2
     cores, Connect Four's 4x32 net, batches of 300-1,024 rows: 13,700 rows/s padded,
     17,200 not). ``trace_count`` counts the traces and ``traced_batch_sizes`` lists the
