@@ -63,6 +63,23 @@ def test_merge_puts_found_and_evaluated_rows_back_in_the_batch_order():
         mixed.merge(*evaluate(planes[:3]))
 
 
+def test_a_position_met_twice_in_one_batch_is_evaluated_once():
+    cache, evaluate = EvaluationCache(64, C4.num_actions), exact_evaluator(C4)
+    planes = random_planes(4)
+    known = cache.lookup(planes[[0]])
+    cache.insert(known, *evaluate(known.missing_planes))
+
+    batch = planes[[2, 1, 0, 2, 3, 1, 2]]
+    leaves = cache.lookup(batch)
+    assert leaves.found.tolist() == [False, False, True, False, False, False, False]
+    assert np.array_equal(leaves.missing_planes, planes[[2, 1, 3]])  # once each, in batch order
+    policy, value = leaves.merge(*evaluate(leaves.missing_planes))
+    assert np.array_equal(policy, evaluate(batch)[0]) and np.array_equal(value, evaluate(batch)[1])
+
+    cache.insert(leaves, *evaluate(leaves.missing_planes))
+    assert cache.lookup(planes).found.all()
+
+
 def test_a_full_set_gives_way_to_a_new_position_by_least_recent_use():
     cache, evaluate = EvaluationCache(4, C4.num_actions), exact_evaluator(C4)  # one set of four
     planes = random_planes(5)

@@ -14,11 +14,11 @@ was waiting for; the next ``run_for`` sends them again through ``submit``, which
 then reaches another server.
 
 With ``cache_positions`` > 0 the worker keeps an ``EvaluationCache`` of that many
-network answers, shared by its halves: only the leaves it does not hold are sent, and
-the answers that come back for them are kept, unless the model version changed while
-they were out (``set_model_version`` clears the cache: the driver pushes a promoted
-model to the servers before it tells the workers, so every answer to a leaf sent
-after the clear is the new model's).
+network answers, shared by its halves: only the leaves it does not hold are sent (a
+position met twice in one batch, once), and the answers that come back for them are
+kept, unless the model version changed while they were out (``set_model_version``
+clears the cache: the driver pushes a promoted model to the servers before it tells
+the workers, so every answer to a leaf sent after the clear is the new model's).
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ the default config, an untrained net): 39% of the leaves had been evaluated befo
 
 The key is the leaf's input planes (``uint8[H, W, C]``), the network's whole input,
 so a hit is the answer the network would give again (up to float rounding between
-batch sizes). Two 64-bit hashes of the planes stand in for them (KataGo keeps a
-128-bit hash too): a false hit needs both to collide. The table is 4-way
+batch sizes). A position met twice in one batch is evaluated once (another 1.9% of the
+leaves in that measurement). Two 64-bit hashes of the planes stand in for them (KataGo
+keeps a 128-bit hash too): a false hit needs both to collide. The table is 4-way
 set-associative: a position's set is its first hash modulo the number of sets, and a
 new position replaces the set's least recently used entry, so the cache holds about
 ``positions`` answers in fixed arrays and never grows.
@@ -101,6 +102,17 @@ def _insert(keys, stamps, clock, policies, values, hashes, policy, value):
         values[s * ways + way] = value[b]
 
 
+def _first_of_each(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``hashes`` (uint64[N, 2]) that first show each key, ascending, and for
+    every row the index of its key's first row among them."""
+    keys = np.ascontiguousarray(hashes).view(np.dtype((np.void, 16))).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[inverse.reshape(-1)]
+
+
 def cache_bytes(positions: int, num_actions: int) -> int:
     """What ``EvaluationCache(positions, num_actions)`` allocates, without allocating."""
     if positions <= 0:
@@ -115,20 +127,22 @@ class CachedLeaves:
     the planes of the rows still to evaluate (``missing_planes``)."""
 
     rows: int
-    hashes: np.ndarray  # uint64[rows, 2]
     found: np.ndarray  # bool[rows]
     found_policy: np.ndarray  # float32[found, A], copied out (an insert may evict them)
     found_value: np.ndarray  # float32[found]
-    missing_planes: np.ndarray  # the planes of the rows not found, a copy
+    missing_planes: np.ndarray  # the distinct positions not found, in batch order: a copy
+    missing_hashes: np.ndarray  # uint64[missing, 2]: their keys
+    missing_of_row: np.ndarray  # int64[rows not found]: each such row's position in missing_planes
 
     def merge(self, policy: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The whole batch's ``(policy, value)``, given the evaluation of its missing rows."""
+        """The whole batch's ``(policy, value)``, given the evaluation of ``missing_planes``."""
         if len(value) != len(self.missing_planes):
             raise ValueError(f"expected the evaluation of {len(self.missing_planes)} rows, got {len(value)}")
         whole_policy = np.empty((self.rows, self.found_policy.shape[1]), np.float32)
         whole_value = np.empty(self.rows, np.float32)
         whole_policy[self.found], whole_value[self.found] = self.found_policy, self.found_value
-        whole_policy[~self.found], whole_value[~self.found] = policy, value
+        whole_policy[~self.found] = policy[self.missing_of_row]
+        whole_value[~self.found] = np.asarray(value).reshape(-1)[self.missing_of_row]
         return whole_policy, whole_value
 
 
@@ -167,12 +181,15 @@ class EvaluationCache:
         slots = np.empty(rows, np.int64)
         _lookup(self._keys, self._stamps, self._clock, hashes, slots)
         found = slots >= 0
-        return CachedLeaves(rows=rows, hashes=hashes, found=found, found_policy=self._policies[slots[found]],
-                            found_value=self._values[slots[found]], missing_planes=planes[~found])
+        missing = np.flatnonzero(~found)
+        first, missing_of_row = _first_of_each(hashes[missing])
+        return CachedLeaves(rows=rows, found=found, found_policy=self._policies[slots[found]],
+                            found_value=self._values[slots[found]], missing_planes=planes[missing[first]],
+                            missing_hashes=hashes[missing[first]], missing_of_row=missing_of_row)
 
     def insert(self, leaves: CachedLeaves, policy: np.ndarray, value: np.ndarray) -> None:
         """Keep the evaluation of ``leaves``' missing rows (``policy[M, A]``, ``value[M]``)."""
-        hashes = leaves.hashes[~leaves.found]
+        hashes = leaves.missing_hashes
         if len(value) != len(hashes):
             raise ValueError(f"expected the evaluation of {len(hashes)} rows, got {len(value)}")
         _insert(self._keys, self._stamps, self._clock, self._policies, self._values, hashes,
