@@ -305,6 +305,9 @@ class GatingConfig(_Strict):
     games_in_flight: int = Field(default=32, ge=1)
     #: opening moves sampled from the visits, so that match games differ
     temperature_moves: int = Field(default=4, ge=0)
+    #: network answers each side keeps by position for one match (engine/mcts/eval_cache.py),
+    #: as self-play's cache_positions; 0 keeps none. 2^16 is 3.9 MB a side for Connect Four.
+    cache_positions: int = Field(default=2**16, ge=0)
 
     @model_validator(mode="after")
     def _sprt_hypotheses_in_order(self) -> GatingConfig:
@@ -457,8 +460,8 @@ class TengenConfig(_Strict):
                         f"the {game.name} self-play search and its evaluation cache",
             "worker": f"cluster.games_per_worker={self.cluster.games_per_worker} x {sims} x {leaves} and {cached}: "
                       f"a worker's {game.name} self-play search and its evaluation cache",
-            "gating": f"gating.games_in_flight={g.games_in_flight} x {gating_sims} x {leaves}: "
-                      f"the two {game.name} gating searches",
+            "gating": f"gating.games_in_flight={g.games_in_flight} x {gating_sims} x {leaves} and "
+                      f"gating.cache_positions={g.cache_positions}: the two {game.name} gating searches and caches",
             "replay": f"train.replay_window={self.train.replay_window}: the {game.name} replay window",
         }
         too_big = [f"{what[part]} would take {_bytes_text(n)}, more than {where}"
@@ -470,7 +473,8 @@ class TengenConfig(_Strict):
     def memory_estimates(self, game: Game | None = None) -> dict[str, int]:
         """Bytes of the big arrays each part preallocates, counted without allocating:
         ``selfplay`` (the single-process run's search and evaluation cache), ``worker``
-        (one self-play worker's two half searches and its cache), ``gating`` (the two players' searches), ``replay``
+        (one self-play worker's two half searches and its cache), ``gating`` (the two players' searches and
+        caches), ``replay``
         (the learner's window: planes uint8[N, H, W, C], policy and value float32, and
         with the ownership head int8 owners [N, H*W] and a bool mask, as
         learner/replay.py stores them). Each must fit alone: the parts run in different
@@ -488,8 +492,9 @@ class TengenConfig(_Strict):
                                              leaves_per_round=m.leaves_per_round),
             "worker": cache + sum(search_bytes(game, games=n, simulations=m.simulations,
                                                leaves_per_round=m.leaves_per_round) for n in halves),
-            "gating": 2 * search_bytes(game, games=g.games_in_flight, simulations=g.simulations or m.simulations,
-                                       leaves_per_round=m.leaves_per_round),
+            "gating": 2 * (cache_bytes(g.cache_positions, game.num_actions)
+                           + search_bytes(game, games=g.games_in_flight, simulations=g.simulations or m.simulations,
+                                          leaves_per_round=m.leaves_per_round)),
             "replay": self.train.replay_window * position,
         }
 
@@ -543,7 +548,8 @@ class TengenConfig(_Strict):
         player = MctsPlayerSettings(simulations=g.simulations or mcts.simulations, c_puct=mcts.c_puct,
                                     fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
                                     temperature_moves=g.temperature_moves, search=self.search_choice())
-        return GatingOptions(rule=self.gating_rule(), games_in_flight=g.games_in_flight, player=player)
+        return GatingOptions(rule=self.gating_rule(), games_in_flight=g.games_in_flight, player=player,
+                             cache_positions=g.cache_positions)
 
     def match_player(self) -> MctsPlayerSettings:
         """The model as ``tengen match`` and the benches play it: the gating players'

@@ -153,12 +153,14 @@ class RandomPlayer:
 class GatingOptions:
     """How a candidate is played against the best (workers/gatekeeper.py): ``rule``
     decides, ``games_in_flight`` games are played at once, and each side is an
-    ``MctsPlayer`` of ``player``. The run config makes it
+    ``MctsPlayer`` of ``player`` whose network answers go through an evaluation cache
+    of ``cache_positions`` (0: none). The run config makes it
     (``TengenConfig.gating_options()``); both wirings give the gatekeeper the same."""
 
     rule: GatingRule
     games_in_flight: int
     player: MctsPlayerSettings
+    cache_positions: int = 0
 
 
 @dataclass(frozen=True)

@@ -121,3 +121,17 @@ def test_the_self_play_evaluation_bench_times_the_three_ways_and_prints_their_ra
     assert ratios == {"selfplay_unpadded_vs_padded": ["vs", "padded_buckets", "target", "1.0"],
                       "selfplay_cached_vs_uncached": ["vs", "unpadded_uncached", "target", "1.0"],
                       "selfplay_cached_unpadded_vs_before": ["vs", "padded_uncached", "target", "1.0"]}
+
+
+def test_the_gating_match_bench_plays_the_same_match_with_and_without_the_caches(capsys):
+    import gating_match
+
+    assert gating_match.main(["--config", "tictactoe", "--games", "4", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    ways = {line.split()[0]: line.split("candidate ")[1].split()[0] for line in out.splitlines()
+            if "cache answered" in line}
+    assert ways.keys() == {"uncached", "cached"} and ways["uncached"] == ways["cached"]  # the same results
+    shares = [float(line.rsplit(" ", 1)[1].rstrip("%")) for line in out.splitlines() if "cache answered" in line]
+    assert shares[0] == 0 and shares[1] > 0
+    ratio = [line.split() for line in out.splitlines() if line.startswith("RATIO gating_cached_vs_uncached")]
+    assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "uncached_match", "target", "1.0"]

@@ -247,7 +247,8 @@ def test_memory_estimates_count_the_replay_window_as_the_learner_stores_it():
 def test_memory_estimates_count_each_search_as_it_is_built():
     config = parse_config({**go(size=9), "mcts": {"simulations": 50, "leaves_per_round": 4},
                            "selfplay": {"games_in_flight": 6, "cache_positions": 1000},
-                           "cluster": {"games_per_worker": 7}, "gating": {"games_in_flight": 3, "simulations": 20}})
+                           "cluster": {"games_per_worker": 7},
+                           "gating": {"games_in_flight": 3, "simulations": 20, "cache_positions": 500}})
     game, sizes = config.game.make(), {"simulations": 50, "leaves_per_round": 4}
     # 1,000 cached answers, each two 8-byte hashes, an 8-byte stamp, 82 float32 policy and a float32 value
     cache = 1000 * (16 + 8 + 82 * 4 + 4)
@@ -255,8 +256,8 @@ def test_memory_estimates_count_each_search_as_it_is_built():
         "selfplay": cache + search_bytes(game, games=6, **sizes),
         # a worker's 7 games are two halves of 3 and 4 (workers/selfplay_worker.py)
         "worker": cache + search_bytes(game, games=3, **sizes) + search_bytes(game, games=4, **sizes),
-        # gating: both players search, at gating.simulations
-        "gating": 2 * search_bytes(game, games=3, simulations=20, leaves_per_round=4),
+        # gating: both players search, at gating.simulations, and keep 500 answers each
+        "gating": 2 * (cache // 2 + search_bytes(game, games=3, simulations=20, leaves_per_round=4)),
         # 9 x 9 x 17 uint8 planes + 82 float32 policy + 1 float32 value = 1709 bytes a position
         "replay": 100_000 * 1709,
     }
@@ -281,6 +282,8 @@ def go19(**sections):
         ({"selfplay": {"cache_positions": 2**20}},
          r"selfplay\.cache_positions=1048576: the go19 self-play .* 2\.0 GiB"),
         ({"gating": {"games_in_flight": 64}}, r"gating\.games_in_flight=64 x mcts\.simulations=800 .*gating searches"),
+        ({"gating": {"cache_positions": 2**20}},
+         r"gating\.cache_positions=1048576: the two go19 gating searches and caches would take 3\.4 GiB"),
         ({"gating": {"games_in_flight": 64, "simulations": 800}},
          r"gating\.games_in_flight=64 x gating\.simulations=800"),
         # 200,000 x 7589 bytes = 1.4 GiB

@@ -6,7 +6,7 @@ import pytest
 
 from tengen.cluster.config import parse_config
 from tengen.engine.games import make_game
-from tengen.engine.mcts import EvaluationCache, cache_bytes
+from tengen.engine.mcts import CachedEvaluator, EvaluationCache, cache_bytes
 from tengen.workers.selfplay_worker import SelfPlayWorker
 
 C4 = make_game("connect4")
@@ -172,3 +172,57 @@ def test_a_new_model_version_clears_the_cache_and_keeps_no_answer_of_the_old_mod
     cache = worker.cache
     kept = cache._values[(cache._stamps > 0).reshape(-1)]
     assert len(kept) > 0 and np.all(kept < 0)
+
+
+def test_a_cached_evaluator_answers_as_its_evaluator_with_fewer_rows():
+    evaluate = exact_evaluator(C4)
+    asked = []
+
+    def counting(planes):
+        asked.append(len(planes))
+        return evaluate(planes)
+
+    cached = CachedEvaluator(counting, 64, C4.num_actions)
+    planes = random_planes(6)
+    for batch in (planes[[0, 1, 0]], planes[[1, 2, 3]], planes[[3, 0]]):
+        policy, value = cached(batch)
+        assert np.array_equal(policy, evaluate(batch)[0]) and np.array_equal(value, evaluate(batch)[1])
+    assert asked == [2, 2]  # 0 and 1; then 2 and 3; then nothing (no call)
+    assert (cached.leaves, cached.hits) == (8, 4)
+    cached.clear()
+    cached(planes[[0]])
+    assert asked == [2, 2, 1]
+
+
+def test_the_gatekeeper_keeps_each_match_networks_answers_and_only_theirs(tmp_path):
+    # The models load TensorFlow: this test and the worker's do.
+    from tengen.cluster.registry import LocalModelRegistry
+    from tengen.engine.network import CompiledModel, weights_to_bytes
+    from tengen.workers.gatekeeper import Gatekeeper
+
+    config = parse_config({"game": {"name": "connect4"}, "network": {"blocks": 1, "filters": 8},
+                           "mcts": {"simulations": 16},
+                           "gating": {"rule": "threshold", "games": 4, "games_in_flight": 4}, "seed": 5})
+    spec = config.network_spec()
+    nets = [spec.build() for _ in range(3)]  # three different fresh networks
+    registry = LocalModelRegistry("cache")
+    for version, net in enumerate(nets):
+        registry.publish(version, weights_to_bytes(net, metadata={"version": version}), {"step": version})
+    gatekeeper = Gatekeeper(game=C4, network=spec, registry=registry, options=config.gating_options(), seed=6)
+
+    gatekeeper.gate(1, 0)
+    candidate = gatekeeper.evaluators[0]
+    assert isinstance(candidate, CachedEvaluator) and candidate.hits > 0
+    result = gatekeeper.gate(2, 1)  # the candidate's side now plays network 2, not 1
+
+    roots = []  # the positions where the candidate chose a move: its searches evaluated each
+    for played in result["games"]:
+        for ply in range(len(played["moves"])):
+            if (ply % 2 == 0) == played["candidate_black"]:
+                roots.append(C4.encode(*C4.state_from_moves(played["moves"][:ply])))
+    roots = np.stack(roots).astype(np.uint8)  # as a search writes its leaves
+    leaves = candidate.cache.lookup(roots)
+    assert leaves.found.all()
+    now, before = CompiledModel(nets[2])(roots)[1], CompiledModel(nets[1])(roots)[1]
+    assert np.allclose(leaves.found_value, now, atol=1e-4)
+    assert not np.allclose(leaves.found_value, before, atol=1e-4)  # so the check above can fail

@@ -1,8 +1,10 @@
 """Gatekeeper: plays a candidate against the best and promotes it when it wins.
 
 A plain class; the cluster makes it a Ray actor. Both networks are loaded from the
-model registry (hash-checked) into this process's own compiled models, the match
-is ``engine.arena.play_match`` with the run's decision rule, and a pass is recorded
+model registry (hash-checked) into this process's own compiled models, each behind
+an evaluation cache for the match (``GatingOptions.cache_positions``: match games
+share their openings and their trees' transpositions), the match is
+``engine.arena.play_match`` with the run's decision rule, and a pass is recorded
 with ``registry.promote`` (best version, Elo ladder, notification) in one step.
 """
 
@@ -16,6 +18,7 @@ from tengen.engine.arena import GatingOptions, play_match
 from tengen.engine.games.base import Game
 from tengen.engine.gating import Decision, GatingSummary
 from tengen.engine.interfaces import ModelRegistryLike
+from tengen.engine.mcts import CachedEvaluator, Evaluator
 from tengen.engine.network import CompiledModel
 from tengen.engine.network_spec import NetworkSpec
 
@@ -46,7 +49,10 @@ class Gatekeeper:
         self.rule = options.rule
         self.rng = np.random.default_rng(seed)
         self.models = [network.build(), network.build()]
-        self.evaluators = [CompiledModel(m) for m in self.models]
+        self.compiled = [CompiledModel(m) for m in self.models]
+        self.evaluators: list[Evaluator] = (
+            [CachedEvaluator(m, options.cache_positions, game.num_actions) for m in self.compiled]
+            if options.cache_positions > 0 else list(self.compiled))
         self.slots = options.games_in_flight
         self.matches = 0
 
@@ -54,9 +60,12 @@ class Gatekeeper:
         """Play ``candidate`` against ``best``; promote on a pass. Returns the result,
         with ``games``: each finished game's moves and whether the candidate moved first
         (kept off the ladder, which holds the rest)."""
-        for evaluate, version in zip(self.evaluators, (candidate, best), strict=True):
+        for model, version in zip(self.compiled, (candidate, best), strict=True):
             blob, _ = self.registry.fetch(version)
-            evaluate.load_weights_blob(blob)
+            model.load_weights_blob(blob)
+        for evaluate in self.evaluators:
+            if isinstance(evaluate, CachedEvaluator):
+                evaluate.clear()  # the answers of the last match's networks
         players = [self.options.player.build(self.game, evaluate, slots=self.slots, name=name)
                    for evaluate, name in zip(self.evaluators, ("candidate", "best"), strict=True)]
         games = max(self.rule.games_needed_max, 1)

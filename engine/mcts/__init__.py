@@ -39,12 +39,12 @@ The parts, one job each:
 - ``planes``: a leaf's input planes, written straight into the batch;
 - ``search``: ``Search``, the Python surface, and ``search_bytes``;
 - ``evaluators``: the ``Evaluator`` contract, uniform and random-rollout evaluators;
-- ``eval_cache``: ``EvaluationCache``, network answers kept by position, and
-  ``cache_bytes``;
+- ``eval_cache``: ``EvaluationCache``, network answers kept by position,
+  ``CachedEvaluator``, one in front of an evaluator, and ``cache_bytes``;
 - ``move_choice``: visit counts to a policy target or a move.
 """
 
-from tengen.engine.mcts.eval_cache import EvaluationCache, cache_bytes
+from tengen.engine.mcts.eval_cache import CachedEvaluator, EvaluationCache, cache_bytes
 from tengen.engine.mcts.evaluators import Evaluator, RolloutEvaluator, uniform_evaluator
 from tengen.engine.mcts.move_choice import best_move, choose_move, visit_policy
 from tengen.engine.mcts.search import Search, search_bytes
@@ -61,6 +61,7 @@ __all__ = [
     "visit_policy",
     "best_move",
     "search_bytes",
+    "CachedEvaluator",
     "EvaluationCache",
     "cache_bytes",
 ]

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-__all__ = ["EvaluationCache", "CachedLeaves", "cache_bytes", "WAYS"]
+from tengen.engine.mcts.evaluators import Evaluator
+
+__all__ = ["EvaluationCache", "CachedEvaluator", "CachedLeaves", "cache_bytes", "WAYS"]
 
 #: entries per set: a new position evicts the least recently used of its set's
 WAYS = 4
@@ -198,3 +200,30 @@ class EvaluationCache:
     def clear(self) -> None:
         """Forget every answer (the network's weights changed)."""
         self._stamps[:] = 0
+
+
+class CachedEvaluator:
+    """An ``Evaluator`` in front of another, in one process: the positions its cache
+    holds are answered from it, the rest (each once) by ``evaluate``, whose answers it
+    keeps. ``clear()`` when ``evaluate``'s weights change. (A self-play worker, whose
+    evaluations cross to a server and back, keeps its ``EvaluationCache`` itself.)"""
+
+    def __init__(self, evaluate: Evaluator, positions: int, num_actions: int):
+        self.evaluate = evaluate
+        self.cache = EvaluationCache(positions, num_actions)
+        self.leaves = 0  # positions asked for
+        self.hits = 0  # of them, answered without an evaluation
+
+    def __call__(self, planes: np.ndarray, /) -> tuple[np.ndarray, np.ndarray]:
+        leaves = self.cache.lookup(planes)
+        if len(leaves.missing_planes):
+            policy, value = self.evaluate(leaves.missing_planes)
+            self.cache.insert(leaves, policy, value)
+        else:
+            policy, value = np.zeros((0, self.cache.num_actions), np.float32), np.zeros(0, np.float32)
+        self.leaves += leaves.rows
+        self.hits += leaves.rows - len(leaves.missing_planes)
+        return leaves.merge(policy, value)
+
+    def clear(self) -> None:
+        self.cache.clear()
