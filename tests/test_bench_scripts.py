@@ -123,6 +123,30 @@ def test_the_self_play_evaluation_bench_times_the_three_ways_and_prints_their_ra
                       "selfplay_cached_unpadded_vs_before": ["vs", "padded_uncached", "target", "1.0"]}
 
 
+def test_network_flops_count_two_operations_per_multiply_add_of_the_convolutions_and_dense_layers():
+    import keras
+    from inference_flops import network_flops
+
+    planes = keras.Input((6, 7, 3))
+    features = keras.layers.Conv2D(8, 3, padding="same")(planes)
+    features = keras.layers.BatchNormalization()(features)  # not counted
+    value = keras.layers.Dense(1)(keras.layers.Flatten()(features))
+    model = keras.Model(planes, value)
+    assert network_flops(model) == 2 * (6 * 7 * 3 * 3 * 3 * 8 + 6 * 7 * 8)
+
+
+def test_the_inference_flops_bench_times_the_network_and_the_matrix_product(capsys):
+    import inference_flops
+
+    args = ["--config", "tictactoe", "--seconds", "0.4", "--slice", "0.2", "--batch", "64", "--matrix", "128"]
+    assert inference_flops.main(args) == 0
+    out = capsys.readouterr().out
+    rates = {line.split()[0]: float(line.split()[1]) for line in out.splitlines() if "GFLOP/s" in line}
+    assert rates.keys() == {"network", "sgemm"} and min(rates.values()) > 0
+    ratio = [line.split() for line in out.splitlines() if line.startswith("RATIO inference_flops_vs_sgemm")]
+    assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "numpy_sgemm", "target", "0.5"]
+
+
 def test_the_gating_match_bench_plays_the_same_match_with_and_without_the_caches(capsys):
     import gating_match
 
