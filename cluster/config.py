@@ -305,7 +305,7 @@ class GatingConfig(_Strict):
     games_in_flight: int = Field(default=32, ge=1)
     #: opening moves sampled from the visits, so that match games differ
     temperature_moves: int = Field(default=4, ge=0)
-    #: network answers each side keeps by position for one match (engine/mcts/eval_cache.py),
+    #: network answers each side of a match keeps by position (engine/mcts/eval_cache.py),
     #: as self-play's cache_positions; 0 keeps none. 2^16 is 3.9 MB a side for Connect Four.
     cache_positions: int = Field(default=2**16, ge=0)
 
@@ -473,12 +473,11 @@ class TengenConfig(_Strict):
     def memory_estimates(self, game: Game | None = None) -> dict[str, int]:
         """Bytes of the big arrays each part preallocates, counted without allocating:
         ``selfplay`` (the single-process run's search and evaluation cache), ``worker``
-        (one self-play worker's two half searches and its cache), ``gating`` (the two players' searches and
-        caches), ``replay``
-        (the learner's window: planes uint8[N, H, W, C], policy and value float32, and
-        with the ownership head int8 owners [N, H*W] and a bool mask, as
-        learner/replay.py stores them). Each must fit alone: the parts run in different
-        processes, on different nodes in a cluster."""
+        (one self-play worker's two half searches and its cache), ``gating`` (the two
+        players' searches and caches), ``replay`` (the learner's window: planes
+        uint8[N, H, W, C], policy and value float32, and with the ownership head int8
+        owners [N, H*W] and a bool mask, as learner/replay.py stores them). Each must
+        fit alone: the parts run in different processes, on different nodes in a cluster."""
         game = game or self.game.make()
         m, g = self.mcts, self.gating
         per_worker = self.cluster.games_per_worker

@@ -194,7 +194,18 @@ def test_a_cached_evaluator_answers_as_its_evaluator_with_fewer_rows():
     assert asked == [2, 2, 1]
 
 
-def test_the_gatekeeper_keeps_each_match_networks_answers_and_only_theirs(tmp_path):
+def _roots(result, candidate):
+    """The positions where one side of a gating match chose a move, as a search's leaves
+    (uint8): its searches evaluated each of them."""
+    roots = []
+    for played in result["games"]:
+        for ply in range(len(played["moves"])):
+            if (ply % 2 == 0) == (played["candidate_black"] == candidate):
+                roots.append(C4.encode(*C4.state_from_moves(played["moves"][:ply])))
+    return np.stack(roots).astype(np.uint8)
+
+
+def test_the_gatekeeper_keeps_each_side_networks_answers_and_only_theirs(tmp_path):
     # The models load TensorFlow: this test and the worker's do.
     from tengen.cluster.registry import LocalModelRegistry
     from tengen.engine.network import CompiledModel, weights_to_bytes
@@ -209,20 +220,18 @@ def test_the_gatekeeper_keeps_each_match_networks_answers_and_only_theirs(tmp_pa
     for version, net in enumerate(nets):
         registry.publish(version, weights_to_bytes(net, metadata={"version": version}), {"step": version})
     gatekeeper = Gatekeeper(game=C4, network=spec, registry=registry, options=config.gating_options(), seed=6)
+    values = [CompiledModel(net) for net in nets]
 
     gatekeeper.gate(1, 0)
-    candidate = gatekeeper.evaluators[0]
-    assert isinstance(candidate, CachedEvaluator) and candidate.hits > 0
-    result = gatekeeper.gate(2, 1)  # the candidate's side now plays network 2, not 1
+    candidate, best = gatekeeper.evaluators
+    assert isinstance(candidate, CachedEvaluator) and isinstance(best, CachedEvaluator) and candidate.hits > 0
+    second = gatekeeper.gate(2, 1)  # the candidate's side now holds network 2, not 1; the best's 1, not 0
+    for side, roots, now, before in ((candidate, _roots(second, True), 2, 1), (best, _roots(second, False), 1, 0)):
+        leaves = side.cache.lookup(roots)
+        assert leaves.found.all()
+        assert np.allclose(leaves.found_value, values[now](roots)[1], atol=1e-4)
+        assert not np.allclose(leaves.found_value, values[before](roots)[1], atol=1e-4)  # so the check can fail
 
-    roots = []  # the positions where the candidate chose a move: its searches evaluated each
-    for played in result["games"]:
-        for ply in range(len(played["moves"])):
-            if (ply % 2 == 0) == played["candidate_black"]:
-                roots.append(C4.encode(*C4.state_from_moves(played["moves"][:ply])))
-    roots = np.stack(roots).astype(np.uint8)  # as a search writes its leaves
-    leaves = candidate.cache.lookup(roots)
-    assert leaves.found.all()
-    now, before = CompiledModel(nets[2])(roots)[1], CompiledModel(nets[1])(roots)[1]
-    assert np.allclose(leaves.found_value, now, atol=1e-4)
-    assert not np.allclose(leaves.found_value, before, atol=1e-4)  # so the check above can fail
+    gatekeeper.gate(0, 1)  # a rejected candidate's best plays on: its side keeps network 1's answers
+    assert best.cache.lookup(_roots(second, False)).found.all()
+    assert not candidate.cache.lookup(_roots(second, True)).found.all()  # network 2's are gone

@@ -2,8 +2,9 @@
 
 A plain class; the cluster makes it a Ray actor. Both networks are loaded from the
 model registry (hash-checked) into this process's own compiled models, each behind
-an evaluation cache for the match (``GatingOptions.cache_positions``: match games
-share their openings and their trees' transpositions), the match is
+an evaluation cache (``GatingOptions.cache_positions``: match games share their
+openings and their trees' transpositions) that a side keeps while its version stays
+(the best, after a rejected candidate), the match is
 ``engine.arena.play_match`` with the run's decision rule, and a pass is recorded
 with ``registry.promote`` (best version, Elo ladder, notification) in one step.
 """
@@ -53,6 +54,7 @@ class Gatekeeper:
         self.evaluators: list[Evaluator] = (
             [CachedEvaluator(m, options.cache_positions, game.num_actions) for m in self.compiled]
             if options.cache_positions > 0 else list(self.compiled))
+        self.loaded: list[int | None] = [None, None]  # the version each side's network holds
         self.slots = options.games_in_flight
         self.matches = 0
 
@@ -60,12 +62,15 @@ class Gatekeeper:
         """Play ``candidate`` against ``best``; promote on a pass. Returns the result,
         with ``games``: each finished game's moves and whether the candidate moved first
         (kept off the ladder, which holds the rest)."""
-        for model, version in zip(self.compiled, (candidate, best), strict=True):
+        for side, version in enumerate((candidate, best)):
+            if self.loaded[side] == version:
+                continue  # a best kept from the last match keeps its cache: versions never change
             blob, _ = self.registry.fetch(version)
-            model.load_weights_blob(blob)
-        for evaluate in self.evaluators:
+            self.compiled[side].load_weights_blob(blob)
+            self.loaded[side] = version
+            evaluate = self.evaluators[side]
             if isinstance(evaluate, CachedEvaluator):
-                evaluate.clear()  # the answers of the last match's networks
+                evaluate.clear()  # the answers of the network it held before
         players = [self.options.player.build(self.game, evaluate, slots=self.slots, name=name)
                    for evaluate, name in zip(self.evaluators, ("candidate", "best"), strict=True)]
         games = max(self.rule.games_needed_max, 1)
