@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         game = config.game.make()
         nets = [config.network_spec().build() for _ in range(2)]
     options = config.gating_options()
-    positions = options.cache_positions or config.selfplay.cache_positions
+    positions = options.cache_positions
     if positions < 1:
         raise SystemExit("the config keeps no evaluation cache (gating.cache_positions 0): nothing to compare")
     models = [CompiledModel(net) for net in nets]
