@@ -205,8 +205,9 @@ class EvaluationCache:
 class CachedEvaluator:
     """An ``Evaluator`` in front of another, in one process: the positions its cache
     holds are answered from it, the rest (each once) by ``evaluate``, whose answers it
-    keeps. ``clear()`` when ``evaluate``'s weights change. (A self-play worker, whose
-    evaluations cross to a server and back, keeps its ``EvaluationCache`` itself.)"""
+    keeps. It takes uint8 planes, as a ``Search`` gathers its leaves. ``clear()`` when
+    ``evaluate``'s weights change. (A self-play worker, whose evaluations cross to a
+    server and back, keeps its ``EvaluationCache`` itself.)"""
 
     def __init__(self, evaluate: Evaluator, positions: int, num_actions: int):
         self.evaluate = evaluate
