@@ -205,7 +205,7 @@ def _roots(result, candidate):
     return np.stack(roots).astype(np.uint8)
 
 
-def test_the_gatekeeper_keeps_each_side_networks_answers_and_only_theirs(tmp_path):
+def test_the_gatekeeper_keeps_each_networks_answers_while_it_plays_and_only_theirs(tmp_path):
     # The models load TensorFlow: this test and the worker's do.
     from tengen.cluster.registry import LocalModelRegistry
     from tengen.engine.network import CompiledModel, weights_to_bytes
@@ -222,16 +222,19 @@ def test_the_gatekeeper_keeps_each_side_networks_answers_and_only_theirs(tmp_pat
     gatekeeper = Gatekeeper(game=C4, network=spec, registry=registry, options=config.gating_options(), seed=6)
     values = [CompiledModel(net) for net in nets]
 
-    gatekeeper.gate(1, 0)
-    candidate, best = gatekeeper.evaluators
-    assert isinstance(candidate, CachedEvaluator) and isinstance(best, CachedEvaluator) and candidate.hits > 0
-    second = gatekeeper.gate(2, 1)  # the candidate's side now holds network 2, not 1; the best's 1, not 0
-    for side, roots, now, before in ((candidate, _roots(second, True), 2, 1), (best, _roots(second, False), 1, 0)):
-        leaves = side.cache.lookup(roots)
+    def cache_of(version):
+        return gatekeeper.evaluators[gatekeeper.loaded.index(version)].cache
+
+    first = gatekeeper.gate(1, 0)
+    assert all(isinstance(side, CachedEvaluator) and side.hits > 0 for side in gatekeeper.evaluators)
+    second = gatekeeper.gate(2, 1)  # 1 was promoted: it plays on as the best, 0's network now holds 2
+    assert cache_of(1).lookup(_roots(first, True)).found.all()  # its answers from the first match
+    for version, roots, before in ((2, _roots(second, True), 0), (1, _roots(second, False), 0)):
+        leaves = cache_of(version).lookup(roots)
         assert leaves.found.all()
-        assert np.allclose(leaves.found_value, values[now](roots)[1], atol=1e-4)
+        assert np.allclose(leaves.found_value, values[version](roots)[1], atol=1e-4)
         assert not np.allclose(leaves.found_value, values[before](roots)[1], atol=1e-4)  # so the check can fail
 
-    gatekeeper.gate(0, 1)  # a rejected candidate's best plays on: its side keeps network 1's answers
-    assert best.cache.lookup(_roots(second, False)).found.all()
-    assert not candidate.cache.lookup(_roots(second, True)).found.all()  # network 2's are gone
+    gatekeeper.gate(0, 1)  # a rejected candidate's best plays on, with network 1's answers
+    assert cache_of(1).lookup(_roots(second, False)).found.all()
+    assert not cache_of(0).lookup(_roots(second, True)).found.all()  # network 2's are gone

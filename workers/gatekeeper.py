@@ -3,8 +3,9 @@
 A plain class; the cluster makes it a Ray actor. Both networks are loaded from the
 model registry (hash-checked) into this process's own compiled models, each behind
 an evaluation cache (``GatingOptions.cache_positions``: match games share their
-openings and their trees' transpositions) that a side keeps while its version stays
-(the best, after a rejected candidate), the match is
+openings and their trees' transpositions) that a network keeps while it holds a version
+of the match (the best after a rejected candidate, a promoted candidate as the new
+best), the match is
 ``engine.arena.play_match`` with the run's decision rule, and a pass is recorded
 with ``registry.promote`` (best version, Elo ladder, notification) in one step.
 """
@@ -54,7 +55,7 @@ class Gatekeeper:
         self.evaluators: list[Evaluator] = (
             [CachedEvaluator(m, options.cache_positions, game.num_actions) for m in self.compiled]
             if options.cache_positions > 0 else list(self.compiled))
-        self.loaded: list[int | None] = [None, None]  # the version each side's network holds
+        self.loaded: list[int | None] = [None, None]  # the version each network (and its cache) holds
         self.slots = options.games_in_flight
         self.matches = 0
 
@@ -62,17 +63,21 @@ class Gatekeeper:
         """Play ``candidate`` against ``best``; promote on a pass. Returns the result,
         with ``games``: each finished game's moves and whether the candidate moved first
         (kept off the ladder, which holds the rest)."""
-        for side, version in enumerate((candidate, best)):
-            if self.loaded[side] == version:
-                continue  # a best kept from the last match keeps its cache: versions never change
+        # A network that holds one of the two versions plays it, with its cache: the best
+        # after a rejected candidate, and a promoted candidate as the new best. Versions
+        # never change, so nothing kept is stale.
+        order = (1, 0) if best == self.loaded[0] or candidate == self.loaded[1] else (0, 1)
+        for index, version in zip(order, (candidate, best), strict=True):
+            if self.loaded[index] == version:
+                continue
             blob, _ = self.registry.fetch(version)
-            self.compiled[side].load_weights_blob(blob)
-            self.loaded[side] = version
-            evaluate = self.evaluators[side]
+            self.compiled[index].load_weights_blob(blob)
+            self.loaded[index] = version
+            evaluate = self.evaluators[index]
             if isinstance(evaluate, CachedEvaluator):
                 evaluate.clear()  # the answers of the network it held before
-        players = [self.options.player.build(self.game, evaluate, slots=self.slots, name=name)
-                   for evaluate, name in zip(self.evaluators, ("candidate", "best"), strict=True)]
+        players = [self.options.player.build(self.game, self.evaluators[index], slots=self.slots, name=name)
+                   for index, name in zip(order, ("candidate", "best"), strict=True)]
         games = max(self.rule.games_needed_max, 1)
         result = play_match(self.game, players[0], players[1], games=games,
                             slots=self.slots, rng=self.rng, rule=self.rule)
