@@ -123,6 +123,16 @@ def test_the_self_play_evaluation_bench_times_the_three_ways_and_prints_their_ra
                       "selfplay_cached_unpadded_vs_before": ["vs", "padded_uncached", "target", "1.0"]}
 
 
+def test_the_main_job_is_compared_with_the_single_process_run_per_minute():
+    from training_run import ratio_lines_cluster_vs_single
+
+    cluster = {"games_per_min": 900.0, "steps_per_min": 230.0}
+    single = {"games_per_min": 1000.0, "steps_per_min": 200.0}
+    assert ratio_lines_cluster_vs_single(cluster, single) == [
+        "RATIO cluster_vs_single_games_per_min 0.900 vs single target 0.9",
+        "RATIO cluster_vs_single_steps_per_min 1.150 vs single target 0.9",
+    ]
+
 def test_network_flops_count_two_operations_per_multiply_add_of_the_convolutions_and_dense_layers():
     import keras
     from inference_flops import network_flops
