@@ -8,7 +8,7 @@ learner and the gatekeeper (mid-match) killed with SIGKILL, and redis-server kil
 and started again 15 s later on its AOF. A 3-node ``ray.cluster_utils`` cluster loses
 a node under a run. The README's main job (embedded Redis) gets its Redis killed,
 then its driver stopped with SIGTERM and resumed, then killed with SIGKILL and
-resumed. The faults are tests/chaos_harness.py's, which tests/test_chaos.py checks.
+resumed. The faults are tengen.testing.chaos's (testing/chaos.py), which tests/test_chaos.py checks.
 
 One line per fault: survived or not, seconds to recover, finished games lost (every
 game a worker reported finished must be in the stream: only unfinished ones may be
@@ -20,18 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-import chaos_harness as chaos  # noqa: E402
-
-from tengen.cluster.redis_server import EmbeddedRedis  # noqa: E402
+from tengen.cluster.redis_server import EmbeddedRedis
+from tengen.testing import chaos
 
 WINDOW_S = 120
 
@@ -79,8 +75,8 @@ def _external_faults(base: Path, results: list) -> None:
 def _node_fault(base: Path, results: list) -> None:
     from ray.cluster_utils import Cluster
 
-    from tengen.cluster.config import parse_config
     from tengen.cluster.driver import ClusterRun
+    from tengen.run.config import parse_config
 
     server = EmbeddedRedis(data_dir=base / "redis-nodes").start()
     # 6 CPUs: 3 workers, the learner and the server still fit when a 1-CPU node goes.

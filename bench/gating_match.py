@@ -28,11 +28,11 @@ os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(os.cpu_count() or 1))
 
 import numpy as np  # noqa: E402
 
-from tengen.cluster.checkpoint import load_model  # noqa: E402
-from tengen.cluster.config import config_path, load_config  # noqa: E402
-from tengen.engine.arena import play_match  # noqa: E402
 from tengen.engine.mcts import CachedEvaluator, Evaluator  # noqa: E402
 from tengen.engine.network import CompiledModel  # noqa: E402
+from tengen.play.match import play_match  # noqa: E402
+from tengen.run.checkpoint import load_model  # noqa: E402
+from tengen.run.config import config_path, load_config  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 call's floating-point rate against numpy's float32 matrix product (the BLAS sgemm that
 numpy ships), both on all the cores, timed in alternating slices.
 
-Self-play on a CPU spends most of its time in the network (bench/cpu_by_part.py: 57% of a
+Self-play on a CPU spends most of its time in the network (testing/cpu_by_part.py: 57% of a
 Connect Four main job's CPU). If the call already runs near the machine's dense rate,
 more games an hour can only come from fewer evaluations (the evaluation cache, cheaper
 searches, a smaller net), not from a faster call.
@@ -38,8 +38,8 @@ os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(os.cpu_count() or 1))
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tengen.cluster.config import config_path, load_config  # noqa: E402
 from tengen.engine.network import CompiledModel  # noqa: E402
+from tengen.run.config import config_path, load_config  # noqa: E402
 
 TARGET = 0.5
 

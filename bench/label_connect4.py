@@ -2,11 +2,11 @@
 
     nice -n 19 taskset -c 1 python bench/label_connect4.py        # ~25 minutes on one core
     python bench/label_connect4.py --stones 14-30 --per-stones 1500 --seed 12 \
-        --exclude bench/data/connect4_positions.txt --out runs/labels/seed12.txt   # ~10 minutes
+        --exclude play/data/connect4_positions.txt --out runs/labels/seed12.txt   # ~10 minutes
     python bench/label_connect4.py --from-games runs/connect4/games --per-stones 30 \
         --out runs/own_positions.txt      # a run's own self-play positions (~2 minutes)
 
-writes ``bench/data/connect4_positions.txt``, the positions ``bench/grade_connect4.py``
+writes ``play/data/connect4_positions.txt``, the positions ``play/grading.py``
 grades players on; the second, 25,500 training positions for bench/supervised_ceiling.py,
 none of them a graded one; the third, positions from the games a run kept, to grade its
 model on its own self-play's positions (``bench/learn_connect4.py --grade-only MODEL
@@ -27,17 +27,7 @@ once (decided already), or when every legal move has the same score (any move is
 optimal and keeps the outcome: it grades nothing); positions the solver cannot
 score within ``--max-nodes`` are dropped and counted in the file's header.
 
-The file, format 1 (``read_positions`` checks every line and fails on anything else):
-
-    # tengen connect4 positions, format 1
-    # ... comment lines: how the file was made, counts, times ...
-    MOVES S1 S2 S3 S4 S5 S6 S7 BEST
-
-one line per position, sorted by stone count: ``MOVES`` the columns played from the
-empty board, 1-7 (Pascal Pons' notation, e.g. ``4453``); ``Sc`` the score for the
-player to move of playing column ``c`` (``connect4_move_scores`` in engine/solvers.py:
-Pons' score, 22 minus the winner's stones at the four, negative for a loss, 0 for
-a draw), ``x`` for a full column; ``BEST`` the position's score, the largest ``Sc``.
+The file's format is play/grading.py's (``read_positions`` reads it).
 """
 
 from __future__ import annotations
@@ -45,71 +35,28 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from tengen.engine.game_records import GameTextError, read_plain
 from tengen.engine.games.mnk import NO_WINNER, TO_PLAY, WINNER, connect4, play_in_place, play_sequence
-from tengen.engine.solvers import NO_SCORE, SolveBudgetExceeded, TranspositionTable, connect4_move_scores
+from tengen.play.game_records import GameTextError, read_plain
+from tengen.play.grading import (
+    DEFAULT_PATH,
+    FORMAT_LINE,
+    canonical_moves,
+    format_line,
+    position_keys,
+    read_positions,
+)
+from tengen.play.solvers import NO_SCORE, SolveBudgetExceeded, TranspositionTable, connect4_move_scores
 
-FORMAT_LINE = "# tengen connect4 positions, format 1"
-DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "connect4_positions.txt"
-COLUMNS = 7
 #: the sensible mover's column weights: centre columns join more lines
 CENTRE_WEIGHTS = np.array([1, 2, 3, 4, 3, 2, 1], dtype=np.float64)
 
 _GAME = connect4()
-
-
-@dataclass(frozen=True)
-class LabelledPosition:
-    """A position of the file: its moves, ``state``, the score of each column (``scores``,
-    ``int64[7]``, ``NO_SCORE`` for a full one) and its own score ``best``."""
-
-    moves: str
-    state: np.ndarray = field(repr=False)
-    scores: np.ndarray = field(repr=False)
-    best: int
-
-    @property
-    def stones(self) -> int:
-        return len(self.moves)
-
-
-def format_line(moves: str, scores: np.ndarray) -> str:
-    fields = ["x" if score == NO_SCORE else str(int(score)) for score in scores]
-    return " ".join([moves, *fields, str(int(np.max(scores)))])
-
-
-def parse_line(line: str) -> LabelledPosition:
-    """One position line, checked: legal moves, an unfinished game, 7 scores, ``x``
-    exactly where the column is full, and ``BEST`` their maximum."""
-    fields = line.split()
-    if len(fields) != COLUMNS + 2:
-        raise ValueError(f"expected moves, 7 scores and the best score: {line!r}")
-    moves = fields[0]
-    state = play_sequence(_GAME, list(moves))
-    if _GAME.is_terminal(state):
-        raise ValueError(f"the game is over: {line!r}")
-    legal = _GAME.legal_mask(state)
-    scores = np.array([NO_SCORE if f == "x" else int(f) for f in fields[1 : COLUMNS + 1]], dtype=np.int64)
-    if not np.array_equal(scores != NO_SCORE, legal) or np.any(np.abs(scores[legal]) > 18):
-        raise ValueError(f"scores do not fit the legal moves: {line!r}")
-    best = int(fields[-1])
-    if best != int(scores.max()):
-        raise ValueError(f"the best score is not the largest: {line!r}")
-    return LabelledPosition(moves, state, scores, best)
-
-
-def read_positions(path: str | Path = DEFAULT_PATH) -> list[LabelledPosition]:
-    lines = Path(path).read_text().splitlines()
-    if not lines or lines[0] != FORMAT_LINE:
-        found = lines[0] if lines else "an empty file"
-        raise ValueError(f"{path}: expected {FORMAT_LINE!r} on the first line, found {found!r}")
-    return [parse_line(line) for line in lines[1:] if line.strip() and not line.startswith("#")]
 
 
 # -- making positions ---------------------------------------------------------------------
@@ -153,18 +100,6 @@ def playout(stones: int, rng: np.random.Generator, *, random_share: float = 0.5)
         if state[WINNER] != NO_WINNER:
             return None
     return "".join(moves)
-
-
-def _canonical(moves: str) -> bytes:
-    """The board or its mirror image, whichever is smaller: one key for both."""
-    board = _GAME.board(play_sequence(_GAME, list(moves)))
-    return min(board.tobytes(), board[:, ::-1].tobytes())
-
-
-def position_keys(positions: Iterable[LabelledPosition]) -> set[bytes]:
-    """One key per position and its mirror image: a ``seen`` set that keeps a new file's
-    positions apart from these (training positions from the bench's)."""
-    return {_canonical(p.moves) for p in positions}
 
 
 @dataclass
@@ -220,7 +155,7 @@ def label_stone_count(
         if moves is None:
             tally.ended += 1
             continue
-        key = _canonical(moves)
+        key = canonical_moves(moves)
         if key in seen:
             tally.repeated += 1
             continue

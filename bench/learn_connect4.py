@@ -4,17 +4,17 @@ how fast, in the README's main job (the Ray run) and in ``--single-process``?
 Trains with configs/connect4.yaml by running ``tengen train`` itself (``--mode
 cluster``: the main job, local Ray and embedded Redis; ``--mode single``: the same
 loop in one process; ``--mode both``: one after the other, each for ``--minutes``),
-while sampling where the CPU goes by part (bench/cpu_by_part.py). Marks are taken
+while sampling where the CPU goes by part (testing/cpu_by_part.py). Marks are taken
 from the run directory afterwards, so that training is not paused for them: the
 best model at every ``--eval-every`` minutes is the last one on ladder.json promoted
 by then (its weights are in models/), with the games and learner steps of the last
 status line before then (status.jsonl), saved as ``RUN_DIR/marks/0015.0min/``. Then,
 so that grading takes none of training's CPU, every mark is graded with its search
-(``--simulations``, 400 by default) as bench/grade_connect4.py does:
+(``--simulations``, 400 by default) as play/grading.py does:
 
 - its share of optimal moves (the fastest win, the draw, the slowest loss) and of
   moves that keep the outcome, on ~1,000 solver-labelled positions from 8 to 30
-  stones (bench/data/connect4_positions.txt, made by bench/label_connect4.py);
+  stones (play/data/connect4_positions.txt, made by bench/label_connect4.py);
 - its score against pure MCTS with 400 and with 1000 random-rollout simulations,
   ``--eval-games`` (200) games each, colours alternated, draws counting half;
 
@@ -38,12 +38,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from grade_connect4 import Grades, SearchSettings, grade_model, ratio_lines, table_header, table_row
-from label_connect4 import DEFAULT_PATH, read_positions
-from training_run import marks_in, ratio_lines_cluster_vs_single, train
-
-from tengen.cluster.checkpoint import load_model
 from tengen.engine.network import CompiledModel
+from tengen.play.grading import (
+    DEFAULT_PATH,
+    Grades,
+    SearchSettings,
+    grade_model,
+    ratio_lines,
+    read_positions,
+    table_header,
+    table_row,
+)
+from tengen.run.checkpoint import load_model
+from tengen.testing.training_run import marks_in, ratio_lines_cluster_vs_single, train
 
 
 def grade(models: list[Path], args: argparse.Namespace) -> None:

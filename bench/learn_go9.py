@@ -3,7 +3,7 @@
 Trains with configs/go9.yaml by running ``tengen train`` itself (``--mode cluster``,
 the README's main job, by default; ``--mode single`` for ``--single-process``) for
 ``--minutes`` (60), taking the best model at every ``--eval-every`` minutes (15) and
-at the end as a mark from the run directory (bench/training_run.py). After training,
+at the end as a mark from the run directory (testing/training_run.py). After training,
 so that evaluation takes none of training's CPU, every mark plays with a fixed search
 (``--simulations``, 200), colours alternated, 9x9, komi 7.5, area scoring:
 
@@ -11,7 +11,7 @@ so that evaluation takes none of training's CPU, every mark plays with a fixed s
 - pure MCTS with 1,000 random-rollout simulations per move (``--mcts-games``, 20:
   each of its moves costs 1,000 playouts, so these games are the slow ones);
 - GNU Go 3.8 at level 1 over GTP with ``--chinese-rules`` (``--gnugo-games``, 20),
-  through ``tengen match``'s code (cluster/match.py: a KGS-style cleanup phase when
+  through ``tengen match``'s code (tengen/match_command.py: a KGS-style cleanup phase when
   GNU Go sees dead stones, then Tromp-Taylor on the board). GNU Go is ``--gnugo``,
   else the one on PATH, else Debian's package unpacked into .cache/ as the tests do;
   tengen does not depend on it.
@@ -31,17 +31,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
-from grade_connect4 import MatchScore
-from training_run import marks_in, train
 
-from tengen.cluster.checkpoint import load_model
-from tengen.cluster.match import parse_side, run_match
-from tengen.engine.arena import MctsPlayer, RandomPlayer, RolloutMctsPlayer, play_match
 from tengen.engine.network import CompiledModel
+from tengen.match_command import parse_side, run_match
+from tengen.play.grading import MatchScore
+from tengen.play.match import play_match
+from tengen.play.players import MctsPlayer, RandomPlayer, RolloutMctsPlayer
+from tengen.run.checkpoint import load_model
+from tengen.testing.training_run import marks_in, train
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"random": 0.99, "mcts1000": 0.8, "gnugo1": 0.5}
@@ -54,12 +54,11 @@ def find_gnugo(given: str | None) -> str:
     on_path = shutil.which("gnugo")
     if on_path:
         return on_path
-    sys.path.insert(0, str(ROOT / "tests"))
-    try:
-        import debian  # the tests' Debian fetch: apt-get download, dpkg-deb -x, no root
+    from tengen.testing import debian  # the tests' Debian fetch: apt-get download, dpkg-deb -x, no root
 
-        return str(debian.unpacked("gnugo", ["gnugo"], needs="usr/games/gnugo") / "usr" / "games" / "gnugo")
-    except BaseException as e:  # pytest.skip raises a BaseException when apt-get cannot fetch
+    try:
+        return str(debian.fetch_gnugo())
+    except debian.ToolUnavailable as e:
         raise SystemExit(f"no GNU Go: pass --gnugo PATH, or install Debian's gnugo ({e})") from None
 
 

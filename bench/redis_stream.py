@@ -23,12 +23,12 @@ import time
 
 import numpy as np
 
-from tengen.cluster.codec import encode_game, game_decoder
 from tengen.cluster.redis_server import EmbeddedRedis
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.selfplay import GameRecord
 from tengen.learner.replay import ReplayWindow
+from tengen.run.codec import encode_game, game_decoder
 
 #: game -> (positions per game, simulations per move, loopback target in positions/s)
 CASES = {

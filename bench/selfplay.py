@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tengen.cluster.config import load_config
 from tengen.cluster.driver import ClusterRun
-from tengen.cluster.run_dir import RunDir
 from tengen.engine.network import CompiledModel
+from tengen.run.config import load_config
+from tengen.run.run_dir import RunDir
 
 
 def raw_evaluations_per_s(config, seconds: float = 10.0) -> float:

@@ -32,9 +32,9 @@ import time
 # one process, both cores: the single-process run's TensorFlow threads
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(os.cpu_count() or 1))
 
-from tengen.cluster.checkpoint import load_model  # noqa: E402
-from tengen.cluster.config import config_path, load_config  # noqa: E402
 from tengen.engine.network import DEFAULT_BUCKETS, CompiledModel  # noqa: E402
+from tengen.run.checkpoint import load_model  # noqa: E402
+from tengen.run.config import config_path, load_config  # noqa: E402
 from tengen.workers.selfplay_worker import SelfPlayWorker  # noqa: E402
 
 

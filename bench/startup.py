@@ -3,7 +3,7 @@
 ``tengen --version``, ``tengen status`` (of a stopped run's directory, and of a live
 run through its Redis) and ``tengen scale`` are what people and scripts run over and
 over, so they must not pay for TensorFlow, Ray or the search kernels. Each is started
-as a fresh process (``python -m tengen.cluster.cli ...`` from the repository root),
+as a fresh process (``python -m tengen.cli ...`` from the repository root),
 in turn with its peer, ``--runs`` pairs after a warm-up, and the ratio is taken pair by
 pair (so drift in the machine's load hits both alike); the figure is the median.
 
@@ -41,12 +41,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from tengen.cluster.config import load_config
 from tengen.cluster.redis_server import EmbeddedRedis, redis_executable
-from tengen.cluster.run_dir import RunDir
+from tengen.run.config import load_config
+from tengen.run.run_dir import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
-TENGEN = [sys.executable, "-m", "tengen.cluster.cli"]
+TENGEN = [sys.executable, "-m", "tengen.cli"]
 #: the password reaches the peer through its environment, never its command line
 PASSWORD_ENV = "BENCH_REDIS_PASSWORD"
 

@@ -2,7 +2,7 @@
 of what self-play could teach them, for bench/learn_connect4.py's targets.
 
 Trains the config's network, fresh, on solver-labelled positions: files written by
-bench/label_connect4.py with ``--exclude bench/data/connect4_positions.txt``, so that
+bench/label_connect4.py with ``--exclude play/data/connect4_positions.txt``, so that
 no graded position (nor its mirror image) is trained on.
 
 - Each position trains the policy (uniform over its optimal moves) and the value (its
@@ -40,24 +40,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from grade_connect4 import (
+
+from tengen.engine.games.base import Game
+from tengen.engine.network import CompiledModel, save_weights_file
+from tengen.learner.trainer import Trainer
+from tengen.play.grading import (
+    DEFAULT_PATH,
     TARGET_OPTIMAL,
     TARGET_OUTCOME,
+    LabelledPosition,
     SearchSettings,
     Share,
     grade_moves,
     grade_network,
+    position_keys,
+    read_positions,
     search_chooser,
 )
-from label_connect4 import DEFAULT_PATH, LabelledPosition, position_keys, read_positions
-
-from tengen.cluster.checkpoint import build_model
-from tengen.cluster.config import TengenConfig, load_config
-from tengen.cluster.run_dir import CONFIG_FILE, MODEL_FILE
-from tengen.engine.games.base import Game
-from tengen.engine.network import CompiledModel, save_weights_file
-from tengen.engine.solvers import NO_SCORE
-from tengen.learner.trainer import Trainer
+from tengen.play.solvers import NO_SCORE
+from tengen.run.checkpoint import build_model
+from tengen.run.config import TengenConfig, load_config
+from tengen.run.run_dir import CONFIG_FILE, MODEL_FILE
 
 
 @dataclass(frozen=True)

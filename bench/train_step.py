@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
-from tengen.cluster.config import load_config
 from tengen.learner.trainer import Trainer
+from tengen.run.config import load_config
 
 SLICES = 4
 

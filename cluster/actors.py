@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from tengen.cluster.codec import encode_game, game_decoder
-from tengen.cluster.config import TengenConfig, parse_config
 from tengen.cluster.metrics import RunMetrics
 from tengen.cluster.outbox import GameOutbox
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
@@ -36,14 +34,16 @@ from tengen.cluster.redis_server import connect
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
+from tengen.run.codec import encode_game, game_decoder
+from tengen.run.config import TengenConfig, parse_config, stream_maxlen
 from tengen.workers.selfplay_worker import WorkerStats
 
 if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow: only where they run
-    from tengen.cluster.loop import Total
     from tengen.learner.learner import LearnerStats, LearnerStep
+    from tengen.run.loop import Total
     from tengen.workers.gatekeeper import GatingResult
 
-__all__ = ["SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerLost", "stream_maxlen",
+__all__ = ["SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerLost",
            "redis_for"]
 
 #: how long a worker waits for one leaf evaluation before it calls its server lost
@@ -52,17 +52,6 @@ EVALUATION_TIMEOUT_S = 120.0
 
 class ServerLost(RuntimeError):
     """The inference server stopped answering a worker (it died, or hangs)."""
-
-
-def stream_maxlen(config: TengenConfig) -> int:
-    """The stream's MAXLEN (in games) that holds about ``replay_window`` positions.
-
-    A game records about half its board in moves, times the share of full searches;
-    erring long keeps a little more than the window, never less.
-    """
-    height, width = config.game.make().board_shape
-    positions_per_game = max(1.0, height * width / 2 * config.selfplay.full_search_fraction)
-    return max(100, int(config.train.replay_window / positions_per_game))
 
 
 def redis_for(config: TengenConfig, url: str, password: str | None, *, component: str) -> ResilientRedis:

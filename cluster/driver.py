@@ -46,19 +46,19 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from tengen.cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, SelfPlayReport, stream_maxlen
-from tengen.cluster.config import TengenConfig
+from tengen.cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, SelfPlayReport
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
-from tengen.cluster.keys import RunKeys, version_id
-from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
+from tengen.cluster.keys import RunKeys
 from tengen.cluster.metrics import RunMetrics
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
 from tengen.cluster.registry import ModelRegistry
-from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.cluster.status_board import StatusBoard, memory_by_part
 from tengen.cluster.stream import SampleStream
 from tengen.cluster.supervision import CrashLoop, Supervisor, root_cause
+from tengen.run.config import TengenConfig, stream_maxlen
+from tengen.run.loop import TrainingLoop, stop_on_sigterm
+from tengen.run.run_dir import RunDir, RunDirError, version_id
 
 if TYPE_CHECKING:
     from tengen.learner.learner import LearnerStep
@@ -89,7 +89,7 @@ class ClusterRun:
         self.game = config.game.make()
         self.redis: EmbeddedRedis | None = None
         self.client: ResilientRedis | None = None
-        #: the training loop's state and decisions (cluster/loop.py), once run() made it
+        #: the training loop's state and decisions (run/loop.py), once run() made it
         self.loop: TrainingLoop | None = None
         self.server_stats: dict = {}
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,

@@ -1,51 +1,22 @@
-"""What a run reports about itself: per-component status that ages out, the worker
-count ``tengen scale`` asks for, and the Redis memory the run's parts hold.
+"""What a run reports about itself, in Redis: per-component status that ages out, the
+worker count ``tengen scale`` asks for, and the Redis memory the run's parts hold.
 
 - ``StatusBoard``: per-component hashes ``tengen:{<run>}:status:<component>`` that
-  expire ``ttl_s`` after their last update, so a dead worker drops off the board;
-- ``LocalStatusBoard``: the same in this process;
+  expire ``ttl_s`` after their last update, so a dead worker drops off the board (the
+  in-process twin and the status's stored form are run/status_board.py's);
 - ``memory_by_part``: bytes by part of the run (samples, models, ladder, status).
-
-Both boards are ``StatusBoardLike``. A status is stored as one JSON value per field
-(``_fields``) and read back through the same decoding (``_from_fields``), on Redis and
-in this process alike.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from tengen.cluster.json_values import dumps
-from tengen.cluster.keys import RunKeys, as_bytes
+from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_client import RedisLike, call_with_retry
+from tengen.run.sample_stream import as_bytes
+from tengen.run.status_board import StatusBoardLike, status_fields, status_from_fields
 
-__all__ = ["StatusBoardLike", "StatusBoard", "LocalStatusBoard", "memory_by_part"]
-
-
-class StatusBoardLike(Protocol):
-    """Where components report their status and the driver and ``tengen status`` read it.
-    (Only cluster/ reports and reads status, so this lives beside its two boards.)"""
-
-    def set_status(self, component: str, status: dict, *, wait: bool = True) -> None:
-        """Replace ``component``'s status (``wait=False``: try once, for a reporter that
-        must not stall during an outage)."""
-        ...
-
-    def get_status(self) -> dict[str, dict]:
-        """``{component: status}`` of every component that reported within the TTL."""
-        ...
-
-
-def _fields(status: dict) -> dict[str, str]:
-    """A status as stored: each field JSON, and the time of the update in ``_updated``."""
-    return {str(k): dumps(v) for k, v in status.items()} | {"_updated": dumps(time.time())}
-
-
-def _from_fields(fields: dict) -> dict:
-    return {(k.decode() if isinstance(k, bytes) else k): json.loads(v) for k, v in fields.items()}
+__all__ = ["StatusBoard", "memory_by_part"]
 
 
 class StatusBoard(StatusBoardLike):
@@ -62,7 +33,7 @@ class StatusBoard(StatusBoardLike):
         """Replace ``component``'s status (``wait=False``: try once, for a reporter that
         must not stall during an outage; it raises RedisUnavailable then)."""
         key = self.keys.status(component)
-        mapping = _fields(status)
+        mapping = status_fields(status)
 
         def write(client: Any) -> None:  # Any: redis-py's stubs want a Mapping of unions
             pipe = client.pipeline(transaction=True)
@@ -95,29 +66,8 @@ class StatusBoard(StatusBoardLike):
         prefix = len(self.keys.status_prefix)
         for key, fields in zip(keys, pipe.execute(), strict=True):
             if fields:
-                board[as_bytes(key).decode()[prefix:]] = _from_fields(fields)
+                board[as_bytes(key).decode()[prefix:]] = status_from_fields(fields)
         return board
-
-
-class LocalStatusBoard(StatusBoardLike):
-    """``StatusBoard`` in this process (entries expire the same way)."""
-
-    def __init__(self, run_id: str = "local", *, ttl_s: float = 60.0):
-        self.keys = RunKeys(run_id)
-        self.ttl_s = ttl_s
-        self._board: dict[str, tuple[float, dict[str, str]]] = {}  # component -> (expiry, fields)
-        self._lock = threading.Lock()
-
-    def set_status(self, component: str, status: dict, *, wait: bool = True) -> None:
-        fields = _fields(status)
-        with self._lock:
-            self._board[component] = (time.monotonic() + self.ttl_s, fields)
-
-    def get_status(self) -> dict[str, dict]:
-        now = time.monotonic()
-        with self._lock:
-            self._board = {c: v for c, v in self._board.items() if v[0] > now}
-            return {c: _from_fields(v[1]) for c, v in sorted(self._board.items())}
 
 
 def memory_by_part(client: RedisLike, run_id: str) -> dict[str, int]:
@@ -145,8 +95,3 @@ def memory_by_part(client: RedisLike, run_id: str) -> dict[str, int]:
     out["maxmemory"] = int(info.get("maxmemory", 0))
     return out
 
-
-if TYPE_CHECKING:
-    # Nothing the type checker reads makes the in-process twin (tests do), so this
-    # does: a twin that lacks a method of the interface is abstract and cannot be made.
-    _LOCAL_TWIN: StatusBoardLike = LocalStatusBoard()

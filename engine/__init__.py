@@ -1,4 +1,4 @@
-"""The pure core of tengen: rules, search, network and match statistics.
+"""The pure core of tengen: rules, search, network, self-play and match statistics.
 
 Nothing here imports Ray, Redis, Prometheus or the other top-level folders.
 """

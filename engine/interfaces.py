@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Protocol, TypedDict
 
-import numpy as np
-
 from tengen.engine.gating import GatingSummary
 from tengen.engine.selfplay import GameRecord
 
@@ -34,17 +32,16 @@ __all__ = [
     "PromotionResult",
     "LadderEntry",
     "ModelRegistryLike",
-    "Player",
 ]
 
-#: a stream entry's blob to its game (``cluster.codec.game_decoder``), raising on a bad one
+#: a stream entry's blob to its game (``run.codec.game_decoder``), raising on a bad one
 Decode = Callable[[bytes], GameRecord]
 #: a delivered entry: its id (to acknowledge) and its game
 Entry = tuple[bytes, GameRecord]
 
 
 class SampleSink(Protocol):
-    """Where finished games go: one encoded game (``cluster.codec.encode_game``) per entry."""
+    """Where finished games go: one encoded game (``run.codec.encode_game``) per entry."""
 
     def add(self, blob: bytes, *, wait: bool = True) -> bytes:
         """Append one game; returns its entry id."""
@@ -159,20 +156,3 @@ class ModelRegistryLike(WeightSource, CandidateSink, Protocol):
     def prune(self, *, keep_candidates: int, keep: Iterable[int] = ()) -> list[int]: ...
 
     def subscribe(self) -> Subscription: ...
-
-
-class Player(Protocol):
-    """One side of a match (engine/match.py), with a slot per concurrent game:
-    ``new_game(slot, state)`` starts a game, ``choose(slots, states, rng)`` picks the
-    moves of the games in which it is to move (one batched search for all of them),
-    and ``advance(slot, action)`` tells it the move played (its own or the
-    opponent's), so that tree players keep their subtrees. The players are in
-    engine/arena.py (models, pure MCTS, random) and engine/gtp_player.py (a GTP engine)."""
-
-    name: str
-
-    def new_game(self, slot: int, state: np.ndarray) -> None: ...
-
-    def choose(self, slots: list[int], states: list[np.ndarray], rng: np.random.Generator) -> list[int]: ...
-
-    def advance(self, slot: int, action: int) -> None: ...

@@ -64,7 +64,7 @@ def value_target(record: GameRecord, q_weight: float) -> np.ndarray:
 
 class LearnerStats(TypedDict):
     """The learner's counters (``Learner.stats``): what the training loop reports and
-    stops on (cluster/loop.py) and the cluster's LearnerActor records as metrics."""
+    stops on (run/loop.py) and the cluster's LearnerActor records as metrics."""
 
     step: int  # training steps taken
     window: int  # positions in the replay window

@@ -1,9 +1,13 @@
 """tengen: distributed AlphaZero-style self-play training.
 
-The layout's folders are its subpackages: ``tengen.engine`` (rules, search, network:
-the pure core), ``tengen.workers`` and ``tengen.learner`` (the plain classes that
-become actors), ``tengen.cluster`` (config, Redis, Ray, the drivers, the CLI).
-Importing ``tengen`` loads none of them.
+The layout's folders are its subpackages: ``tengen.engine`` (rules, search, network,
+self-play: the pure core), ``tengen.play`` (a finished model against something: GTP,
+matches, records), ``tengen.workers`` and ``tengen.learner`` (the plain classes that
+become actors), ``tengen.run`` (what both wirings share: the config schema, the
+training loop, the run directory, the single-process run), ``tengen.cluster`` (Ray and
+Redis), ``tengen.web`` (the local pages) and ``tengen.testing`` (what the tests and
+benchmarks share). The package's own modules are the ``tengen`` commands
+(``tengen.cli``). Importing ``tengen`` loads none of them.
 """
 
 from __future__ import annotations

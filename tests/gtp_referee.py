@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def tengen_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tengen.cluster.cli", "gtp", *args]
+    return [sys.executable, "-m", "tengen.cli", "gtp", *args]
 
 
 class GtpFailure(Exception):

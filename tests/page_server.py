@@ -29,7 +29,7 @@ class PageServer:
     def __init__(self, *args: str, env: dict[str, str] | None = None):
         self._stderr = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tengen.cluster.cli", *args],
+            [sys.executable, "-m", "tengen.cli", *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env or os.environ.copy())
         self.printed_url = self.read_line()
         if not self.printed_url:

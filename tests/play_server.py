@@ -31,8 +31,8 @@ def write_checkpoint(directory: Path, game: dict[str, Any], *, simulations: int 
         **({"gating": gating} if gating else {}),
     }))
     script = textwrap.dedent(f"""
-        from tengen.cluster.checkpoint import build_model
-        from tengen.cluster.config import load_config
+        from tengen.run.checkpoint import build_model
+        from tengen.run.config import load_config
         from tengen.engine.network import save_weights_file
         save_weights_file(build_model(load_config({str(config)!r})), {str(directory / "model.safetensors")!r},
                           metadata={{"version": "000000"}})

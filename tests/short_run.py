@@ -34,7 +34,7 @@ def short_run(base: Path) -> Path:
     config = base / "ttt.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     run_dir = base / "run"
-    done = subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "train", str(config), "--single-process",
+    done = subprocess.run([sys.executable, "-m", "tengen.cli", "train", str(config), "--single-process",
                            "--run-dir", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return run_dir

@@ -6,15 +6,14 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from bench_scripts import BENCH, load
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-sys.path.insert(0, str(BENCH))
+from tengen.testing.cpu_by_part import CpuByPart, part_of
+from tengen.testing.training_run import ratio_lines_cluster_vs_single
 
-from cpu_by_part import CpuByPart, part_of  # noqa: E402
-from single_process_speed import rates, spread  # noqa: E402
+rates, spread = load("single_process_speed").rates, load("single_process_speed").spread
 
 
 def burn_cpu(seconds: float) -> str:
@@ -36,7 +35,7 @@ def test_parts_are_known_by_their_ray_names():
     assert part_of("/usr/lib/redis-server 127.0.0.1:6379") == "redis"
     assert part_of("/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet --node") == \
         "ray (raylet, gcs, dashboard, logs)"
-    assert part_of("python -m tengen.cluster.cli train connect4") is None  # the driver, by its pid
+    assert part_of("python -m tengen.cli train connect4") is None  # the driver, by its pid
 
 
 def test_the_sampler_counts_a_busy_child_as_the_driver():
@@ -84,7 +83,7 @@ def test_speed_spread_is_how_far_one_codes_runs_differ():
 
 
 def test_the_train_step_bench_times_both_steps_and_prints_its_ratio(capsys):
-    import train_step
+    train_step = load("train_step")
 
     assert train_step.main(["--config", "tictactoe", "--seconds", "0.4", "--batch", "16"]) == 0
     out = capsys.readouterr().out
@@ -94,7 +93,7 @@ def test_the_train_step_bench_times_both_steps_and_prints_its_ratio(capsys):
 
 
 def test_the_train_step_bench_compares_mixed_precision_with_float32(capsys):
-    import train_step
+    train_step = load("train_step")
 
     args = ["--config", "tictactoe", "--seconds", "0.4", "--batch", "16", "--compare", "precision"]
     assert train_step.main(args) == 0
@@ -111,7 +110,7 @@ def test_the_train_step_bench_compares_mixed_precision_with_float32(capsys):
 
 
 def test_the_self_play_evaluation_bench_times_the_three_ways_and_prints_their_ratios(capsys):
-    import selfplay_evaluation
+    selfplay_evaluation = load("selfplay_evaluation")
 
     assert selfplay_evaluation.main(["--config", "tictactoe", "--seconds", "1", "--slice", "0.5"]) == 0
     out = capsys.readouterr().out
@@ -124,8 +123,6 @@ def test_the_self_play_evaluation_bench_times_the_three_ways_and_prints_their_ra
 
 
 def test_the_main_job_is_compared_with_the_single_process_run_per_minute():
-    from training_run import ratio_lines_cluster_vs_single
-
     cluster = {"games_per_min": 900.0, "steps_per_min": 230.0}
     single = {"games_per_min": 1000.0, "steps_per_min": 200.0}
     assert ratio_lines_cluster_vs_single(cluster, single) == [
@@ -135,7 +132,7 @@ def test_the_main_job_is_compared_with_the_single_process_run_per_minute():
 
 def test_network_flops_count_two_operations_per_multiply_add_of_the_convolutions_and_dense_layers():
     import keras
-    from inference_flops import network_flops
+    network_flops = load("inference_flops").network_flops
 
     planes = keras.Input((6, 7, 3))
     features = keras.layers.Conv2D(8, 3, padding="same")(planes)
@@ -146,7 +143,7 @@ def test_network_flops_count_two_operations_per_multiply_add_of_the_convolutions
 
 
 def test_the_inference_flops_bench_times_the_network_and_the_matrix_product(capsys):
-    import inference_flops
+    inference_flops = load("inference_flops")
 
     args = ["--config", "tictactoe", "--seconds", "0.4", "--slice", "0.2", "--batch", "64", "--matrix", "128"]
     assert inference_flops.main(args) == 0
@@ -158,7 +155,7 @@ def test_the_inference_flops_bench_times_the_network_and_the_matrix_product(caps
 
 
 def test_the_gating_match_bench_plays_the_same_match_with_and_without_the_caches(capsys):
-    import gating_match
+    gating_match = load("gating_match")
 
     assert gating_match.main(["--config", "tictactoe", "--games", "4", "--rounds", "1"]) == 0
     out = capsys.readouterr().out

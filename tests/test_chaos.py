@@ -1,7 +1,7 @@
 """Kill each part of a real run and check that the run carries on and keeps what it
 had: ``tengen train`` in a child process, real Ray, the real Redis server killed and
 restarted, processes killed with SIGKILL. The faults themselves are in
-tests/chaos_harness.py, shared with bench/chaos.py, which times them.
+testing/chaos.py, shared with bench/chaos.py, which times them.
 
 Time bounds here are generous (this machine is shared and slow); the seconds each
 recovery takes are the benchmark's figures, not assertions. The tests of a module
@@ -14,11 +14,11 @@ import json
 import signal
 from pathlib import Path
 
-import chaos_harness as chaos
 import pytest
 
 from tengen.cluster.redis_server import EmbeddedRedis
-from tengen.cluster.run_dir import RunDir
+from tengen.run.run_dir import RunDir
+from tengen.testing import chaos
 
 RECOVERY_S = 180
 

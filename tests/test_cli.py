@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def tengen(*args, stdin="", timeout=300):
-    return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tengen.cli", *args], input=stdin, capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT)
 
 
@@ -163,7 +163,7 @@ def test_train_says_first_what_it_does_and_keeps_the_terminal_quiet(tmp_path):
 
 def test_a_reader_that_leaves_early_is_no_error():
     """``tengen config show go9 | head -1``: the pipe closes before tengen writes."""
-    shown = subprocess.Popen([sys.executable, "-m", "tengen.cluster.cli", "config", "show", "go9"], cwd=ROOT,
+    shown = subprocess.Popen([sys.executable, "-m", "tengen.cli", "config", "show", "go9"], cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     shown.stdout.close()
     _, stderr = shown.communicate(timeout=120)
@@ -181,7 +181,7 @@ def _schema_keys() -> set[str]:
     """Every key the config schema knows, in ``_keys``' form."""
     from pydantic import BaseModel
 
-    from tengen.cluster.config import TengenConfig
+    from tengen.run.config import TengenConfig
 
     keys = set()
     for name, field in TengenConfig.model_fields.items():
@@ -195,7 +195,7 @@ def _schema_keys() -> set[str]:
 
 def test_config_show_spells_out_every_key_of_the_packaged_config():
     """``tengen config show go9 > my-go9.yaml``: a start for one's own config."""
-    from tengen.cluster.config import config_path, load_config, parse_config
+    from tengen.run.config import config_path, load_config, parse_config
 
     done = tengen("config", "show", "go9")
     assert done.returncode == 0 and done.stderr == "", done.stderr
@@ -234,7 +234,7 @@ def test_a_ray_run_says_first_what_it_does_and_keeps_the_terminal_quiet(tmp_path
 #: runs the tengen command in this interpreter, then writes which heavy modules it loaded
 HEAVY_PROBE = """
 import json, sys
-from tengen.cluster.cli import main
+from tengen.cli import main
 code = main(sys.argv[2:])
 with open(sys.argv[1], "w") as out:
     json.dump(sorted(m for m in ("tensorflow", "ray", "numba", "numpy") if m in sys.modules), out)
@@ -253,8 +253,8 @@ def tengen_loading(tmp_path, *args):
 def _stopped_run(tmp_path):
     """A run directory as a finished Ray run leaves it: identity, config, last report,
     ladder, and the connection file of its Redis, now gone."""
-    from tengen.cluster.config import load_config
-    from tengen.cluster.run_dir import RunDir
+    from tengen.run.config import load_config
+    from tengen.run.run_dir import RunDir
 
     files = RunDir(tmp_path / "run")
     run_id = files.create_identity()

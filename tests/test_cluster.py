@@ -14,16 +14,15 @@ import pytest
 import ray
 import yaml
 
-from tengen.cluster.actors import stream_maxlen
-from tengen.cluster.codec import game_decoder
-from tengen.cluster.config import parse_config
 from tengen.cluster.driver import ClusterRun
 from tengen.cluster.redis_server import EmbeddedRedis
 from tengen.cluster.registry import ModelRegistry
-from tengen.cluster.run_control import read_status, request_workers
-from tengen.cluster.run_dir import RunDir
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
+from tengen.run.codec import game_decoder
+from tengen.run.config import parse_config, stream_maxlen
+from tengen.run.run_dir import RunDir
+from tengen.run_control import read_status, request_workers
 
 TINY_TICTACTOE = {
     "game": {"name": "tictactoe"},

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from tengen.cluster.config import MEMORY_BUDGET_VARIABLE, ConfigError, TengenConfig, load_config, parse_config
 from tengen.engine.games import GoGame, make_game
 from tengen.engine.mcts import Search, SearchChoice, search_bytes
 from tengen.learner.replay import ReplayWindow
+from tengen.run.config import MEMORY_BUDGET_VARIABLE, ConfigError, TengenConfig, load_config, parse_config
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 GiB = 2**30
@@ -405,7 +405,7 @@ def test_unreadable_and_malformed_files(tmp_path):
 
 
 def test_selfplay_demo_runs_from_a_config(capsys):
-    from tengen.cluster.cli import main
+    from tengen.cli import main
 
     assert main(["selfplay-demo", "--config", str(CONFIGS[0]), "--games", "20"]) == 0
     out = capsys.readouterr().out

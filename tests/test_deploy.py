@@ -986,9 +986,10 @@ def test_acl_file_holds_no_password(acl_redis):
 
 def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
     from tengen.cluster.redis_server import connect
-    from tengen.cluster.registry import ModelRegistry, parse_promotion
+    from tengen.cluster.registry import ModelRegistry
     from tengen.cluster.status_board import StatusBoard, memory_by_part
     from tengen.cluster.stream import SampleStream
+    from tengen.run.model_registry import parse_promotion
 
     port, passwords, _ = acl_redis
     url = f"redis://127.0.0.1:{port}/0"
@@ -1077,8 +1078,8 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
 def test_a_whole_run_as_the_tengen_acl_user(acl_redis, tmp_path, monkeypatch):
     """Every actor method and the driver, against the manifest's ACL: what the grant
     leaves out fails here, not on the first learner step on Kubernetes."""
-    from tengen.cluster.config import parse_config
     from tengen.cluster.driver import ClusterRun
+    from tengen.run.config import parse_config
 
     port, passwords, _ = acl_redis
     monkeypatch.setenv("TENGEN_REDIS_USERNAME", "tengen")  # the local Ray's actors inherit the environment

@@ -4,9 +4,9 @@ answer the model gave, and never with an old model's."""
 import numpy as np
 import pytest
 
-from tengen.cluster.config import parse_config
 from tengen.engine.games import make_game
 from tengen.engine.mcts import CachedEvaluator, EvaluationCache, cache_bytes
+from tengen.run.config import parse_config
 from tengen.workers.selfplay_worker import SelfPlayWorker
 
 C4 = make_game("connect4")
@@ -207,8 +207,8 @@ def _roots(result, candidate):
 
 def test_the_gatekeeper_keeps_each_networks_answers_while_it_plays_and_only_theirs(tmp_path):
     # The models load TensorFlow: this test and the worker's do.
-    from tengen.cluster.registry import LocalModelRegistry
     from tengen.engine.network import CompiledModel, weights_to_bytes
+    from tengen.run.model_registry import LocalModelRegistry
     from tengen.workers.gatekeeper import Gatekeeper
 
     config = parse_config({"game": {"name": "connect4"}, "network": {"blocks": 1, "filters": 8},

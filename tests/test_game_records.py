@@ -1,4 +1,4 @@
-"""Finished games as files (engine/game_records.py): Go as SGF with the search's
+"""Finished games as files (play/game_records.py): Go as SGF with the search's
 comments, the other games as one plain line, each read back; and every SGF file
 tengen writes (self-play and gating games, `tengen match`'s games, GTP's printsgf)
 read back by Sabaki's SGF parser as sgfmill reads it."""
@@ -20,7 +20,10 @@ import pytest
 from debian import fetch_gnugo
 from sgfmill import sgf, sgf_grammar
 
-from tengen.engine.game_records import (
+from tengen.engine.games import make_game
+from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.selfplay import SelfPlay
+from tengen.play.game_records import (
     FinishedGame,
     GameTextError,
     parse_move_comment,
@@ -30,11 +33,8 @@ from tengen.engine.game_records import (
     write_game,
     write_plain,
 )
-from tengen.engine.games import make_game
-from tengen.engine.gtp import GtpEngine
-from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.selfplay import SelfPlay
-from tengen.engine.sgf import GoRecord, Move, Setup, load_sgf, read_sgf
+from tengen.play.gtp import GtpEngine
+from tengen.play.sgf import GoRecord, Move, Setup, load_sgf, read_sgf
 
 ROOT = Path(__file__).resolve().parent.parent
 GO5 = make_game("go", size=5, komi=7.5)
@@ -180,7 +180,7 @@ def test_sgf_that_tengen_writes_loads_in_sabaki_without_loss(sabaki_sgf, tmp_pat
         path.write_text(write_game(game, finished), encoding="utf-8")
         paths.append(path)
     for finished, path, seen in zip(games, paths, sabaki_read(sabaki_sgf, *paths), strict=True):
-        ours = load_sgf(path)  # sgfmill's reading, through engine/sgf.py
+        ours = load_sgf(path)  # sgfmill's reading, through play/sgf.py
         root = seen["root"]
         assert root["SZ"] == ["9"] and float(root["KM"][0]) == ours.komi == 7.5
         assert root["RE"] == [ours.result] == [result_text(game, finished)]
@@ -206,7 +206,7 @@ def test_sgf_that_tengen_writes_loads_in_sabaki_without_loss(sabaki_sgf, tmp_pat
 
 
 def sabaki_record(seen: dict) -> GoRecord:
-    """What Sabaki read (``sabaki_sgf.js``'s output for one file) as engine/sgf.py's
+    """What Sabaki read (``sabaki_sgf.js``'s output for one file) as play/sgf.py's
     ``read_sgf`` gives a file. Sabaki's vertices are [x, y] from the top left; a move
     off the board (FF[3]'s ``tt``, which sgfmill writes) or empty is a pass."""
     root = seen["root"]
@@ -267,7 +267,7 @@ def test_a_tengen_match_record_loads_in_sabaki_without_loss(sabaki_sgf, gnugo, t
     flags = ["--mode", "gtp", "--chinese-rules", "--level", "1", "--seed", "2"]
     a, b = shlex.join([str(renamed), *flags]), shlex.join([str(gnugo), *flags])
     days = {utc_date(time.time())}
-    done = subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "match", f"gtp:{a}", "--gtp-engine", b,
+    done = subprocess.run([sys.executable, "-m", "tengen.cli", "match", f"gtp:{a}", "--gtp-engine", b,
                            "--games", "2", "--out", str(tmp_path / "games"), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -292,11 +292,11 @@ def test_a_tengen_match_record_loads_in_sabaki_without_loss(sabaki_sgf, gnugo, t
 
 def test_a_gating_match_record_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path):
     # The models and the match load TensorFlow: only this test does.
-    from tengen.cluster.config import parse_config
-    from tengen.cluster.loop import TrainingLoop
-    from tengen.cluster.registry import LocalModelRegistry
-    from tengen.cluster.run_dir import RunDir
     from tengen.engine.network import weights_to_bytes
+    from tengen.run.config import parse_config
+    from tengen.run.loop import TrainingLoop
+    from tengen.run.model_registry import LocalModelRegistry
+    from tengen.run.run_dir import RunDir
     from tengen.workers.gatekeeper import Gatekeeper
 
     config = parse_config({

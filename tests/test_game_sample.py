@@ -1,6 +1,6 @@
 """The games a run keeps and shows: every K-th self-play game in the run directory
-(cluster/game_sample.py), the gating matches' games, and `tengen games`
-(cluster/games_export.py) on a finished run and on a live run's Redis stream."""
+(run/game_sample.py), the gating matches' games, and `tengen games`
+(tengen/run_control.py) on a finished run and on a live run's Redis stream."""
 
 from __future__ import annotations
 
@@ -14,17 +14,18 @@ from pathlib import Path
 import pytest
 from test_cli import tengen_loading
 
-from tengen.cluster.codec import decode_game, encode_game, game_decoder
-from tengen.cluster.config import parse_config
-from tengen.cluster.game_sample import GameSample, game_number
-from tengen.cluster.run_dir import RunDir
-from tengen.cluster.single_process import SingleProcessRun
-from tengen.cluster.stream import LocalSampleStream, SampleStream
-from tengen.engine.game_records import parse_move_comment, read_plain, utc_date
+from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay
-from tengen.engine.sgf import load_sgf
+from tengen.play.game_records import parse_move_comment, read_plain, utc_date
+from tengen.play.sgf import load_sgf
+from tengen.run.codec import decode_game, encode_game, game_decoder
+from tengen.run.config import parse_config
+from tengen.run.game_sample import GameSample, game_number
+from tengen.run.run_dir import RunDir
+from tengen.run.sample_stream import LocalSampleStream
+from tengen.run.single_process import SingleProcessRun
 
 ROOT = Path(__file__).resolve().parent.parent
 TTT = make_game("tictactoe")
@@ -43,7 +44,7 @@ GO5 = {
 
 
 def tengen(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tengen.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
 
 

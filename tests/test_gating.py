@@ -253,8 +253,9 @@ def test_elo_interval_covers_the_truth_in_simulation():
 
 
 def test_a_match_hands_back_its_finished_games():
-    from tengen.engine.arena import RandomPlayer, play_match
     from tengen.engine.games import make_game
+    from tengen.play.match import play_match
+    from tengen.play.players import RandomPlayer
 
     ttt = make_game("tictactoe")
     result = play_match(ttt, RandomPlayer(ttt, "a"), RandomPlayer(ttt, "b"), games=7, slots=3,
@@ -271,8 +272,8 @@ def test_a_match_hands_back_its_finished_games():
 
 
 def test_the_go_random_player_never_fills_its_own_eyes_and_passes_last():
-    from tengen.engine.arena import RandomPlayer
     from tengen.engine.games import GoGame, make_game
+    from tengen.play.players import RandomPlayer
 
     game, rng = GoGame(size=5), np.random.default_rng(3)
     player = RandomPlayer(game, avoid_own_eyes=True)

@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tengen.cluster.cli import build_parser, main
-from tengen.engine.analysis import SearchPlayer
+from tengen.cli import build_parser, main
 from tengen.engine.games.go import GoGame
-from tengen.engine.gtp import GtpEngine, preprocess
 from tengen.engine.mcts import uniform_evaluator
+from tengen.play.gtp import GtpEngine, preprocess
+from tengen.play.search_player import SearchPlayer
 
 GOLDEN = Path(__file__).parent / "golden"
 REPO = Path(__file__).resolve().parent.parent
@@ -484,7 +484,7 @@ def test_cli_parses_gtp_options() -> None:
 def test_console_script_speaks_gtp_over_stdin_stdout() -> None:
     transcript = "1 name\nboardsize 9\n# comment\n\nplay b E5\nplay w Z1\nfrob\n2 final_score\n3 quit\nname\n"
     proc = subprocess.run(
-        [sys.executable, "-m", "tengen.cluster.cli", "gtp", "--game", "go9", "--komi", "5.5", "--seed", "1"],
+        [sys.executable, "-m", "tengen.cli", "gtp", "--game", "go9", "--komi", "5.5", "--seed", "1"],
         input=transcript,
         capture_output=True,
         text=True,
@@ -498,7 +498,7 @@ def test_console_script_speaks_gtp_over_stdin_stdout() -> None:
 
 def test_console_script_ends_cleanly_at_end_of_input() -> None:
     tengen = Path(sys.executable).parent / "tengen"
-    command = [str(tengen)] if tengen.exists() else [sys.executable, "-m", "tengen.cluster.cli"]
+    command = [str(tengen)] if tengen.exists() else [sys.executable, "-m", "tengen.cli"]
     proc = subprocess.run(
         [*command, "gtp", "--game", "go9"],
         input="protocol_version\n",

@@ -14,7 +14,7 @@ import pytest
 from gtp_clients import lizzie_parse_info, sabaki_parse_analysis
 from gtp_referee import ROOT, tengen_command
 
-from tengen.engine.gtp import GtpEngine
+from tengen.play.gtp import GtpEngine
 
 
 class Console:

@@ -32,8 +32,8 @@ def model(tmp_path_factory) -> tuple[str, str]:
     weights = tmp / "weights" / "model.safetensors"
     weights.parent.mkdir()
     script = textwrap.dedent(f"""
-        from tengen.cluster.config import load_config
-        from tengen.cluster.checkpoint import build_model
+        from tengen.run.config import load_config
+        from tengen.run.checkpoint import build_model
         from tengen.engine.network import save_weights_file
         save_weights_file(build_model(load_config({str(config)!r})), {str(weights)!r}, metadata={{"version": "000000"}})
     """)
@@ -51,8 +51,8 @@ def passing_model(model) -> tuple[str, str]:
     passing = str(Path(weights).with_name("passing.safetensors"))
     script = textwrap.dedent(f"""
         import numpy as np
-        from tengen.cluster.checkpoint import load_model
-        from tengen.cluster.config import load_config
+        from tengen.run.checkpoint import load_model
+        from tengen.run.config import load_config
         from tengen.engine.network import save_weights_file
         _, game, network = load_model({weights!r}, load_config({config!r}))
         logits = network.get_layer("policy_logits")

@@ -16,7 +16,7 @@ import pytest
 from gtp_clients import sabaki_parse_analysis
 from gtp_referee import ROOT, tengen_command
 
-from tengen.engine.gtp import GtpEngine
+from tengen.play.gtp import GtpEngine
 
 PACKAGE = "@sabaki/gtp@3"  # tested with 3.0.0
 

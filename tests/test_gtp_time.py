@@ -1,12 +1,12 @@
-"""Clocks and move budgets (engine/gtp_time.py), numbers worked out by hand, and a
+"""Clocks and move budgets (play/gtp_time.py), numbers worked out by hand, and a
 9x9 game on a short absolute clock against GNU Go with a real (tiny) model."""
 
 from __future__ import annotations
 
 import pytest
 
-from tengen.engine.gtp import GtpEngine
-from tengen.engine.gtp_time import Clock, TimeSettings, parse_kgs_time_settings, parse_time_settings
+from tengen.play.gtp import GtpEngine
+from tengen.play.gtp_time import Clock, TimeSettings, parse_kgs_time_settings, parse_time_settings
 
 BLACK, WHITE = 0, 1
 

@@ -9,7 +9,7 @@ from positions import reachable_positions
 
 from tengen.engine.games import make_game
 from tengen.engine.mcts import Search, uniform_evaluator
-from tengen.engine.solvers import tictactoe_optimal_actions, tictactoe_value
+from tengen.play.solvers import tictactoe_optimal_actions, tictactoe_value
 
 TTT = make_game("tictactoe")
 C4 = make_game("connect4")
@@ -268,7 +268,8 @@ def test_the_rule_below_the_root_is_argmax_of_improved_policy_minus_visit_share(
 
 
 def test_an_arena_player_with_gumbel_search_never_loses_to_a_random_player():
-    from tengen.engine.arena import MctsPlayer, RandomPlayer, play_match
+    from tengen.play.match import play_match
+    from tengen.play.players import MctsPlayer, RandomPlayer
 
     # Noise in each game's first move, so that the games differ (every opening holds
     # the draw), none after.

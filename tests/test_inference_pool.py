@@ -12,9 +12,9 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from tengen.cluster.config import parse_config
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
 from tengen.engine.network import weights_to_bytes
+from tengen.run.config import parse_config
 
 CONFIG = parse_config({"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8}})
 

@@ -6,7 +6,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tengen.cluster.codec import encode_game, game_decoder
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
@@ -15,6 +14,7 @@ from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import SelfPlay
 from tengen.learner.learner import CHECKPOINT_FILE, Learner
 from tengen.learner.options import LearnerOptions
+from tengen.run.codec import encode_game, game_decoder
 
 GAME = make_game("tictactoe")
 NETWORK = NetworkSpec(input_shape=GAME.planes_shape, num_actions=GAME.num_actions, blocks=1, filters=8, l2=1e-4,

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 from positions import reachable_positions
 
-from tengen.cluster.checkpoint import load_model
-from tengen.cluster.config import load_config
-from tengen.cluster.single_process import SingleProcessRun
-from tengen.engine.arena import MctsPlayer, play_match
 from tengen.engine.mcts import Search
 from tengen.engine.network import CompiledModel
-from tengen.engine.solvers import tictactoe_optimal_actions
+from tengen.play.match import play_match
+from tengen.play.players import MctsPlayer
+from tengen.play.solvers import tictactoe_optimal_actions
+from tengen.run.checkpoint import load_model
+from tengen.run.config import load_config
+from tengen.run.single_process import SingleProcessRun
 
 SIMULATIONS = 800
 

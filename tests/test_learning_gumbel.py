@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import yaml
 
-from tengen.cluster.checkpoint import build_model, load_model
-from tengen.cluster.config import parse_config
-from tengen.cluster.single_process import SingleProcessRun
-from tengen.engine.arena import MctsPlayer, RandomPlayer, play_match
 from tengen.engine.network import CompiledModel
+from tengen.play.match import play_match
+from tengen.play.players import MctsPlayer, RandomPlayer
+from tengen.run.checkpoint import build_model, load_model
+from tengen.run.config import parse_config
+from tengen.run.single_process import SingleProcessRun
 
 SIMULATIONS = 16
 

@@ -20,12 +20,12 @@ from gtp_referee import ROOT
 from play_server import write_checkpoint
 from sgfmill import sgf
 
-from tengen.engine.arena import RandomPlayer
-from tengen.engine.game_records import read_plain, utc_date
 from tengen.engine.games.mnk import tictactoe
-from tengen.engine.gtp import GtpEngine
-from tengen.engine.match import PlayedGame, play_games
-from tengen.engine.sgf import load_sgf
+from tengen.play.game_records import read_plain, utc_date
+from tengen.play.gtp import GtpEngine
+from tengen.play.match import PlayedGame, play_games
+from tengen.play.players import RandomPlayer
+from tengen.play.sgf import load_sgf
 
 #: GTP answers without a move: the engine of the forfeit test dies on its first genmove
 DYING_ENGINE = textwrap.dedent("""
@@ -42,7 +42,7 @@ SILENT_ENGINE = "import sys\nfor line in sys.stdin:\n    pass\n"
 
 
 def tengen_match(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "match", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "tengen.cli", "match", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -78,7 +78,7 @@ def test_a_tiny_go_model_against_gnugo(tmp_path, gnugo) -> None:
     assert (second["black"], second["white"]) == ("gnugo", str(best))
     assert summary["forfeits"] == 0
     for played in summary["game_results"]:
-        record = load_sgf(played["file"])  # engine/sgf.py reads it with sgfmill
+        record = load_sgf(played["file"])  # play/sgf.py reads it with sgfmill
         raw = sgf.Sgf_game.from_bytes(Path(played["file"]).read_bytes())
         assert raw.get_size() == 9 and raw.get_komi() == 7.5
         assert record.result == played["result"] and record.rules == "Tromp-Taylor"
@@ -143,7 +143,7 @@ def test_tictactoe_models_draw_each_other(tmp_path) -> None:
     lines = (out / "games.txt").read_text().splitlines()
     assert len(lines) == 8
     game = tictactoe()
-    for line in lines:  # engine/game_records.py's plain line, which checks the result against the moves
+    for line in lines:  # play/game_records.py's plain line, which checks the result against the moves
         finished, result = read_plain(line, game)
         assert finished.end == "rules" and result in ("1-0", "0-1", "1/2-1/2")
         assert set(finished.players) == {f"000000_({a})", f"000000_({b})"}  # version ids, no spaces

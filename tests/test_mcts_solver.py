@@ -1,10 +1,8 @@
 """The search's solver (``solver=True``): positions proven inside the tree. Checked
 against a negamax of tic-tac-toe that counts plies, and against Connect Four's
-solved positions (bench/data/connect4_positions.txt)."""
+solved positions (play/data/connect4_positions.txt)."""
 
 import functools
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +11,7 @@ from tengen.engine.games import make_game
 from tengen.engine.mcts import Search, uniform_evaluator
 from tengen.engine.mcts.tree import ROOT
 from tengen.engine.selfplay import SelfPlay
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from label_connect4 import read_positions  # noqa: E402
+from tengen.play.grading import read_positions
 
 TTT = make_game("tictactoe")
 C4 = make_game("connect4")

@@ -33,9 +33,9 @@ import ray
 import yaml
 from test_cluster import TINY_TICTACTOE
 
-from tengen.cluster.config import ConfigError, parse_config
 from tengen.cluster.driver import ClusterRun
 from tengen.cluster.metrics import METRICS
+from tengen.run.config import ConfigError, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 MONITORING = ROOT / "deploy" / "monitoring"

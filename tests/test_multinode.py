@@ -9,9 +9,9 @@ import time
 import pytest
 from ray.cluster_utils import Cluster
 
-from tengen.cluster.config import parse_config
 from tengen.cluster.driver import ClusterRun
-from tengen.cluster.run_control import read_status
+from tengen.run.config import parse_config
+from tengen.run_control import read_status
 
 CONFIG = {
     "game": {"name": "tictactoe"},

@@ -9,8 +9,6 @@ import time
 import numpy as np
 import pytest
 
-from tengen.cluster.codec import encode_game, game_decoder
-from tengen.cluster.config import parse_config
 from tengen.cluster.outbox import GameOutbox
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable
 from tengen.cluster.redis_server import EmbeddedRedis, connect
@@ -18,6 +16,8 @@ from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay
+from tengen.run.codec import encode_game, game_decoder
+from tengen.run.config import parse_config
 from tengen.workers.selfplay_worker import SelfPlayWorker
 
 GAME = make_game("tictactoe")

@@ -6,11 +6,8 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from tengen.cluster.checkpoint import load_model, load_player
-from tengen.cluster.cli import gtp_ownership
-from tengen.cluster.config import ConfigError, load_config, parse_config
+from tengen.cli import gtp_ownership
 from tengen.engine.games import make_game
-from tengen.engine.gtp import GtpEngine
 from tengen.engine.network import (
     CompiledModel,
     WeightsError,
@@ -21,9 +18,12 @@ from tengen.engine.network import (
     weights_have_ownership,
     weights_to_bytes,
 )
-from tengen.engine.ownership import NetworkOwnership, area_without_dead
 from tengen.learner.replay import ReplayWindow
 from tengen.learner.trainer import Trainer
+from tengen.play.gtp import GtpEngine
+from tengen.play.ownership import NetworkOwnership, area_without_dead
+from tengen.run.checkpoint import load_model, load_player
+from tengen.run.config import ConfigError, load_config, parse_config
 
 GO5 = make_game("go", size=5)
 

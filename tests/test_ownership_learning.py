@@ -6,14 +6,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tengen.cluster.codec import encode_game, game_decoder
-from tengen.cluster.config import parse_config
-from tengen.cluster.registry import LocalModelRegistry
-from tengen.cluster.stream import LocalSampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay
 from tengen.learner.learner import Learner
+from tengen.run.codec import encode_game, game_decoder
+from tengen.run.config import parse_config
+from tengen.run.model_registry import LocalModelRegistry
+from tengen.run.sample_stream import LocalSampleStream
 
 CONFIG = parse_config({
     "game": {"name": "go", "size": 5, "max_moves": 40},

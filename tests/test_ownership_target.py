@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import zstandard
 
-from tengen.cluster.codec import SampleFormatError, encode_game, game_decoder
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import SelfPlay
 from tengen.learner.replay import ReplayWindow, mover_ownership
+from tengen.run.codec import SampleFormatError, encode_game, game_decoder
 
 GO5 = make_game("go", size=5, max_moves=40)
 DECODE_GO5 = game_decoder(GO5)

@@ -16,8 +16,8 @@ from play_server import ROOT, PlayServer, write_checkpoint
 
 from tengen.engine.games.go import GoGame
 from tengen.engine.games.mnk import tictactoe
-from tengen.engine.sgf import read_sgf
-from tengen.engine.solvers import tictactoe_optimal_actions
+from tengen.play.sgf import read_sgf
+from tengen.play.solvers import tictactoe_optimal_actions
 from tengen.web.play import MAX_VISITS
 
 TTT = tictactoe()
@@ -174,7 +174,7 @@ def test_go_pass_resign_sgf_and_open(tmp_path):
 
 def test_bad_arguments_and_a_missing_checkpoint_are_named(tmp_path):
     def play(*args: str):
-        return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "play", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "tengen.cli", "play", *args], capture_output=True,
                               text=True, timeout=300, cwd=ROOT)
 
     done = play("--checkpoint", str(tmp_path), "--sims", "0")

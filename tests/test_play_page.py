@@ -18,7 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tengen.engine.games.go import GoGame
 from tengen.engine.games.mnk import tictactoe
-from tengen.engine.solvers import tictactoe_optimal_actions
+from tengen.play.solvers import tictactoe_optimal_actions
 
 #: seconds the page may take for one of the model's replies (a 2-core machine)
 REPLY_TIMEOUT = 120

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tengen.engine.analysis import Analysis, MoveStats
 from tengen.engine.games import IllegalMove
 from tengen.engine.games.go import GoGame
 from tengen.engine.games.mnk import connect4, tictactoe
-from tengen.engine.sgf import read_sgf
+from tengen.play.search_player import Analysis, MoveStats
+from tengen.play.sgf import read_sgf
 from tengen.web.session import NotYourTurn, PlaySession, expected_score
 
 

@@ -23,7 +23,6 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tengen.cluster import codec
-from tengen.cluster.codec import SampleFormatError, decode_game, decode_game_meta, encode_game, game_decoder
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_server import (
     AOF_FILE,
@@ -34,12 +33,16 @@ from tengen.cluster.redis_server import (
     connect,
     redis_executable,
 )
-from tengen.cluster.registry import LocalModelRegistry, ModelRegistry, RegistryError, parse_promotion
-from tengen.cluster.status_board import LocalStatusBoard, StatusBoard
-from tengen.cluster.stream import LocalSampleStream, SampleStream
+from tengen.cluster.registry import ModelRegistry
+from tengen.cluster.status_board import StatusBoard
+from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import GameRecord, SelfPlay
+from tengen.run.codec import SampleFormatError, decode_game, decode_game_meta, encode_game, game_decoder
+from tengen.run.model_registry import LocalModelRegistry, RegistryError, parse_promotion
+from tengen.run.sample_stream import LocalSampleStream
+from tengen.run.status_board import LocalStatusBoard
 
 GAMES = {"tictactoe": make_game("tictactoe"), "connect4": make_game("connect4"), "go9": make_game("go", size=9)}
 C4 = GAMES["connect4"]
@@ -673,8 +676,8 @@ def test_move_group_to_end_skips_what_a_replay_covers(make_stream, records):
 
 
 def test_the_registry_hash_is_the_network_modules():
-    from tengen.cluster.registry import blob_sha256
     from tengen.engine.network import blob_sha256 as network_sha256
+    from tengen.run.model_registry import blob_sha256
 
     assert blob_sha256(b"weights") == network_sha256(b"weights")
 

@@ -11,10 +11,10 @@ import stat
 import pytest
 import yaml
 
-from tengen.cluster.config import parse_config
 from tengen.cluster.driver import ClusterRun
 from tengen.cluster.registry import ModelRegistry
-from tengen.cluster.run_dir import RunDir, RunDirError
+from tengen.run.config import parse_config
+from tengen.run.run_dir import RunDir, RunDirError
 
 
 def test_two_runs_with_the_same_name_get_different_ids(tmp_path):

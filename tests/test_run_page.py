@@ -19,8 +19,8 @@ from page_server import PageServer
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tengen.cluster.codec import decode_game
 from tengen.engine.games import make_game
+from tengen.run.codec import decode_game
 
 TTT = make_game("tictactoe")
 #: seconds for the page to load and draw its first poll

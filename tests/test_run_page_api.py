@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from page_server import PageServer
 
-from tengen.cluster.codec import decode_game
-from tengen.cluster.keys import RunKeys, version_id
-from tengen.cluster.run_dir import RunDir
+from tengen.cluster.keys import RunKeys
 from tengen.cluster.stream import SampleStream
-from tengen.engine.game_records import read_plain
 from tengen.engine.games import make_game
+from tengen.play.game_records import read_plain
+from tengen.run.codec import decode_game
+from tengen.run.run_dir import RunDir, version_id
 
 TTT = make_game("tictactoe")
 
@@ -252,7 +252,7 @@ def test_bad_arguments_are_refused(short_run_dir, tmp_path):
     from page_server import ROOT
 
     def tengen(*args):
-        return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", "serve", *args], cwd=ROOT,
+        return subprocess.run([sys.executable, "-m", "tengen.cli", "serve", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
 
     done = tengen("--run-dir", str(tmp_path / "nothing"))

@@ -1,4 +1,4 @@
-"""Go records in SGF (engine/sgf.py): reading, writing, round trips, and the GTP
+"""Go records in SGF (play/sgf.py): reading, writing, round trips, and the GTP
 commands that use them (loadsgf, printsgf) on real files."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tengen.engine.games.go import GoGame
-from tengen.engine.gtp import GtpEngine
-from tengen.engine.sgf import GoRecord, Move, Setup, SgfError, load_sgf, read_sgf, write_sgf
+from tengen.play.gtp import GtpEngine
+from tengen.play.sgf import GoRecord, Move, Setup, SgfError, load_sgf, read_sgf, write_sgf
 
 GOLDEN_SGF = Path(__file__).parent / "golden" / "sgf"
 

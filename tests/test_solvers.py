@@ -3,14 +3,11 @@ the Connect Four solver against a slow, independent pure-Python minimax."""
 
 from __future__ import annotations
 
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tengen.engine.arena import RandomPlayer
 from tengen.engine.games.mnk import (
     HEADER,
     NO_WINNER,
@@ -22,7 +19,8 @@ from tengen.engine.games.mnk import (
     tictactoe,
 )
 from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.solvers import (
+from tengen.play.players import RandomPlayer
+from tengen.play.solvers import (
     MAX_SCORE,
     MIN_SCORE,
     NO_SCORE,
@@ -444,33 +442,31 @@ def test_connect4_labelled_positions_can_skip_uninformative_ones():
         assert len(optimal) < int(np.count_nonzero(C4.legal_mask(state)))
 
 
-# -- Grading on labelled positions (bench/grade_connect4.py) ---------------------------
+# -- Grading on labelled positions (play/grading.py) ---------------------------------------
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-sys.path.insert(0, str(BENCH))
-from grade_connect4 import (  # noqa: E402
+from bench_scripts import load  # noqa: E402
+
+from tengen.play.grading import (  # noqa: E402  # noqa: E402
+    DEFAULT_PATH,
     MatchScore,
     Misses,
     SearchSettings,
+    canonical_moves,
     grade_model,
     grade_moves,
+    parse_line,
     policy_chooser,
+    position_keys,
     random_chooser,
     ratio_lines,
+    read_positions,
     score_vs_mcts,
     search_chooser,
     table_row,
     value_sign_share,
 )
-from label_connect4 import (  # noqa: E402
-    DEFAULT_PATH,
-    _canonical,
-    label_stone_count,
-    parse_line,
-    position_keys,
-    read_game_moves,
-    read_positions,
-)
+
+label_stone_count, read_game_moves = load("label_connect4").label_stone_count, load("label_connect4").read_game_moves
 
 # Lines in the data file's format: moves, the 7 columns' scores, the best.
 FOUR_FOUR_FIVE_FIVE = "4455 -4 -3 18 2 2 18 -3 18"  # 3 or 6 win at once next (18); 4 and 5 win later (2)
@@ -560,7 +556,7 @@ def test_the_labelled_positions_file():
     positions = read_positions(DEFAULT_PATH)
     counts = {stones: sum(p.stones == stones for p in positions) for stones in range(8, 31)}
     assert set(counts.values()) == {44} and len(positions) == 44 * 23
-    assert len({_canonical(p.moves) for p in positions}) == len(positions)  # no repeats, mirrors included
+    assert len({canonical_moves(p.moves) for p in positions}) == len(positions)  # no repeats, mirrors included
     for p in positions:
         legal = p.scores[p.scores != NO_SCORE]
         assert legal.min() < legal.max()  # some move is worse than another
@@ -583,7 +579,7 @@ def test_training_labels_leave_the_graded_positions_out():
     graded = position_keys(read_positions(DEFAULT_PATH))
     apart, tally = label_stone_count(30, 4, seed=1, table=table, max_nodes=10**8, seen=set(graded))
     assert len(apart) == 4 and tally.repeated >= 4
-    assert not {_canonical(parse_line(line).moves) for line in apart} & graded
+    assert not {canonical_moves(parse_line(line).moves) for line in apart} & graded
 
 
 def test_grading_the_perfect_and_the_random_player():
@@ -620,9 +616,9 @@ def test_a_player_that_knows_only_outcomes_misses_many_optimal_moves():
 
 
 def test_a_runs_own_games_give_positions_from_their_first_moves(tmp_path):
-    # Two kept games as a run writes them (engine/game_records.py's plain line, a file each).
-    from tengen.engine.game_records import FinishedGame, write_plain
+    # Two kept games as a run writes them (play/game_records.py's plain line, a file each).
     from tengen.engine.games import make_game
+    from tengen.play.game_records import FinishedGame, write_plain
 
     connect4 = make_game("connect4")
     lines = ["4455667", "4266243542635112323"]  # a win in 7 moves; one in 19

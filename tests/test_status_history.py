@@ -12,7 +12,7 @@ from tengen.web.status_history import MAX_POINTS, POINT_FIELDS, read_history
 
 
 def status_line(i: int) -> dict:
-    """A status line as cluster/loop.py's TrainingLoop.report writes one every few
+    """A status line as run/loop.py's TrainingLoop.report writes one every few
     seconds, with its 200 worker counters (what makes a line kilobytes)."""
     return {"time": 1_800_000_000.0 + 5 * i, "elapsed_s": 5.0 * i, "games": 10 * i,
             "totals": {"games": 10 * i, "positions": 300 * i, "evaluations": 9000 * i, "moves": 310 * i},

@@ -38,8 +38,6 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tengen.cluster.codec import encode_game, game_decoder
-from tengen.cluster.config import ConfigError, parse_config
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
@@ -48,6 +46,8 @@ from tengen.engine.network import weights_from_bytes
 from tengen.engine.selfplay import SelfPlay
 from tengen.learner.learner import CHECKPOINT_FILE, Learner
 from tengen.learner.storage import FsspecStorage, LocalStorage, open_storage
+from tengen.run.codec import encode_game, game_decoder
+from tengen.run.config import ConfigError, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the server, and the preloaded library that gives it a user without an account
@@ -350,8 +350,8 @@ CONFIG = {"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8},
 
 LEARNER = """
 import json, os, sys, time
-from tengen.cluster.codec import game_decoder
-from tengen.cluster.config import parse_config
+from tengen.run.codec import game_decoder
+from tengen.run.config import parse_config
 from tengen.cluster.redis_server import connect
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream

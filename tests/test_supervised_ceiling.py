@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
+from bench_scripts import load
 
-from tengen.cluster.checkpoint import load_model
-from tengen.cluster.config import load_config
 from tengen.engine.games.mnk import connect4
+from tengen.play.grading import parse_line
+from tengen.run.checkpoint import load_model
+from tengen.run.config import load_config
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from label_connect4 import parse_line  # noqa: E402
-from supervised_ceiling import (  # noqa: E402
-    Samples,
-    batch_rows,
-    train,
-    training_samples,
-)
+_ceiling = load("supervised_ceiling")
+Samples, batch_rows, train, training_samples = (_ceiling.Samples, _ceiling.batch_rows, _ceiling.train,
+                                                 _ceiling.training_samples)
 
 C4 = connect4()
 WIN_IN_ONE = "152637 -18 -18 -18 18 -18 -18 -18 18"  # only column 4 wins; elsewhere O wins there

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from tengen.cluster.config import parse_config
 from tengen.cluster.driver import ClusterRun
 from tengen.cluster.supervision import CrashLoop, Supervisor, describe_error
+from tengen.run.config import parse_config
 
 
 def test_pauses_grow_and_a_crash_loop_stops_with_the_error():

@@ -3,10 +3,10 @@ both wirings do with what their parts report."""
 
 import pytest
 
-from tengen.cluster.config import parse_config
-from tengen.cluster.loop import TrainingLoop
-from tengen.cluster.registry import LocalModelRegistry, RegistryError
-from tengen.cluster.run_dir import RunDir
+from tengen.run.config import parse_config
+from tengen.run.loop import TrainingLoop
+from tengen.run.model_registry import LocalModelRegistry, RegistryError
+from tengen.run.run_dir import RunDir
 
 CONFIG = parse_config({"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8},
                        "redis": {"keep_candidates": 3}})

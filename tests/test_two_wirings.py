@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tengen.cluster.config import parse_config
 from tengen.cluster.driver import ClusterRun
-from tengen.cluster.run_control import read_status
-from tengen.cluster.single_process import SingleProcessRun
 from tengen.learner.learner import CHECKPOINT_FILE
 from tengen.learner.trainer import Trainer
+from tengen.run.config import parse_config
+from tengen.run.single_process import SingleProcessRun
+from tengen.run_control import read_status
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = {
@@ -95,7 +95,7 @@ def test_the_ladder_and_status_have_one_format(runs):
 
 
 def test_the_learner_checkpoint_is_one_format(game, runs):
-    from tengen.cluster.checkpoint import build_model
+    from tengen.run.checkpoint import build_model
 
     for name, (run_dir, summary) in runs.items():
         trainer = Trainer(model=build_model(parse_config(GAMES[game][0])), optimizer="sgd", learning_rate=0.02)
@@ -115,7 +115,7 @@ def test_status_reads_both_alike(runs):
 
 
 def _tengen(*args: str, stdin: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tengen.cluster.cli", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tengen.cli", *args], input=stdin, capture_output=True,
                           text=True, timeout=300, cwd=ROOT)
 
 

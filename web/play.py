@@ -31,8 +31,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tengen.engine.analysis import Analysis, SearchPlayer
 from tengen.engine.games.base import Game, IllegalMove
+from tengen.play.search_player import Analysis, SearchPlayer
 from tengen.web.board_view import game_info
 from tengen.web.server import ApiError, add_static, json_errors, read_json, run_app, static_page
 from tengen.web.session import NotYourTurn, PlaySession
@@ -210,7 +210,7 @@ def run_play(checkpoint: str, config: str | None, *, simulations: int | None, ho
              open_browser: bool) -> int:
     """Load the checkpoint once, then serve the page (``tengen play``)."""
     from tengen import __version__
-    from tengen.cluster.checkpoint import load_player
+    from tengen.run.checkpoint import load_player
 
     loaded, game, player = load_player(checkpoint, config, 1, warm_up=True)
     # The search's compiled kernels load (or, the first time on a machine, compile)

@@ -1,9 +1,9 @@
 """A finished game as the run page replays it: the board after every move, and per
 move what the search recorded when it chose it.
 
-A self-play game comes as its stream entry (cluster/codec.py, the one game format:
+A self-play game comes as its stream entry (run/codec.py, the one game format:
 a run's Redis stream, or ``games/<id>.game`` in the run directory); a gating game as
-the file the run kept (engine/game_records.py: a plain line, or SGF for Go), which
+the file the run kept (play/game_records.py: a plain line, or SGF for Go), which
 has no search values. Either way the moves are replayed with the game's rules here,
 so the page never needs them, and the result is the rules' (``result_text``).
 
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tengen.cluster.codec import decode_game_meta
-from tengen.cluster.keys import version_id
-from tengen.engine.game_records import FinishedGame, read_plain, result_text
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
-from tengen.engine.sgf import Move, read_sgf
+from tengen.play.game_records import FinishedGame, read_plain, result_text
+from tengen.play.sgf import Move, read_sgf
+from tengen.run.codec import decode_game_meta
+from tengen.run.run_dir import version_id
 from tengen.web.board_view import last_point
 
 __all__ = ["replay", "entry_game", "file_game", "summary"]

@@ -1,4 +1,4 @@
-"""A run as the run page reads it: its directory (cluster/run_dir.py names every
+"""A run as the run page reads it: its directory (run/run_dir.py names every
 file) and, while it goes, its Redis stream. Read-only: nothing here writes.
 
 - ``info()``: the run's id, its game (``board_view.game_info``) and the config's
@@ -17,7 +17,7 @@ page shows as sent.
 
 The newest self-play games come from the run's Redis stream when its Redis answers
 within ``redis_wait_s`` (reached as ``tengen status`` and ``tengen games`` reach it,
-cluster/run_control.py), else from the sample in ``games/``: a finished run, a
+cluster/live_run.py), else from the sample in ``games/``: a finished run, a
 single-process run (no Redis) or a Redis that is away all read from the directory,
 and ``games()`` says which and why. A Redis that did not answer is tried again
 after ``redis_retry_s``, so a poll never waits on it twice in a row. A game listed
@@ -39,16 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tengen.cluster.codec import SampleFormatError
-from tengen.cluster.config import load_config
-from tengen.cluster.game_sample import ENTRY_SUFFIX
-from tengen.cluster.keys import version_id
+from tengen.cluster.live_run import live_client
 from tengen.cluster.redis_client import RedisLike, RedisUnavailable
-from tengen.cluster.run_control import live_client
-from tengen.cluster.run_dir import RunDir
 from tengen.cluster.stream import SampleStream
-from tengen.engine.game_records import FinishedGame, GameTextError, file_suffix
-from tengen.engine.sgf import SgfError
+from tengen.play.game_records import FinishedGame, GameTextError, file_suffix
+from tengen.play.sgf import SgfError
+from tengen.run.codec import SampleFormatError
+from tengen.run.config import load_config
+from tengen.run.game_sample import ENTRY_SUFFIX
+from tengen.run.run_dir import RunDir, version_id
 from tengen.web.board_view import game_info
 from tengen.web.replay import entry_game, file_game, replay, summary
 from tengen.web.status_history import MAX_POINTS, History, read_history

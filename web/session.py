@@ -9,7 +9,7 @@ of every move, principal variation). ``view()`` is the JSON the page draws.
 
 Go ends by two passes, the move cap or a resignation. A finished Go game is scored
 by area after taking off the stones that light random playouts call dead
-(``engine.ownership``: ``PlayoutOwnership`` and ``stone_status``, what GTP's
+(``play.ownership``: ``PlayoutOwnership`` and ``stone_status``, what GTP's
 ``final_status_list`` and ``final_score`` read), which is Tromp-Taylor on the board
 once the dead stones are gone; the Tromp-Taylor count of the board as it stands,
 which decides self-play's games, is shown beside it.
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tengen.engine.analysis import Analysis
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
-from tengen.engine.ownership import PlayoutOwnership, area_without_dead, stone_status
-from tengen.engine.sgf import GoRecord, Move, write_sgf
+from tengen.play.ownership import PlayoutOwnership, area_without_dead, stone_status
+from tengen.play.search_player import Analysis
+from tengen.play.sgf import GoRecord, Move, write_sgf
 from tengen.web.board_view import last_point, player_names
 
 __all__ = ["Thought", "Result", "PlaySession", "NotYourTurn", "expected_score"]
@@ -213,7 +213,7 @@ class PlaySession:
 
     # -- records -------------------------------------------------------------------------
     def sgf(self, *, application: tuple[str, str]) -> str:
-        """The Go game as SGF (engine/sgf.py), the result when it is over."""
+        """The Go game as SGF (play/sgf.py), the result when it is over."""
         game = self.game
         if not isinstance(game, GoGame):
             raise NotYourTurn(f"SGF records Go games, not {game.name}")

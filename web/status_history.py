@@ -1,5 +1,5 @@
 """The run's status lines (``status.jsonl``, one JSON object a line, appended by
-cluster/loop.py's ``TrainingLoop.report``) as the run page plots them, without
+run/loop.py's ``TrainingLoop.report``) as the run page plots them, without
 sending megabytes per poll.
 
 A run of days writes a line every few seconds, each a few kilobytes (its

@@ -6,25 +6,41 @@ an evaluation cache (``GatingOptions.cache_positions``: match games share their
 openings and their trees' transpositions) that a network keeps while it holds a version
 of the match (the best after a rejected candidate, a promoted candidate as the new
 best), the match is
-``engine.arena.play_match`` with the run's decision rule, and a pass is recorded
+``play.match.play_match`` with the run's decision rule, and a pass is recorded
 with ``registry.promote`` (best version, Elo ladder, notification) in one step.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TypedDict
 
 import numpy as np
 
-from tengen.engine.arena import GatingOptions, play_match
 from tengen.engine.games.base import Game
-from tengen.engine.gating import Decision, GatingSummary
+from tengen.engine.gating import Decision, GatingRule, GatingSummary
 from tengen.engine.interfaces import ModelRegistryLike
 from tengen.engine.mcts import CachedEvaluator, Evaluator
 from tengen.engine.network import CompiledModel
 from tengen.engine.network_spec import NetworkSpec
+from tengen.play.match import play_match
+from tengen.play.players import MctsPlayerSettings
 
-__all__ = ["Gatekeeper", "GatingGame", "GatingResult"]
+__all__ = ["Gatekeeper", "GatingGame", "GatingOptions", "GatingResult"]
+
+
+@dataclass(frozen=True)
+class GatingOptions:
+    """How a candidate is played against the best: ``rule`` decides,
+    ``games_in_flight`` games are played at once, and each side is an ``MctsPlayer``
+    of ``player`` whose network answers go through an evaluation cache of
+    ``cache_positions`` (0: none). The run config makes it
+    (``TengenConfig.gating_options()``); both wirings give the gatekeeper the same."""
+
+    rule: GatingRule
+    games_in_flight: int
+    player: MctsPlayerSettings
+    cache_positions: int = 0
 
 
 class GatingGame(TypedDict):
@@ -37,7 +53,7 @@ class GatingGame(TypedDict):
 class GatingResult(GatingSummary):
     """What ``Gatekeeper.gate`` returns: the match's verdict (``GatingSummary``, what
     the ladder keeps) and its finished games, which the run directory keeps apart
-    (cluster/game_sample.py). It crosses Ray to the driver as it is."""
+    (run/game_sample.py). It crosses Ray to the driver as it is."""
 
     games: list[GatingGame]
 

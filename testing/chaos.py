@@ -20,16 +20,17 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import yaml
 
-from tengen.cluster.codec import decode_game_meta
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_server import EmbeddedRedis, connect
-from tengen.cluster.run_dir import RunDir
-from tengen.cluster.stream import ENTRY_FIELD
 from tengen.engine.games import make_game
+from tengen.run.codec import decode_game_meta
+from tengen.run.run_dir import RunDir
+from tengen.run.sample_stream import ENTRY_FIELD
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,7 +115,7 @@ class Run:
         self.run_dir.parent.mkdir(parents=True, exist_ok=True)
         config_path = self.run_dir.parent / f"{self.run_dir.name}.yaml"
         config_path.write_text(yaml.safe_dump(self.config))
-        command = [sys.executable, "-m", "tengen.cluster.cli", "train", "--run-dir", str(self.run_dir),
+        command = [sys.executable, "-m", "tengen.cli", "train", "--run-dir", str(self.run_dir),
                    "--minutes", str(minutes)]
         command += ["--resume"] if resume else [str(config_path)]
         if self.redis_url:
@@ -182,7 +183,7 @@ def finished_games_lost(run: Run, password: str | None, url: str | None = None) 
         url, password = connection["url"], connection.get("password", password)
     client = connect(url, password=password)
     keys = RunKeys(files.run_id())
-    game = make_game(CHAOS_CONFIG["game"]["name"])
+    game = make_game("tictactoe")  # CHAOS_CONFIG's game
     stored: set[str] = set()
     start = "-"
     while True:
@@ -265,7 +266,7 @@ def kill_redis_and_restart_it(run: Run, server: EmbeddedRedis, *, down_s: float,
     driver and every actor live through it, and no game the learner had acknowledged
     (a second before the kill: appendfsync everysec) is lost. Returns the seconds from
     the restart until games flow again."""
-    client = server.client()
+    client: Any = server.client()  # redis-py's stubs type every reply as a sync/async union
     keys = RunKeys(RunDir(run.run_dir).run_id())
     acknowledged = client.xinfo_groups(keys.samples)[0]["last-delivered-id"]
     kept = {entry_id for entry_id, _ in client.xrange(keys.samples, "-", acknowledged)}

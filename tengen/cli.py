@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the config module loads the engine (numba): not for --version
-    from tengen.cluster.config import TengenConfig
+    from tengen.run.config import TengenConfig
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "GO_GAMES", "gtp_ownership"]
 
@@ -120,7 +120,7 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_gtp(args: argparse.Namespace) -> int:
-    from tengen.engine.gtp import GtpEngine
+    from tengen.play.gtp import GtpEngine
 
     if args.sims < 0 or args.analysis_visits < 1:
         return _fail("gtp", "--sims must be >= 0 and --analysis-visits >= 1")
@@ -134,9 +134,9 @@ def _run_gtp(args: argparse.Namespace) -> int:
     try:
         if args.checkpoint:
             def load():
-                from tengen.cluster.checkpoint import load_player  # imports TensorFlow
-                from tengen.cluster.config import ConfigError
                 from tengen.engine.network import WeightsError
+                from tengen.run.checkpoint import load_player  # imports TensorFlow
+                from tengen.run.config import ConfigError
 
                 try:
                     return load_player(args.checkpoint, args.config, args.sims, warm_up=True), None
@@ -173,7 +173,7 @@ def gtp_ownership(config, player):
     """GtpEngine's ``ownership`` factory for a checkpoint's player: its network's
     ownership head (final_status_list, final_score and kata-analyze's ownership read
     it), or None for a network without the head (the engine's playouts then)."""
-    from tengen.engine.ownership import NetworkOwnership
+    from tengen.play.ownership import NetworkOwnership
 
     head = getattr(player.evaluate, "ownership", None) if config.network.ownership else None
     return None if head is None else (lambda game: NetworkOwnership(game, head))
@@ -218,8 +218,9 @@ def _run_match(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from tengen.cluster.match import GTP_PREFIX, MatchError, parse_side, run_match, summary_lines
-    from tengen.engine.gtp_player import GtpEngineError
+    from tengen.match_command import GTP_PREFIX, MatchError, parse_side, run_match
+    from tengen.play.gtp_player import GtpEngineError
+    from tengen.play.match_summary import summary_lines
 
     if (args.b is None) == (args.gtp_engine is None):
         return _fail("match", "give B, or --gtp-engine COMMAND as B, not both" if args.b else
@@ -277,11 +278,9 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_train(args: argparse.Namespace) -> int:
     import time
-    from pathlib import Path
 
-    from tengen.cluster.config import ConfigError, load_config
-    from tengen.cluster.run_control import RunDirError, check_run_dir
-    from tengen.cluster.run_dir import RunDir
+    from tengen.run.config import ConfigError, load_config
+    from tengen.run.run_dir import RunDir, RunDirError
 
     if args.resume_if_exists:
         if not args.run_dir:
@@ -295,7 +294,7 @@ def _run_train(args: argparse.Namespace) -> int:
         return _fail("train", "give a config, e.g. connect4 or my-run.yaml (or --resume --run-dir DIR)")
     try:
         if args.run_dir:
-            check_run_dir(Path(args.run_dir), resume=args.resume)
+            RunDir(args.run_dir).check(resume=args.resume)
         config = load_config(args.config or RunDir(args.run_dir).config)
         saved = load_config(RunDir(args.run_dir).config) if args.resume else config
         if args.minutes is not None and args.minutes <= 0:
@@ -324,7 +323,7 @@ def _run_train(args: argparse.Namespace) -> int:
     if not args.verbose:
         _start_tensorflow_quietly()
     if args.single_process:
-        from tengen.cluster.single_process import SingleProcessRun
+        from tengen.run.single_process import SingleProcessRun
 
         try:
             run = SingleProcessRun(config, run_dir, resume=args.resume)
@@ -399,7 +398,7 @@ def _run_status(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from tengen.cluster.run_control import read_status
+    from tengen.run_control import read_status
 
     try:
         status = read_status(Path(args.run_dir))
@@ -419,7 +418,7 @@ def _add_scale(subparsers: argparse._SubParsersAction) -> None:
 def _run_scale(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tengen.cluster.run_control import request_workers
+    from tengen.run_control import request_workers
 
     try:
         request_workers(Path(args.run_dir), args.workers)
@@ -444,8 +443,8 @@ def _add_games(subparsers: argparse._SubParsersAction) -> None:
 def _run_games(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tengen.cluster.config import ConfigError
-    from tengen.cluster.games_export import export_games
+    from tengen.run.config import ConfigError
+    from tengen.run_control import export_games
 
     try:
         export_games(Path(args.run_dir), last=args.last, export=Path(args.export) if args.export else None)
@@ -469,9 +468,9 @@ def _add_bestmove(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_bestmove(args: argparse.Namespace) -> int:
-    from tengen.cluster.checkpoint import load_player
-    from tengen.cluster.config import ConfigError
     from tengen.engine.network import WeightsError
+    from tengen.run.checkpoint import load_player
+    from tengen.run.config import ConfigError
 
     if args.sims < 0:
         return _fail("bestmove", "--sims must be >= 0")
@@ -510,8 +509,8 @@ def _add_play(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_play(args: argparse.Namespace) -> int:
-    from tengen.cluster.config import ConfigError
     from tengen.engine.network import WeightsError
+    from tengen.run.config import ConfigError
     from tengen.web.play import MAX_VISITS, run_play
 
     if args.sims is not None and not 1 <= args.sims <= MAX_VISITS:
@@ -546,8 +545,8 @@ def _add_serve(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from tengen.cluster.config import ConfigError
-    from tengen.cluster.run_dir import RunDirError
+    from tengen.run.config import ConfigError
+    from tengen.run.run_dir import RunDirError
     from tengen.web.run_page import run_serve
 
     if not 0 <= args.port <= 65535:
@@ -574,7 +573,7 @@ def _add_selfplay_demo(subparsers: argparse._SubParsersAction) -> None:
 def _run_selfplay_demo(args: argparse.Namespace) -> int:
     import time
 
-    from tengen.cluster.config import ConfigError, load_config
+    from tengen.run.config import ConfigError, load_config
 
     try:
         game = load_config(args.config).game.make()
@@ -613,7 +612,7 @@ def _add_config(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_config(args: argparse.Namespace) -> int:
-    from tengen.cluster.config import ConfigError, load_config, packaged_configs
+    from tengen.run.config import ConfigError, load_config, packaged_configs
 
     if args.action == "list":
         for name, path in packaged_configs().items():

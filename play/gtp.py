@@ -14,7 +14,7 @@ with what GTP adds:
   after two passes or past the rules' move cap (the game is reopened; past the cap,
   superko looks back only to the cap). ``undo`` takes back any move or handicap.
 - **Scoring.** ``final_status_list dead|alive|seki`` comes from an ownership
-  estimate (``engine.ownership``: light random playouts, or a network's ownership
+  estimate (``play.ownership``: light random playouts, or a network's ownership
   head through ``NetworkOwnership``, which ``tengen gtp --checkpoint`` passes when
   its network has one; kata-analyze's ``ownership`` reads the same), and
   ``final_score`` is area scoring with the stones it calls dead taken off, as GNU
@@ -22,7 +22,7 @@ with what GTP adds:
   ``scoring="tromp-taylor"`` calls every stone alive and scores the board as it is.
   Both commands read the same deterministic estimate, so they agree.
 - **Moves.** With a ``player`` (a ``SearchPlayer`` with a model) ``genmove``
-  searches, within the clock's budget when one is set (``engine.gtp_time``), and
+  searches, within the clock's budget when one is set (``play.gtp_time``), and
   answers ``resign`` once the root winrate has stayed below ``resign_threshold`` for
   ``resign_moves`` of its moves. Without one it plays a random legal move that fills
   none of its own single-point eyes and lies on a point the estimate does not call
@@ -42,7 +42,7 @@ with what GTP adds:
   light playout per leaf). ``handle`` answers an analysis command at once, with the
   final statistics of a search to its visit limit (what a transcript can check).
 - **Records and setup.** ``loadsgf FILE [N]`` replays a record up to just before
-  move N; ``printsgf [FILE]`` writes the game (engine.sgf, with sgfmill);
+  move N; ``printsgf [FILE]`` writes the game (play.sgf, with sgfmill);
   ``fixed_handicap``, ``place_free_handicap`` and ``set_free_handicap`` put black
   stones on an empty board (GNU Go's fixed points).
 """
@@ -59,13 +59,13 @@ from typing import Protocol, TextIO
 
 import numpy as np
 
-from tengen.engine.analysis import Analysis, SearchPlayer
 from tengen.engine.games import go_kernels as K
 from tengen.engine.games.base import IllegalMove
 from tengen.engine.games.go import GoGame
-from tengen.engine.gtp_time import Clock, parse_kgs_time_settings, parse_time_settings
-from tengen.engine.ownership import SETTLED, Ownership, PlayoutOwnership, area_without_dead, stone_status
-from tengen.engine.sgf import GoRecord, Move, Setup, SgfError, load_sgf, write_sgf
+from tengen.play.gtp_time import Clock, parse_kgs_time_settings, parse_time_settings
+from tengen.play.ownership import SETTLED, Ownership, PlayoutOwnership, area_without_dead, stone_status
+from tengen.play.search_player import Analysis, SearchPlayer
+from tengen.play.sgf import GoRecord, Move, Setup, SgfError, load_sgf, write_sgf
 
 __all__ = ["GtpEngine", "Player", "ENGINE_NAME", "PROTOCOL_VERSION", "SCORING", "run", "handicap_points"]
 
@@ -80,7 +80,7 @@ _STATUSES = ("alive", "dead", "seki")
 
 
 class Player(Protocol):
-    """What ``genmove`` and analysis need from a searcher (``engine.analysis.SearchPlayer``)."""
+    """What ``genmove`` and analysis need from a searcher (``play.search_player.SearchPlayer``)."""
 
     @property
     def uses_model(self) -> bool: ...

@@ -9,7 +9,7 @@ view, the root's visit count, and whether it was a full search or a cheap one un
 playout-cap randomisation), where the game's record kept that. ``from_record`` makes
 one from a self-play ``GameRecord``; a gating game is made from its move list.
 
-**Go** is written as SGF (FF[4], through engine/sgf.py and sgfmill) with ``SZ``,
+**Go** is written as SGF (FF[4], through play/sgf.py and sgfmill) with ``SZ``,
 ``KM``, ``RU`` (Tromp-Taylor area scoring and the ko rule), ``RE`` (``B+R`` / ``W+R``
 for a resignation, else the area score: ``B+3.5``, ``W+0.5``, ``0`` for a draw,
 replayed with the engine's rules), ``PB``/``PW``, ``DT`` (the UTC date) and ``AP``,
@@ -52,7 +52,7 @@ import numpy as np
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
 from tengen.engine.selfplay import GameRecord
-from tengen.engine.sgf import GoRecord, Move, write_sgf
+from tengen.play.sgf import GoRecord, Move, write_sgf
 
 __all__ = [
     "PLAIN_FORMAT",

@@ -3,13 +3,13 @@ cluster run, wired by plain calls in turn.
 
 ``SingleProcessRun`` holds a ``SelfPlayWorker`` whose leaves go straight to the best
 network, an in-process sample stream, the ``Learner``, an in-process model registry
-and the ``Gatekeeper``, and drives them with cluster/loop.py's ``TrainingLoop``, the
+and the ``Gatekeeper``, and drives them with run/loop.py's ``TrainingLoop``, the
 one the Ray driver drives: reuse control, candidate cadence, gating, the ladder,
 checkpoints, the run directory and its status lines are the same code in both. A
 pass of the loop (``iterate``): a chunk of self-play, training as far as the reuse
 ratio allows, a match when a candidate is due, a status line every few seconds.
 
-The run directory is the cluster run's (cluster/run_dir.py). ``--resume`` continues
+The run directory is the cluster run's (run/run_dir.py). ``--resume`` continues
 from the learner's checkpoint and the ladder on disk (the in-process stream does not
 outlive the process, so the replay window refills from new games, with the reuse
 ratio where it was). A directory made by the single-process run of tengen 0.1.0
@@ -23,17 +23,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tengen.cluster.actors import stream_maxlen
-from tengen.cluster.checkpoint import build_model
-from tengen.cluster.codec import encode_game, game_decoder
-from tengen.cluster.config import TengenConfig
-from tengen.cluster.keys import version_id
-from tengen.cluster.loop import TrainingLoop, stop_on_sigterm
-from tengen.cluster.registry import LocalModelRegistry
-from tengen.cluster.run_dir import RunDir, RunDirError
-from tengen.cluster.stream import LocalSampleStream
 from tengen.engine.network import CompiledModel
 from tengen.learner.learner import Learner
+from tengen.run.checkpoint import build_model
+from tengen.run.codec import encode_game, game_decoder
+from tengen.run.config import TengenConfig, stream_maxlen
+from tengen.run.loop import TrainingLoop, stop_on_sigterm
+from tengen.run.model_registry import LocalModelRegistry
+from tengen.run.run_dir import RunDir, RunDirError, version_id
+from tengen.run.sample_stream import LocalSampleStream
 from tengen.workers.gatekeeper import Gatekeeper
 from tengen.workers.selfplay_worker import SelfPlayWorker
 

@@ -1,10 +1,22 @@
-"""Grade a Connect Four player: its moves on solver-labelled positions, and its score
-against pure MCTS (issue 12's measure). ``bench/learn_connect4.py`` grades its models
-with it.
+"""Grading a Connect Four player against exact labels: its moves on solver-labelled
+positions, and its score against pure MCTS.
 
-On the positions of ``bench/data/connect4_positions.txt`` (bench/label_connect4.py:
-~1,000 positions from 8 to 30 stones, every column's exact score) a player's move is
+**The positions** (``data/connect4_positions.txt``, shipped with tengen; made once by
+bench/label_connect4.py: 1,012 positions, 44 for each stone count from 8 to 30, every
+column's exact score). The file, format 1 (``read_positions`` checks every line and
+fails on anything else):
 
+    # tengen connect4 positions, format 1
+    # ... comment lines: how the file was made, counts, times ...
+    MOVES S1 S2 S3 S4 S5 S6 S7 BEST
+
+one line per position, sorted by stone count: ``MOVES`` the columns played from the
+empty board, 1-7 (Pascal Pons' notation, e.g. ``4453``); ``Sc`` the score for the
+player to move of playing column ``c`` (``connect4_move_scores`` in play/solvers.py:
+Pons' score, 22 minus the winner's stones at the four, negative for a loss, 0 for a
+draw), ``x`` for a full column; ``BEST`` the position's score, the largest ``Sc``.
+
+**The grade.** On these positions a player's move is
 - **optimal** when its score is the position's best: the fastest win, the draw, or
   the slowest loss, as Pascal Pons' solver scores them;
 - **outcome kept** when its score has the best score's sign: a won position stays
@@ -42,17 +54,86 @@ at once (a model searches them all in one batched search).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
-from label_connect4 import LabelledPosition
 
-from tengen.engine.arena import MctsPlayer, RolloutMctsPlayer, play_match
 from tengen.engine.games.base import Game
-from tengen.engine.interfaces import Player
+from tengen.engine.games.mnk import connect4, play_sequence
 from tengen.engine.mcts import Evaluator, Search
-from tengen.engine.solvers import NO_SCORE
+from tengen.play.match import Player, play_match
+from tengen.play.players import MctsPlayer, RolloutMctsPlayer
+from tengen.play.solvers import NO_SCORE
+
+FORMAT_LINE = "# tengen connect4 positions, format 1"
+#: the positions tengen grades Connect Four players on
+DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "connect4_positions.txt"
+COLUMNS = 7
+
+_GAME = connect4()
+
+
+@dataclass(frozen=True)
+class LabelledPosition:
+    """A position of the file: its moves, ``state``, the score of each column (``scores``,
+    ``int64[7]``, ``NO_SCORE`` for a full one) and its own score ``best``."""
+
+    moves: str
+    state: np.ndarray = field(repr=False)
+    scores: np.ndarray = field(repr=False)
+    best: int
+
+    @property
+    def stones(self) -> int:
+        return len(self.moves)
+
+
+def format_line(moves: str, scores: np.ndarray) -> str:
+    fields = ["x" if score == NO_SCORE else str(int(score)) for score in scores]
+    return " ".join([moves, *fields, str(int(np.max(scores)))])
+
+
+def parse_line(line: str) -> LabelledPosition:
+    """One position line, checked: legal moves, an unfinished game, 7 scores, ``x``
+    exactly where the column is full, and ``BEST`` their maximum."""
+    fields = line.split()
+    if len(fields) != COLUMNS + 2:
+        raise ValueError(f"expected moves, 7 scores and the best score: {line!r}")
+    moves = fields[0]
+    state = play_sequence(_GAME, list(moves))
+    if _GAME.is_terminal(state):
+        raise ValueError(f"the game is over: {line!r}")
+    legal = _GAME.legal_mask(state)
+    scores = np.array([NO_SCORE if f == "x" else int(f) for f in fields[1 : COLUMNS + 1]], dtype=np.int64)
+    if not np.array_equal(scores != NO_SCORE, legal) or np.any(np.abs(scores[legal]) > 18):
+        raise ValueError(f"scores do not fit the legal moves: {line!r}")
+    best = int(fields[-1])
+    if best != int(scores.max()):
+        raise ValueError(f"the best score is not the largest: {line!r}")
+    return LabelledPosition(moves, state, scores, best)
+
+
+def read_positions(path: str | Path = DEFAULT_PATH) -> list[LabelledPosition]:
+    lines = Path(path).read_text().splitlines()
+    if not lines or lines[0] != FORMAT_LINE:
+        found = lines[0] if lines else "an empty file"
+        raise ValueError(f"{path}: expected {FORMAT_LINE!r} on the first line, found {found!r}")
+    return [parse_line(line) for line in lines[1:] if line.strip() and not line.startswith("#")]
+
+
+def canonical_moves(moves: str) -> bytes:
+    """The board or its mirror image, whichever is smaller: one key for both."""
+    board = _GAME.board(play_sequence(_GAME, list(moves)))
+    return min(board.tobytes(), board[:, ::-1].tobytes())
+
+
+def position_keys(positions: Iterable[LabelledPosition]) -> set[bytes]:
+    """One key per position and its mirror image: a ``seen`` set that keeps a new file's
+    positions apart from these (training positions from the bench's)."""
+    return {canonical_moves(p.moves) for p in positions}
+
 
 #: ``choose(states) -> one column (0-6) per state``
 Chooser = Callable[[Sequence[np.ndarray]], list[int]]

@@ -42,7 +42,7 @@
 
   The win/draw/loss path visits about as many nodes as the value-only search it
   replaced (a few percent fewer, by the score bounds), at the same speed per node.
-  Labelling bench/data/connect4_positions.txt (every move's score) took ~12 s per
+  Labelling play/data/connect4_positions.txt (every move's score) took ~12 s per
   position at 8 stones, ~4 s at 9, under 1 s from 10 on, on a loaded core.
 
   ``connect4_move_scores`` scores each child (one stone more), sharing one table.

@@ -1,11 +1,7 @@
-"""Players for matches, and gating's match: many games at once, colours alternated.
-
-The players (``MctsPlayer`` for a model, ``RolloutMctsPlayer`` for pure MCTS,
-``RandomPlayer``) implement engine/interfaces.py's ``Player``; their games are played
-by engine/match.py's ``play_games``, the one loop for every match. ``play_match``
-is gating's use of it: it stops as soon as the decision rule (engine/gating.py) has a
-verdict, and its result carries the first player's wins, draws and losses and an Elo
-estimate with its interval.
+"""The players of matches: ``MctsPlayer`` for a model, ``RolloutMctsPlayer`` for pure
+MCTS, ``RandomPlayer``. Each is play/match.py's ``Player``, and their games are played
+by its ``play_games``, the one loop for every match (a GTP engine is the other kind of
+player, play/gtp_player.py).
 """
 
 from __future__ import annotations
@@ -16,13 +12,9 @@ import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
-from tengen.engine.gating import Decision, EloEstimate, GatingRule, estimate_elo
-from tengen.engine.interfaces import Player
-from tengen.engine.match import PlayedGame, play_games
 from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, SearchChoice, choose_move
 
-__all__ = ["MctsPlayer", "MctsPlayerSettings", "RolloutMctsPlayer", "RandomPlayer", "GatingOptions", "MatchResult",
-           "play_match"]
+__all__ = ["MctsPlayer", "MctsPlayerSettings", "RolloutMctsPlayer", "RandomPlayer"]
 
 
 class MctsPlayer:
@@ -147,74 +139,3 @@ class RandomPlayer:
 
     def advance(self, slot: int, action: int) -> None:
         pass
-
-
-@dataclass(frozen=True)
-class GatingOptions:
-    """How a candidate is played against the best (workers/gatekeeper.py): ``rule``
-    decides, ``games_in_flight`` games are played at once, and each side is an
-    ``MctsPlayer`` of ``player`` whose network answers go through an evaluation cache
-    of ``cache_positions`` (0: none). The run config makes it
-    (``TengenConfig.gating_options()``); both wirings give the gatekeeper the same."""
-
-    rule: GatingRule
-    games_in_flight: int
-    player: MctsPlayerSettings
-    cache_positions: int = 0
-
-
-@dataclass(frozen=True)
-class MatchResult:
-    """The first player's results against the second, and the games that were played
-    to the end, in the order they were started (those cut off by an early decision
-    are not)."""
-
-    wins: int
-    draws: int
-    losses: int
-    decision: Decision
-    elo: EloEstimate
-    played: tuple[PlayedGame, ...] = ()
-
-    @property
-    def games(self) -> int:
-        return self.wins + self.draws + self.losses
-
-    @property
-    def score(self) -> float:
-        return (self.wins + 0.5 * self.draws) / self.games if self.games else 0.5
-
-
-def play_match(
-    game: Game,
-    first: Player,
-    second: Player,
-    *,
-    games: int,
-    slots: int,
-    rng: np.random.Generator,
-    rule: GatingRule | None = None,
-) -> MatchResult:
-    """Play up to ``games`` games, ``slots`` at a time, ``first`` taking player 0 in
-    even-numbered games and player 1 in odd ones; stop early once ``rule`` decides.
-    Without a rule every game is played (a measurement), and the decision says
-    whether ``first`` scored above one half."""
-    counts = {"wins": 0, "draws": 0, "losses": 0}
-    decision = rule.decide(0, 0, 0) if rule else Decision.CONTINUE
-
-    def decided(played: PlayedGame) -> bool:
-        nonlocal decision
-        result = played.first_result
-        counts["wins" if result > 0 else "draws" if result == 0 else "losses"] += 1
-        if rule:
-            decision = rule.decide(**counts)
-        return decision != Decision.CONTINUE
-
-    played = [] if decision != Decision.CONTINUE else play_games(game, first, second, games=games, slots=slots,
-                                                                 rng=rng, until=decided)
-    wins, draws, losses = counts["wins"], counts["draws"], counts["losses"]
-    if decision == Decision.CONTINUE:  # every game played without a verdict
-        decision = rule.decide(wins, draws, losses) if rule else Decision.CONTINUE
-        if decision == Decision.CONTINUE:
-            decision = Decision.PROMOTE if wins + 0.5 * draws > 0.5 * max(wins + draws + losses, 1) else Decision.REJECT
-    return MatchResult(wins, draws, losses, decision, estimate_elo(wins, draws, losses), tuple(played))

@@ -11,8 +11,8 @@
     models/                 every promoted model, by version (000042.safetensors)
     learner/                the learner's checkpoint, unless ``storage`` names another place
     games/                  a sample of finished self-play games (``run.keep_game_every``): each
-                            as its stream entry (<id>.game, cluster/codec.py) and as SGF (Go) or
-                            a plain line (<id>.sgf, <id>.txt: engine/game_records.py);
+                            as its stream entry (<id>.game, run/codec.py) and as SGF (Go) or
+                            a plain line (<id>.sgf, <id>.txt: play/game_records.py);
                             games/gating/<candidate>-<best>/ holds matches' games the same way;
                             games/scanned.json, how far the sample has looked (for --resume)
     redis/                  the embedded Redis: its AOF, config, log, and connection.json
@@ -26,14 +26,14 @@ keeps its name as its id (its Redis keys are under it).
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 import secrets
 from pathlib import Path
 
-from tengen.cluster.keys import version_id
-
-__all__ = ["RunDir", "RunDirError", "RUN_FORMAT", "MODEL_FILE", "CONFIG_FILE", "game_file_name"]
+__all__ = ["RunDir", "RunDirError", "RUN_FORMAT", "MODEL_FILE", "CONFIG_FILE", "check_run_id", "game_file_name",
+           "version_id"]
 
 #: run.json's format version
 RUN_FORMAT = 1
@@ -41,6 +41,26 @@ RUN_FORMAT = 1
 #: the weights, and the config they were trained with (also the run's own config.yaml)
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.yaml"
+#: what a run id may be: it names the run's keys in Redis and labels its metrics
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
+
+
+def version_id(version: int) -> str:
+    """A model generation as the zero-padded id used in keys, paths and labels: ``000042``."""
+    try:  # ints and numpy's integers; not bools, floats or strings
+        index = None if isinstance(version, bool) else operator.index(version)
+    except TypeError:
+        index = None
+    if index is None or index < 0:
+        raise ValueError(f"a model version is a non-negative integer, got {version!r}")
+    return f"{index:06d}"
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` if it can name a run (its Redis keys, its metrics), else ValueError."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run_id must be 1-128 characters of letters, digits, '_', '.', '-', got {run_id!r}")
+    return run_id
 
 
 class RunDirError(ValueError):

@@ -5,18 +5,18 @@ Both runs hold the same parts (``SelfPlayWorker`` -> a sample stream -> ``Learne
 candidates in a model registry, ``Gatekeeper``) and drive this one class with what
 the parts report; they differ only in how the parts are called: Ray actors with
 futures, a Redis stream and registry (cluster/driver.py), or plain calls in turn with
-in-process ones (cluster/single_process.py). So reuse control (the learner's),
+in-process ones (run/single_process.py). So reuse control (the learner's),
 candidate cadence (the learner's), which candidate is gated (the newest), what a
 gating result does (the ladder, the best model on disk, pruning), the run's totals
 and rates, its stop conditions and its status lines have one implementation.
 
-A run directory ends up with the same files either way (cluster/run_dir.py):
+A run directory ends up with the same files either way (run/run_dir.py):
 ``best/``, ``models/<version>.safetensors`` (every promoted model, as the registry's
 blob), ``ladder.json`` (the registry's ladder), ``status.json`` and ``status.jsonl``
 (the last status line, and all of them), ``learner/learner.ckpt``, and ``games/``:
 a sample of finished self-play games (``keep_games``, which each wiring calls with
 its stream on its status pass) and the games of the latest gating matches
-(cluster/game_sample.py).
+(run/game_sample.py).
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
-from tengen.cluster.config import TengenConfig
-from tengen.cluster.game_sample import GameSample, NewestEntries
-from tengen.cluster.keys import version_id
-from tengen.cluster.registry import blob_sha256
-from tengen.cluster.run_dir import RunDir, RunDirError
 from tengen.engine.gating import GatingSummary
 from tengen.engine.interfaces import ModelRegistryLike
 from tengen.engine.network import weights_from_bytes, weights_to_bytes, write_atomically
+from tengen.run.config import TengenConfig
+from tengen.run.game_sample import GameSample, NewestEntries
+from tengen.run.model_registry import blob_sha256
+from tengen.run.run_dir import RunDir, RunDirError, version_id
 
 if TYPE_CHECKING:
     from tengen.learner.learner import LearnerStats, LearnerStep

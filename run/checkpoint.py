@@ -4,7 +4,7 @@
 A checkpoint is a run's ``best/`` directory (``model.safetensors`` and the
 ``config.yaml`` it was trained with) or a ``.safetensors`` file, with its config
 beside it or named apart. ``load_model`` gives the Keras model; ``load_player``
-wraps it in an ``engine.analysis.SearchPlayer`` with the config's search settings.
+wraps it in an ``play.search_player.SearchPlayer`` with the config's search settings.
 Both import TensorFlow: callers that must stay light import this module late.
 """
 
@@ -14,12 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tengen.cluster.config import TengenConfig, load_config
-from tengen.cluster.keys import version_id
-from tengen.cluster.run_dir import CONFIG_FILE, MODEL_FILE
-from tengen.engine.analysis import SearchPlayer
 from tengen.engine.games.base import Game
 from tengen.engine.network import CompiledModel, weights_from_bytes, weights_have_ownership, weights_metadata
+from tengen.play.search_player import SearchPlayer
+from tengen.run.config import TengenConfig, load_config
+from tengen.run.run_dir import CONFIG_FILE, MODEL_FILE, version_id
 
 __all__ = ["build_model", "checkpoint_version", "load_model", "load_player", "weights_file"]
 

@@ -4,9 +4,9 @@
 (newest first, at most ``SCAN`` of them) and keeps the self-play games whose number
 within their worker incarnation (the ``17`` of game id ``w003.1f2e:17``) is a
 multiple of ``run.keep_game_every``: each as its stream entry, the one game format
-(``games/<id>.game``, cluster/codec.py, so a viewer can replay it with its search
+(``games/<id>.game``, run/codec.py, so a viewer can replay it with its search
 values), and as SGF or a plain line (``games/<id>.sgf`` / ``.txt``,
-engine/game_records.py). Nothing is written twice: a game whose entry file is there
+play/game_records.py). Nothing is written twice: a game whose entry file is there
 is skipped, and ``games/scanned.json`` holds the creation time of the newest entry
 looked at, so that a resumed run's first scan skips what an earlier session saw,
 even the games it kept and has since pruned (the stream's entry ids do not outlive
@@ -29,11 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from tengen.cluster.codec import SampleFormatError, decode_game_meta, entry_identity
-from tengen.cluster.keys import version_id
-from tengen.cluster.run_dir import RunDir
-from tengen.engine.game_records import FinishedGame, GameTextError, file_suffix, write_game
 from tengen.engine.games.base import Game
+from tengen.play.game_records import FinishedGame, GameTextError, file_suffix, write_game
+from tengen.run.codec import SampleFormatError, decode_game_meta, entry_identity
+from tengen.run.run_dir import RunDir, version_id
 
 if TYPE_CHECKING:  # the gatekeeper's module loads TensorFlow, which the run page must not
     from tengen.workers.gatekeeper import GatingResult

@@ -30,7 +30,6 @@ from pydantic import (
     model_validator,
 )
 
-from tengen.engine.arena import GatingOptions, MctsPlayerSettings
 from tengen.engine.games import Game, GoGame, make_game
 from tengen.engine.gating import MAX_ELO, GatingRule
 from tengen.engine.mcts import SearchChoice, cache_bytes, search_bytes
@@ -38,6 +37,8 @@ from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import SelfPlaySettings
 from tengen.learner.options import LearnerOptions
 from tengen.learner.storage import check_storage_url
+from tengen.play.players import MctsPlayerSettings
+from tengen.workers.gatekeeper import GatingOptions
 
 __all__ = [
     "ConfigError",
@@ -57,6 +58,7 @@ __all__ = [
     "load_config",
     "packaged_configs",
     "parse_config",
+    "stream_maxlen",
 ]
 
 
@@ -394,7 +396,7 @@ class ClusterConfig(_Strict):
 
 
 class RunConfig(_Strict):
-    """What the run directory keeps besides models and status (cluster/run_dir.py)."""
+    """What the run directory keeps besides models and status (run/run_dir.py)."""
 
     #: keep every K-th finished self-play game of each worker (by its number there) in
     #: games/, as its codec entry and as SGF or a plain line; 0 keeps none
@@ -589,6 +591,17 @@ class TengenConfig(_Strict):
     def to_yaml(self) -> str:
         """The config as written into a run directory (every default spelled out)."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def stream_maxlen(config: TengenConfig) -> int:
+    """The stream's MAXLEN (in games) that holds about ``replay_window`` positions.
+
+    A game records about half its board in moves, times the share of full searches;
+    erring long keeps a little more than the window, never less.
+    """
+    height, width = config.game.make().board_shape
+    positions_per_game = max(1.0, height * width / 2 * config.selfplay.full_search_fraction)
+    return max(100, int(config.train.replay_window / positions_per_game))
 
 
 #: the memory, in bytes, that each part's preallocated arrays must fit in. The default

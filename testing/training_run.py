@@ -15,10 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from cpu_by_part import CpuByPart, table
-
-from tengen.cluster.keys import version_id
-from tengen.cluster.run_dir import CONFIG_FILE, MODEL_FILE, RunDir
+from tengen.run.run_dir import CONFIG_FILE, MODEL_FILE, RunDir, version_id
+from tengen.testing.cpu_by_part import CpuByPart, table
 
 __all__ = ["MARKS", "TARGET_CLUSTER_VS_SINGLE", "train", "save_marks", "marks_in", "ratio_lines_cluster_vs_single"]
 
@@ -34,7 +32,7 @@ def train(mode: str, *, config: str, run_dir: Path, minutes: float, every: float
     minutes; its rates, and its CPU by part printed."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    command = [sys.executable, "-m", "tengen.cluster.cli", "train", config, "--run-dir", str(run_dir),
+    command = [sys.executable, "-m", "tengen.cli", "train", config, "--run-dir", str(run_dir),
                "--minutes", str(minutes)] + (["--single-process"] if mode == "single" else [])
     print(f"{mode}: {' '.join(command[2:])}", flush=True)
     started = time.monotonic()

@@ -1,11 +1,13 @@
 """Whole games between two players, many at once, colours alternated, each game
-returned as a ``PlayedGame``: the one match loop, for ``tengen match``, gating
-(``engine.arena.play_match``, which stops at a verdict through ``until``) and the
-benchmarks.
+returned as a ``PlayedGame``: the one match loop (``play_games``), for ``tengen
+match``, gating and the benchmarks. ``play_match`` is gating's use of it: it stops as
+soon as the decision rule (engine/gating.py) has a verdict, and its ``MatchResult``
+carries the first player's wins, draws and losses and an Elo estimate with its
+interval.
 
-The players are engine/interfaces.py ``Player``s: a model's ``MctsPlayer`` searches
-all its games in one batch; a ``GtpPlayer`` (engine/gtp_player.py) runs one engine
-process per slot, and may resign or fail.
+The players are ``Player``s: a model's ``MctsPlayer`` (play/players.py) searches all
+its games in one batch; a ``GtpPlayer`` (play/gtp_player.py) runs one engine process
+per slot, and may resign or fail.
 
 Scoring of Go games: Tromp-Taylor area (black's stones and the empty regions only
 black reaches, minus white's, minus komi) on the final board: the rules the models
@@ -32,16 +34,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from tengen.engine.games import go_kernels as K
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
-from tengen.engine.gtp_player import FORFEIT, RESIGN, GtpPlayer
-from tengen.engine.interfaces import Player
+from tengen.engine.gating import Decision, EloEstimate, GatingRule, estimate_elo
+from tengen.play.gtp_player import FORFEIT, RESIGN, GtpPlayer
 
-__all__ = ["PlayedGame", "play_games", "result_text"]
+__all__ = ["Player", "PlayedGame", "MatchResult", "play_games", "play_match", "result_text"]
+
+
+class Player(Protocol):
+    """One side of a match (``play_games``), with a slot per concurrent game:
+    ``new_game(slot, state)`` starts a game, ``choose(slots, states, rng)`` picks the
+    moves of the games in which it is to move (one batched search for all of them),
+    and ``advance(slot, action)`` tells it the move played (its own or the
+    opponent's), so that tree players keep their subtrees. The players are in
+    play/players.py (models, pure MCTS, random) and play/gtp_player.py (a GTP engine)."""
+
+    name: str
+
+    def new_game(self, slot: int, state: np.ndarray) -> None: ...
+
+    def choose(self, slots: list[int], states: list[np.ndarray], rng: np.random.Generator) -> list[int]: ...
+
+    def advance(self, slot: int, action: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -83,7 +103,7 @@ def result_text(played: PlayedGame) -> str:
 
 def _reopened(game: GoGame, state: np.ndarray) -> np.ndarray:
     """A copy of a finished game's state that goes on, with the run of passes started
-    over (a capped game gets a fresh move count, as engine/gtp.py reopens one)."""
+    over (a capped game gets a fresh move count, as play/gtp.py reopens one)."""
     s = state.copy()
     if int(s[K.END]) == K.ENDED_BY_MOVE_CAP:
         fresh = game.state_from_board(game.board(s), game.to_play(s))
@@ -196,3 +216,60 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
             if stopped:
                 break
     return sorted(finished, key=lambda g: g.index)
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """The first player's results against the second, and the games that were played
+    to the end, in the order they were started (those cut off by an early decision
+    are not)."""
+
+    wins: int
+    draws: int
+    losses: int
+    decision: Decision
+    elo: EloEstimate
+    played: tuple[PlayedGame, ...] = ()
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def score(self) -> float:
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else 0.5
+
+
+def play_match(
+    game: Game,
+    first: Player,
+    second: Player,
+    *,
+    games: int,
+    slots: int,
+    rng: np.random.Generator,
+    rule: GatingRule | None = None,
+) -> MatchResult:
+    """Play up to ``games`` games, ``slots`` at a time, ``first`` taking player 0 in
+    even-numbered games and player 1 in odd ones; stop early once ``rule`` decides.
+    Without a rule every game is played (a measurement), and the decision says
+    whether ``first`` scored above one half."""
+    counts = {"wins": 0, "draws": 0, "losses": 0}
+    decision = rule.decide(0, 0, 0) if rule else Decision.CONTINUE
+
+    def decided(played: PlayedGame) -> bool:
+        nonlocal decision
+        result = played.first_result
+        counts["wins" if result > 0 else "draws" if result == 0 else "losses"] += 1
+        if rule:
+            decision = rule.decide(**counts)
+        return decision != Decision.CONTINUE
+
+    played = [] if decision != Decision.CONTINUE else play_games(game, first, second, games=games, slots=slots,
+                                                                 rng=rng, until=decided)
+    wins, draws, losses = counts["wins"], counts["draws"], counts["losses"]
+    if decision == Decision.CONTINUE:  # every game played without a verdict
+        decision = rule.decide(wins, draws, losses) if rule else Decision.CONTINUE
+        if decision == Decision.CONTINUE:
+            decision = Decision.PROMOTE if wins + 0.5 * draws > 0.5 * max(wins + draws + losses, 1) else Decision.REJECT
+    return MatchResult(wins, draws, losses, decision, estimate_elo(wins, draws, losses), tuple(played))
