@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("the config keeps no evaluation cache (gating.cache_positions 0): nothing to compare")
     models = [CompiledModel(net) for net in nets]
     print(f"{game.name}: {args.games} games a match, {options.games_in_flight} in flight, "
-          f"{options.player.simulations} simulations, cache {positions:,} positions a side", flush=True)
+          f"{options.player.search.simulations} simulations, cache {positions:,} positions a side", flush=True)
     seconds = {"uncached": 0.0, "cached": 0.0}
     for round_ in range(args.rounds + 1):  # round 0 compiles the kernels and traces the models
         for way in seconds:

@@ -36,13 +36,13 @@ minutes on 2 cores). Run it alone: other work on the machine takes the run's CPU
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from tengen.engine.network import CompiledModel
 from tengen.play.grading import (
     DEFAULT_PATH,
     Grades,
-    SearchSettings,
     grade_model,
     ratio_lines,
     read_positions,
@@ -60,11 +60,8 @@ def grade(models: list[Path], args: argparse.Namespace) -> None:
     rows: list[tuple[str, Grades]] = []
     for path in models:
         config, game, model = load_model(path)
-        mcts = config.mcts
         print(f"{path}:", flush=True)
-        settings = SearchSettings(simulations=args.simulations, c_puct=mcts.c_puct,
-                                  fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
-                                  discount=mcts.discount, solver=mcts.solver)
+        settings = dataclasses.replace(config.play_search(), simulations=args.simulations)
         grades = grade_model(game, CompiledModel(model), positions, settings, games=args.eval_games,
                              seed=args.seed, log=lambda line: print(line, flush=True))
         rows.append((path.name, grades))

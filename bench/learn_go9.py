@@ -29,7 +29,6 @@ the point). Run it alone.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import shutil
 from pathlib import Path
 
@@ -68,7 +67,7 @@ def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[st
     slots = 20
     # The run's gating player (its search and opening temperature) by Go's own rules, as
     # tengen match plays it, at --simulations.
-    settings = dataclasses.replace(config.match_player(), simulations=args.simulations)
+    settings = config.match_player().with_simulations(args.simulations)
 
     def model_player() -> MctsPlayer:
         return settings.build(game, CompiledModel(model), slots=slots, name="model")

@@ -45,7 +45,7 @@ from open_spiel.python.algorithms import mcts as spiel_mcts
 
 import tengen
 from tengen.engine.games import make_game
-from tengen.engine.mcts import RolloutEvaluator, Search, uniform_evaluator
+from tengen.engine.mcts import RolloutEvaluator, Search, SearchSettings, uniform_evaluator
 
 #: minimum ratios: (game, kind) -> target
 TARGETS = {("connect4", "uniform"): 50.0, ("go9", "uniform"): 30.0,
@@ -127,19 +127,19 @@ class OurSide(_Side):
         self.simulations = simulations
         self._noise: np.random.Generator | None = None
         if kind == "gumbel":
-            self.search = Search(game, games=64, simulations=simulations, leaves_per_round=8, search="gumbel",
-                                 gumbel_considered=16)
+            self.search = Search(game, games=64, settings=SearchSettings(simulations=simulations, leaves_per_round=8,
+                                                                         search="gumbel", gumbel_considered=16))
             self._noise = np.random.default_rng(0)
             evaluate = uniform_evaluator(game.num_actions)
             self._run = lambda: self.search.run(evaluate)
         elif kind == "uniform":
-            self.search = Search(game, games=64, simulations=simulations, leaves_per_round=8, c_puct=1.25,
-                                 fpu_reduction=0.0)
+            self.search = Search(game, games=64, settings=SearchSettings(simulations=simulations, leaves_per_round=8,
+                                                                         c_puct=1.25, fpu_reduction=0.0))
             evaluate = uniform_evaluator(game.num_actions)
             self._run = lambda: self.search.run(evaluate)
         else:
-            self.search = Search(game, games=32, simulations=simulations, leaves_per_round=1, c_puct=UCT_C,
-                                 formula="uct", keep_leaf_states=True)
+            settings = SearchSettings(simulations=simulations, leaves_per_round=1, c_puct=UCT_C).for_rollouts()
+            self.search = Search(game, games=32, settings=settings)
             rollouts = RolloutEvaluator(game, rollouts=1, seed=0)
             self._run = lambda: rollouts.run(self.search)
         self.sims_per_s(0.0)  # compile outside the clock

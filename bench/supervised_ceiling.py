@@ -34,6 +34,7 @@ jobs with this net and search reach 0.79-0.82, 0.92-0.95 and 0.91-0.94.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,7 +50,6 @@ from tengen.play.grading import (
     TARGET_OPTIMAL,
     TARGET_OUTCOME,
     LabelledPosition,
-    SearchSettings,
     Share,
     grade_moves,
     grade_network,
@@ -168,9 +168,7 @@ def main() -> None:
           flush=True)
     model, steps = train(config, samples, minutes=args.minutes, drop_at=args.drop_at, save_every=args.save_every,
                          out=Path(args.out))
-    mcts = config.mcts
-    settings = SearchSettings(simulations=args.simulations, c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction,
-                              leaves_per_round=mcts.leaves_per_round, discount=mcts.discount, solver=mcts.solver)
+    settings = dataclasses.replace(config.play_search(), simulations=args.simulations)
     evaluate = CompiledModel(model)
     moves = grade_moves(search_chooser(game, evaluate, settings), bench)
     network = grade_network(game, evaluate, bench)

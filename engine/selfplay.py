@@ -47,11 +47,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 from tengen.engine.games.base import Game
-from tengen.engine.mcts import Evaluator, Search, choose_move, visit_policy
+from tengen.engine.mcts import Evaluator, Search, SearchSettings, choose_move, visit_policy
 
 __all__ = ["GameRecord", "SelfPlay", "SelfPlaySettings", "RESIGN_CHECKS", "MIN_RESIGN_CHECKS", "FORK_SOURCES"]
 
@@ -116,33 +117,33 @@ class _Game:
 
 @dataclass(frozen=True)
 class SelfPlaySettings:
-    """How self-play searches and chooses its moves: ``SelfPlay``'s keywords as one
-    typed value, what a self-play worker is given (the run config's
-    ``selfplay_settings()``, so that a run's defaults are the schema's)."""
+    """How self-play searches and chooses its moves, as one typed value: the search
+    (``search``, whose root noise is self-play's) and what self-play adds to it (the
+    move temperature, playout caps, resignation, forks; meanings in the module's
+    docstring). What a self-play worker is given (the run config's
+    ``selfplay_settings()``); the defaults here are the schema's too."""
 
-    simulations: int
-    c_puct: float
-    fpu_reduction: float
-    leaves_per_round: int
-    virtual_loss: float
-    dirichlet_alpha: float
-    dirichlet_fraction: float
-    search: str  # "puct" or "gumbel"
-    gumbel_considered: int
-    gumbel_c_visit: float
-    gumbel_c_scale: float
-    avoid_own_eyes: bool
-    discount: float
-    solver: bool
-    temperature_schedule: str
-    temperature_moves: int
-    temperature: float
-    full_search_fraction: float
-    cheap_simulations: int
-    resign_threshold: float | None
-    no_resign_fraction: float
-    resign_max_false_positives: float
-    fork_fraction: float
+    search: SearchSettings = SearchSettings()
+    temperature_schedule: Literal["alphazero", "constant"] = "alphazero"
+    temperature_moves: int = 30
+    temperature: float = 1.0
+    full_search_fraction: float = 1.0
+    cheap_simulations: int = 0
+    resign_threshold: float | None = None
+    no_resign_fraction: float = 0.1
+    resign_max_false_positives: float = 0.05
+    fork_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.temperature_schedule not in ("alphazero", "constant"):
+            raise ValueError(f"temperature_schedule must be 'alphazero' or 'constant', not "
+                             f"{self.temperature_schedule!r}")
+        if not 0.0 < self.full_search_fraction <= 1.0:
+            raise ValueError("full_search_fraction must be in (0, 1]")
+        if self.full_search_fraction < 1.0 and not 1 <= self.cheap_simulations <= self.search.simulations:
+            raise ValueError("cheap_simulations must be in 1..simulations when playout caps are on")
+        if not 0.0 <= self.fork_fraction < 1.0:
+            raise ValueError("fork_fraction must be in [0, 1)")
 
 
 @dataclass(frozen=True)
@@ -157,68 +158,18 @@ class _ForkSource:
 class SelfPlay:
     """Plays ``games`` concurrent self-play games of ``game`` and returns records."""
 
-    def __init__(
-        self,
-        game: Game,
-        *,
-        games: int,
-        simulations: int,
-        seed: int,
-        c_puct: float = 1.25,
-        fpu_reduction: float = 0.25,
-        leaves_per_round: int = 8,
-        virtual_loss: float = 1.0,
-        dirichlet_alpha: float = 0.3,
-        dirichlet_fraction: float = 0.25,
-        temperature_schedule: str = "alphazero",
-        temperature_moves: int = 30,
-        temperature: float = 1.0,
-        full_search_fraction: float = 1.0,
-        cheap_simulations: int = 0,
-        resign_threshold: float | None = None,
-        no_resign_fraction: float = 0.1,
-        resign_max_false_positives: float = 0.05,
-        fork_fraction: float = 0.0,
-        model_version: int = 0,
-        search: str = "puct",
-        gumbel_considered: int = 16,
-        gumbel_c_visit: float = 50.0,
-        gumbel_c_scale: float = 0.1,
-        avoid_own_eyes: bool = False,
-        discount: float = 1.0,
-        solver: bool = False,
-    ):
-        if temperature_schedule not in ("alphazero", "constant"):
-            raise ValueError(f"temperature_schedule must be 'alphazero' or 'constant', not {temperature_schedule!r}")
-        if not 0.0 < full_search_fraction <= 1.0:
-            raise ValueError("full_search_fraction must be in (0, 1]")
-        if full_search_fraction < 1.0 and not 1 <= cheap_simulations <= simulations:
-            raise ValueError("cheap_simulations must be in 1..simulations when playout caps are on")
-        if not 0.0 <= fork_fraction < 1.0:
-            raise ValueError("fork_fraction must be in [0, 1)")
+    def __init__(self, game: Game, *, games: int, seed: int, settings: SelfPlaySettings = SelfPlaySettings(),
+                 model_version: int = 0):
+        search = settings.search
         self.game = game
-        self.simulations = simulations
+        self.settings = settings
+        self.simulations = search.simulations
         self.rng = np.random.default_rng(seed)
-        self.search = Search(game, games=games, simulations=simulations, c_puct=c_puct,
-                             fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
-                             virtual_loss=virtual_loss, search=search, gumbel_considered=gumbel_considered,
-                             gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
-                             avoid_own_eyes=avoid_own_eyes, discount=discount, solver=solver)
-        self.gumbel = search == "gumbel"
-        self.dirichlet_alpha = dirichlet_alpha
-        self.dirichlet_fraction = dirichlet_fraction
-        self.temperature_schedule = temperature_schedule
-        self.temperature_moves = temperature_moves
-        self.temperature = temperature
-        self.full_search_fraction = full_search_fraction
-        self.cheap_simulations = cheap_simulations
-        self.resign_threshold = resign_threshold
-        self.no_resign_fraction = no_resign_fraction
-        self.resign_max_false_positives = resign_max_false_positives
+        self.search = Search(game, games=games, settings=search)
+        self.gumbel = search.search == "gumbel"
         #: per played-out game that would have been resigned: whether its would-be
         #: resigner did not lose (a false positive)
         self.resign_checks: deque[bool] = deque(maxlen=RESIGN_CHECKS)
-        self.fork_fraction = fork_fraction
         self._fork_sources: deque[_ForkSource] = deque(maxlen=FORK_SOURCES)
         self.model_version = model_version
         self._games = [self._new_game() for _ in range(games)]
@@ -276,13 +227,13 @@ class SelfPlay:
     def resigning(self) -> bool:
         """Whether a game below ``resign_threshold`` is resigned now (see the module's
         docstring); False without a threshold."""
-        if self.resign_threshold is None:
+        if self.settings.resign_threshold is None:
             return False
-        if self.resign_max_false_positives >= 1.0:
+        if self.settings.resign_max_false_positives >= 1.0:
             return True
         if len(self.resign_checks) < MIN_RESIGN_CHECKS:
             return False
-        return sum(self.resign_checks) <= self.resign_max_false_positives * len(self.resign_checks)
+        return sum(self.resign_checks) <= self.settings.resign_max_false_positives * len(self.resign_checks)
 
     def set_model_version(self, version: int) -> None:
         """New samples carry ``version`` from the next recorded move on."""
@@ -290,30 +241,32 @@ class SelfPlay:
 
     # -- per game ---------------------------------------------------------------------
     def _new_game(self) -> _Game:
-        return _Game(no_resign=bool(self.rng.random() < self.no_resign_fraction))
+        return _Game(no_resign=bool(self.rng.random() < self.settings.no_resign_fraction))
 
     def _start_move(self, g: int) -> None:
         info = self._games[g]
-        info.full_search = bool(self.full_search_fraction >= 1.0 or self.rng.random() < self.full_search_fraction)
-        self._targets[g] = self.simulations if info.full_search else self.cheap_simulations
+        fraction = self.settings.full_search_fraction
+        info.full_search = bool(fraction >= 1.0 or self.rng.random() < fraction)
+        self._targets[g] = self.simulations if info.full_search else self.settings.cheap_simulations
         if self.gumbel:
             # Gumbel's noise is its exploration and its move choice: every search draws it.
             self.search.sample_gumbel(g, self.rng)
             info.needs_noise = False
             return
         # Noise is for exploration in full searches; cheap ones only pick the move.
-        info.needs_noise = info.full_search and self.dirichlet_fraction > 0
+        info.needs_noise = info.full_search and self.settings.search.dirichlet_fraction > 0
         if info.needs_noise and self.search.root_expanded(g):
             self._add_noise(g)
 
     def _add_noise(self, g: int) -> None:
-        self.search.add_root_noise(g, self.rng, alpha=self.dirichlet_alpha, fraction=self.dirichlet_fraction)
+        search = self.settings.search
+        self.search.add_root_noise(g, self.rng, alpha=search.dirichlet_alpha, fraction=search.dirichlet_fraction)
         self._games[g].needs_noise = False
 
     def _temperature(self, move_number: int) -> float:
-        if self.temperature_schedule == "constant":
-            return self.temperature
-        return 1.0 if move_number < self.temperature_moves else 0.0
+        if self.settings.temperature_schedule == "constant":
+            return self.settings.temperature
+        return 1.0 if move_number < self.settings.temperature_moves else 0.0
 
     def _play_move(self, g: int) -> GameRecord | None:
         info = self._games[g]
@@ -321,7 +274,7 @@ class SelfPlay:
         mover = self.game.to_play(state)
         visits = self.search.move_visits(g)
         root_value = self.search.root_value(g)
-        if self.resign_threshold is not None and root_value < self.resign_threshold:
+        if self.settings.resign_threshold is not None and root_value < self.settings.resign_threshold:
             if not info.no_resign and self.resigning:
                 return self._finish(g, resigned_by=mover)
             if info.would_resign is None:
@@ -380,11 +333,11 @@ class SelfPlay:
             full_search=np.array(info.full_searches, dtype=np.bool_),
             ownership=self.game.final_ownership(state) if resigned_by is None else None,
         )
-        if self.fork_fraction > 0:
+        if self.settings.fork_fraction > 0:
             self._fork_sources.append(_ForkSource(record.moves, search_value, search_visits))
         self._games[g] = self._new_game()
         self.search.reset(g)
-        if self.fork_fraction > 0 and self.rng.random() < self.fork_fraction:
+        if self.settings.fork_fraction > 0 and self.rng.random() < self.settings.fork_fraction:
             self._fork(g)
         if self._games_left is not None:
             if self._games_left <= 0:

@@ -62,7 +62,7 @@ import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.games.mnk import connect4, play_sequence
-from tengen.engine.mcts import Evaluator, Search
+from tengen.engine.mcts import Evaluator, Search, SearchSettings
 from tengen.play.match import Player, play_match
 from tengen.play.players import MctsPlayer, RolloutMctsPlayer
 from tengen.play.solvers import NO_SCORE
@@ -212,28 +212,14 @@ def random_chooser(game: Game, rng: np.random.Generator) -> Chooser:
     return lambda states: [int(rng.choice(np.flatnonzero(game.legal_mask(state)))) for state in states]
 
 
-@dataclass(frozen=True)
-class SearchSettings:
-    """How a model searches when graded (its config's ``mcts`` section, with more simulations)."""
-
-    simulations: int = 400
-    c_puct: float = 1.25
-    fpu_reduction: float = 0.25
-    leaves_per_round: int = 8
-    discount: float = 1.0
-    solver: bool = False
-
-
 def search_chooser(game: Game, evaluate: Evaluator, settings: SearchSettings, *, batch: int = 512) -> Chooser:
-    """A model with PUCT search: the most visited move after ``settings.simulations``
-    (with the solver, the proof's move where it has one), no root noise; ``batch``
+    """A model's search as ``settings`` says (a run's ``play_search()``, no root
+    noise): the most visited move after ``settings.simulations`` (with the solver, the
+    proof's move where it has one; with Gumbel search, its survivor); ``batch``
     positions searched at once."""
 
     def choose(states: Sequence[np.ndarray]) -> list[int]:
-        search = Search(game, games=min(batch, len(states)), simulations=settings.simulations,
-                        c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
-                        leaves_per_round=settings.leaves_per_round, discount=settings.discount,
-                        solver=settings.solver)
+        search = Search(game, games=min(batch, len(states)), settings=settings)
         columns: list[int] = []
         for start in range(0, len(states), batch):
             chunk = states[start : start + batch]
@@ -243,7 +229,9 @@ def search_chooser(game: Game, evaluate: Evaluator, settings: SearchSettings, *,
                 search.reset(i, state)
             search.run(evaluate, settings.simulations, active)
             for i, state in enumerate(chunk):
-                columns.append(int(np.argmax(np.where(game.legal_mask(state), search.move_visits(i), -1))))
+                visits = search.move_visits(i)
+                columns.append(search.gumbel_action(i) if search.gumbel else
+                               int(np.argmax(np.where(game.legal_mask(state), visits, -1))))
         return columns
 
     return choose
@@ -341,10 +329,7 @@ def grade_model(game: Game, evaluate: Evaluator, positions: Sequence[LabelledPos
         f"of {network.value_sign.total} won or lost positions")
     scores = {}
     for opponent in OPPONENTS if games else ():
-        player = MctsPlayer(game, evaluate, slots=games, simulations=settings.simulations, name="model",
-                            c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
-                            leaves_per_round=settings.leaves_per_round, discount=settings.discount,
-                            solver=settings.solver, temperature_moves=2)
+        player = MctsPlayer(game, evaluate, slots=games, search=settings, temperature_moves=2, name="model")
         scores[opponent] = score_vs_mcts(game, player, simulations=opponent, games=games, seed=seed + opponent)
         log(f"  vs mcts{opponent}: {scores[opponent].value:.3f} over {games} games")
     return Grades(moves, network, scores)

@@ -62,6 +62,7 @@ import numpy as np
 from tengen.engine.games import go_kernels as K
 from tengen.engine.games.base import IllegalMove
 from tengen.engine.games.go import GoGame
+from tengen.engine.mcts import SearchSettings
 from tengen.play.gtp_time import Clock, parse_kgs_time_settings, parse_time_settings
 from tengen.play.ownership import SETTLED, Ownership, PlayoutOwnership, area_without_dead, stone_status
 from tengen.play.search_player import Analysis, SearchPlayer
@@ -662,7 +663,7 @@ class GtpEngine:
 
     def _rollout_player(self) -> SearchPlayer:
         if self._rollout is None:
-            self._rollout = SearchPlayer(None, simulations=self.simulations, seed=self._seed)
+            self._rollout = SearchPlayer(None, search=SearchSettings(simulations=self.simulations), seed=self._seed)
         return self._rollout
 
     def _random_move(self, state: np.ndarray, color: int, *, cleanup: bool) -> int:

@@ -235,10 +235,14 @@ class GtpPlayer:
         self._own[slot] = False
         self._cleanup[slot] = False
 
-    def begin_cleanup(self, slot: int) -> None:
+    def begin_cleanup(self, slot: int, state: np.ndarray) -> None:
         """From now on the slot's moves come from ``kgs-genmove_cleanup`` (or
-        ``genmove`` for an engine without it)."""
+        ``genmove`` for an engine without it); the engine's board is ``state`` already."""
         self._cleanup[slot] = True
+
+    def forfeit_reason(self, slot: int) -> str:
+        """Why the slot's engine left its game (what ``FORFEIT`` stands for)."""
+        return self.failures.get(slot, f"{self.name} failed")
 
     def _fail(self, slot: int, why: str) -> None:
         self.failures[slot] = why

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -42,18 +42,29 @@ from tengen.engine.games import go_kernels as K
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
 from tengen.engine.gating import Decision, EloEstimate, GatingRule, estimate_elo
-from tengen.play.gtp_player import FORFEIT, RESIGN, GtpPlayer
+from tengen.play.gtp_player import FORFEIT, RESIGN
 
-__all__ = ["Player", "PlayedGame", "MatchResult", "play_games", "play_match", "result_text"]
+if TYPE_CHECKING:  # players.py is built on this module's PlayerBase
+    from tengen.play.players import MctsPlayerSettings
+
+__all__ = ["Player", "PlayerBase", "PlayedGame", "MatchResult", "GatingOptions", "play_games", "play_match",
+           "result_text"]
 
 
 class Player(Protocol):
-    """One side of a match (``play_games``), with a slot per concurrent game:
-    ``new_game(slot, state)`` starts a game, ``choose(slots, states, rng)`` picks the
-    moves of the games in which it is to move (one batched search for all of them),
-    and ``advance(slot, action)`` tells it the move played (its own or the
-    opponent's), so that tree players keep their subtrees. The players are in
-    play/players.py (models, pure MCTS, random) and play/gtp_player.py (a GTP engine)."""
+    """One side of a match, with a slot per concurrent game: ``new_game(slot, state)``
+    starts a game, ``choose(slots, states, rng)`` picks the moves of the games in which
+    it is to move (one batched search for all of them), and ``advance(slot, action)``
+    tells it the move played (its own or the opponent's), so that tree players keep
+    their subtrees. ``choose`` may answer ``RESIGN``, or ``FORFEIT`` when the player
+    cannot go on (``forfeit_reason`` says why).
+
+    At the end of a Go game the loop asks each side what it sees: ``dead_stones``
+    (the stones it calls dead once two passes end the game; any reopens the game for
+    a cleanup phase, which ``begin_cleanup`` announces) and ``final_score`` (its own
+    count, kept beside the loop's). ``PlayerBase`` answers these for a player that has
+    nothing to say at the end. The players are in play/players.py (models, pure MCTS,
+    random) and play/gtp_player.py (a GTP engine)."""
 
     name: str
 
@@ -62,6 +73,37 @@ class Player(Protocol):
     def choose(self, slots: list[int], states: list[np.ndarray], rng: np.random.Generator) -> list[int]: ...
 
     def advance(self, slot: int, action: int) -> None: ...
+
+    def dead_stones(self, slot: int) -> list[int] | None: ...
+
+    def final_score(self, slot: int) -> str | None: ...
+
+    def begin_cleanup(self, slot: int, state: np.ndarray) -> None: ...
+
+    def forfeit_reason(self, slot: int) -> str: ...
+
+
+class PlayerBase:
+    """The end of a game for a player that sees nothing there of its own (a model's
+    search, pure MCTS, a random player): no dead stones, no count, and a cleanup phase
+    that a GTP engine asked for is a new game from the reopened position."""
+
+    name: str
+
+    def new_game(self, slot: int, state: np.ndarray) -> None:
+        pass
+
+    def dead_stones(self, slot: int) -> list[int] | None:
+        return None
+
+    def final_score(self, slot: int) -> str | None:
+        return None
+
+    def begin_cleanup(self, slot: int, state: np.ndarray) -> None:
+        self.new_game(slot, state)
+
+    def forfeit_reason(self, slot: int) -> str:
+        return f"{self.name} gave up the game"
 
 
 @dataclass(frozen=True)
@@ -125,7 +167,6 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
     if games < 1 or slots < 1:
         raise ValueError(f"games and slots must be at least 1, got {games} and {slots}")
     go = game if isinstance(game, GoGame) else None
-    gtp = [p for p in (first, second) if isinstance(p, GtpPlayer)]
     states: list[np.ndarray | None] = [None] * slots
     index = [0] * slots
     moves: list[list[int]] = [[] for _ in range(slots)]
@@ -152,7 +193,7 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
         score = go.score(state) if go is not None and end in ("two passes", "move cap") else None
         engine_scores: tuple[tuple[str, str], ...] = ()
         if score is not None:
-            engine_scores = tuple((p.name, text) for p in gtp if (text := p.final_score(slot)) is not None)
+            engine_scores = tuple((p.name, text) for p in (first, second) if (text := p.final_score(slot)) is not None)
         black, white = (first, second) if first_is_black(slot) else (second, first)
         played = PlayedGame(index=index[slot], black=black.name, white=white.name,
                             first_is_black=first_is_black(slot), moves=tuple(moves[slot]), outcome=outcome,
@@ -167,9 +208,9 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
             start(slot)
 
     def needs_cleanup(slot: int) -> bool:
-        if go is None or not gtp or cleanup_start[slot] is not None:
+        if go is None or cleanup_start[slot] is not None:
             return False
-        return any(p.dead_stones(slot) for p in gtp)
+        return any(p.dead_stones(slot) for p in (first, second))
 
     for slot in range(min(slots, games)):
         start(slot)
@@ -189,8 +230,7 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
                 if action in (RESIGN, FORFEIT):
                     reason = None
                     if action == FORFEIT:
-                        assert isinstance(player, GtpPlayer)
-                        reason = player.failures.get(slot, f"{player.name} failed")
+                        reason = player.forfeit_reason(slot)
                     elif go is not None:
                         go.resign(state, mover)
                     finish(slot, 1.0 if mover == 1 else -1.0, "resignation" if action == RESIGN else "forfeit",
@@ -207,10 +247,7 @@ def play_games(game: Game, first: Player, second: Player, *, games: int, slots: 
                     states[slot] = reopened
                     cleanup_start[slot] = len(moves[slot])
                     for p in (first, second):
-                        if isinstance(p, GtpPlayer):
-                            p.begin_cleanup(slot)
-                        else:
-                            p.new_game(slot, reopened)
+                        p.begin_cleanup(slot, reopened)
                     continue
                 finish(slot, game.outcome(state), go.end_reason(state) if go is not None else "finished")
             if stopped:
@@ -273,3 +310,17 @@ def play_match(
         if decision == Decision.CONTINUE:
             decision = Decision.PROMOTE if wins + 0.5 * draws > 0.5 * max(wins + draws + losses, 1) else Decision.REJECT
     return MatchResult(wins, draws, losses, decision, estimate_elo(wins, draws, losses), tuple(played))
+
+
+@dataclass(frozen=True)
+class GatingOptions:
+    """How gating plays a candidate against the best (workers/gatekeeper.py): ``rule`` decides,
+    ``games_in_flight`` games are played at once, and each side is an ``MctsPlayer``
+    of ``player`` whose network answers go through an evaluation cache of
+    ``cache_positions`` (0: none). The run config makes it
+    (``TengenConfig.gating_options()``); both wirings give the gatekeeper the same."""
+
+    rule: GatingRule
+    games_in_flight: int
+    player: MctsPlayerSettings
+    cache_positions: int = 0

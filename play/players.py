@@ -6,41 +6,36 @@ player, play/gtp_player.py).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
-from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, SearchChoice, choose_move
+from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, SearchSettings, choose_move
+from tengen.play.match import PlayerBase
 
 __all__ = ["MctsPlayer", "MctsPlayerSettings", "RolloutMctsPlayer", "RandomPlayer"]
 
 
-class MctsPlayer:
-    """PUCT search with an evaluator (a model); the most visited move, except for the
-    first ``temperature_moves`` moves of a game, sampled from the visits so that games
-    between the same two players differ. With ``search="gumbel"``: Gumbel's move,
-    searched with Gumbel noise in those first moves (a sample of the improved policy)
-    and without it after."""
+class MctsPlayer(PlayerBase):
+    """A model's search (``search``, one ``SearchSettings``) over all its games at
+    once; the most visited move, except for the first ``temperature_moves`` moves of a
+    game, sampled from the visits so that games between the same two players differ.
+    With ``search.search == "gumbel"``: Gumbel's move, searched with Gumbel noise in
+    those first moves (a sample of the improved policy) and without it after. The
+    root noise of self-play is not a player's: it searches by ``search`` as given
+    (``SearchSettings.for_play`` drops what is for training)."""
 
-    def __init__(self, game: Game, evaluate: Evaluator, *, slots: int, simulations: int, name: str = "mcts",
-                 c_puct: float = 1.25, fpu_reduction: float = 0.25, leaves_per_round: int = 8,
-                 temperature_moves: int = 0, formula: str = "puct", keep_leaf_states: bool = False,
-                 search: str = "puct", gumbel_considered: int = 16, gumbel_c_visit: float = 50.0,
-                 gumbel_c_scale: float = 0.1, avoid_own_eyes: bool = False, discount: float = 1.0,
-                 solver: bool = False):
+    def __init__(self, game: Game, evaluate: Evaluator, *, slots: int, search: SearchSettings,
+                 temperature_moves: int = 0, name: str = "mcts"):
         self.name = name
         self.game = game
         self.evaluate = evaluate
-        self.simulations = simulations
+        self.simulations = search.simulations
         self.temperature_moves = temperature_moves
-        self.search = Search(game, games=slots, simulations=simulations, c_puct=c_puct,
-                             fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round, formula=formula,
-                             keep_leaf_states=keep_leaf_states, search=search,
-                             gumbel_considered=gumbel_considered, gumbel_c_visit=gumbel_c_visit,
-                             gumbel_c_scale=gumbel_c_scale, avoid_own_eyes=avoid_own_eyes, discount=discount,
-                             solver=solver)
+        self.search = Search(game, games=slots, settings=search)
 
     def new_game(self, slot: int, state: np.ndarray) -> None:
         self.search.reset(slot, state)
@@ -69,27 +64,21 @@ class MctsPlayer:
 
 @dataclass(frozen=True)
 class MctsPlayerSettings:
-    """How an ``MctsPlayer`` searches and chooses its moves: its keywords besides the
-    evaluator, the slots and the name, as one typed value. The run config makes the
-    gating players' (``TengenConfig.gating_options().player``, which ``tengen match``
-    plays by too), so that their defaults are the schema's alone."""
+    """How an ``MctsPlayer`` searches and chooses its moves, as one typed value. The
+    run config makes the gating players' (``TengenConfig.gating_options().player``)
+    and ``tengen match``'s (``TengenConfig.match_player()``)."""
 
-    simulations: int
-    c_puct: float
-    fpu_reduction: float
-    leaves_per_round: int
-    temperature_moves: int
-    search: SearchChoice
+    search: SearchSettings
+    temperature_moves: int = 0
+
+    def with_simulations(self, simulations: int) -> MctsPlayerSettings:
+        """These settings with another visit limit (``tengen match --sims``, the benches)."""
+        return dataclasses.replace(self, search=dataclasses.replace(self.search, simulations=simulations))
 
     def build(self, game: Game, evaluate: Evaluator, *, slots: int, name: str) -> MctsPlayer:
         """A player of ``game`` with these settings, searching ``slots`` games at once."""
-        choice = self.search
-        return MctsPlayer(game, evaluate, slots=slots, simulations=self.simulations, name=name, c_puct=self.c_puct,
-                          fpu_reduction=self.fpu_reduction, leaves_per_round=self.leaves_per_round,
-                          temperature_moves=self.temperature_moves, search=choice.search,
-                          gumbel_considered=choice.gumbel_considered, gumbel_c_visit=choice.gumbel_c_visit,
-                          gumbel_c_scale=choice.gumbel_c_scale, avoid_own_eyes=choice.avoid_own_eyes,
-                          discount=choice.discount, solver=choice.solver)
+        return MctsPlayer(game, evaluate, slots=slots, search=self.search, temperature_moves=self.temperature_moves,
+                          name=name)
 
 
 class RolloutMctsPlayer(MctsPlayer):
@@ -99,15 +88,15 @@ class RolloutMctsPlayer(MctsPlayer):
     def __init__(self, game: Game, *, slots: int, simulations: int, seed: int, uct_c: float = 2.0,
                  rollouts: int = 1, name: str | None = None):
         self._rollouts = RolloutEvaluator(game, rollouts=rollouts, seed=seed)
-        super().__init__(game, self._rollouts.evaluate_states, slots=slots, simulations=simulations,
-                         name=name or f"mcts{simulations}", c_puct=uct_c, leaves_per_round=1, formula="uct",
-                         keep_leaf_states=True)
+        search = SearchSettings(simulations=simulations, c_puct=uct_c, leaves_per_round=1).for_rollouts()
+        super().__init__(game, self._rollouts.evaluate_states, slots=slots, search=search,
+                         name=name or f"mcts{simulations}")
 
     def _search(self, active: np.ndarray) -> None:
         self._rollouts.run(self.search, self.simulations, active)
 
 
-class RandomPlayer:
+class RandomPlayer(PlayerBase):
     """Uniformly random legal moves. ``avoid_own_eyes`` (Go): never one that fills a
     single-point eye of the mover's own, and a pass only when nothing else is left,
     the random player that Go benchmarks measure against (one that fills its eyes
@@ -119,9 +108,6 @@ class RandomPlayer:
         self.game = game
         self.name = name
         self.avoid_own_eyes = avoid_own_eyes
-
-    def new_game(self, slot: int, state: np.ndarray) -> None:
-        pass
 
     def choose(self, slots: list[int], states: list[np.ndarray], rng: np.random.Generator) -> list[int]:
         return [self._move(s, rng) for s in states]

@@ -15,6 +15,7 @@ pure MCTS: uniform priors and values from one light random playout per leaf
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tengen.engine.games.base import Game
-from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search
+from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, SearchSettings
 from tengen.engine.mcts.tree import ROOT, UNEXPANDED
 
 __all__ = ["MoveStats", "Analysis", "SearchPlayer", "principal_variation"]
@@ -78,49 +79,43 @@ def principal_variation(search: Search, action: int, *, g: int = 0, length: int 
 
 
 class SearchPlayer:
-    """PUCT search for one position at a time, with a network or with rollouts.
+    """Search for one position at a time, with a network or with rollouts.
 
     ``evaluate``: the network (``Evaluator``), or None for rollout MCTS. Keyword-only:
-    ``simulations`` (the default visit limit; 0 with a network: its raw policy),
-    ``c_puct``, ``fpu_reduction``, ``leaves_per_round``, ``discount`` and ``solver`` (the
-    network's training's, engine/mcts/settings.py), ``seed`` (rollouts), and
-    what the network was trained for (``size``, ``history_length``, ``komi``; None
-    when anything goes, as for rollouts).
+    ``search``, how it searches (one ``SearchSettings``: PUCT or Gumbel, its constants,
+    the discount and the solver, as the network was trained with; a rollout search
+    walks by UCT, ``SearchSettings.for_rollouts``); ``simulations``, its default visit
+    limit (None: ``search.simulations``; 0 with a network: its raw policy); ``seed``
+    (rollouts, and Gumbel's ties); and what the network was trained for (``size``,
+    ``history_length``, ``komi``; None when anything goes, as for rollouts).
 
     A ``SearchPlayer`` is also a move chooser: ``player(game, state, history)``
     returns the most visited move after ``simulations`` visits (with ``solver``, a
-    proven best move first).
+    proven best move first; with Gumbel search, sequential halving's survivor).
     """
 
     def __init__(
         self,
         evaluate: Evaluator | None,
         *,
-        simulations: int = 400,
-        c_puct: float = 1.25,
-        fpu_reduction: float = 0.25,
-        leaves_per_round: int = 8,
-        discount: float = 1.0,
-        solver: bool = False,
+        search: SearchSettings,
+        simulations: int | None = None,
         seed: int = 0,
         size: int | None = None,
         history_length: int | None = None,
         komi: float | None = None,
     ):
+        simulations = search.simulations if simulations is None else simulations
         if simulations < 0 or (evaluate is None and simulations < 1):
             raise ValueError("simulations must be >= 0 (>= 1 for rollout search)")
         self.evaluate = evaluate
+        self.settings = search if evaluate is not None else search.for_rollouts()
         self.simulations = simulations
-        self.c_puct = c_puct
-        self.fpu_reduction = fpu_reduction
-        self.leaves_per_round = leaves_per_round
-        self.discount = discount
-        self.solver = solver
         self.seed = seed
         self.size = size
         self.history_length = history_length
         self.komi = komi
-        self._searches: dict[tuple[int, int, int], Search] = {}
+        self._searches: dict[tuple[int, int], Search] = {}
         self._rollouts: dict[int, RolloutEvaluator] = {}
 
     @property
@@ -198,16 +193,11 @@ class SearchPlayer:
     def _search_for(self, game: Game, visits: int) -> Search:
         # A tree's size follows its visit limit; keep one per limit and game (sizes of
         # a GTP session rarely change).
-        key = (id(game), visits, int(bool(self.evaluate is None)))
+        key = (id(game), visits)
         search = self._searches.get(key)
         if search is None or search.game is not game:
             self._searches = {k: s for k, s in self._searches.items() if s.game is game}
-            search = Search(game, games=1, simulations=visits, c_puct=self.c_puct,
-                            fpu_reduction=self.fpu_reduction, leaves_per_round=self.leaves_per_round,
-                            keep_leaf_states=self.evaluate is None, discount=self.discount,
-                            solver=self.solver and self.evaluate is not None,
-                            # Rollout values are noisy and the priors uniform: plain UCT.
-                            formula="puct" if self.evaluate is not None else "uct")
+            search = Search(game, games=1, settings=dataclasses.replace(self.settings, simulations=visits))
             self._searches[key] = search
         return search
 
@@ -238,6 +228,11 @@ class SearchPlayer:
         prior = search.root_prior(0)
         visited = [int(a) for a in np.flatnonzero(n > 0)]
         visited.sort(key=lambda a: (-chosen[a], -n[a], -prior[a], a))
+        if search.gumbel and visited and not search.tree.in_flight[0]:
+            # Gumbel search plays the survivor of its halving with the best completed Q,
+            # which a tie in visits does not tell
+            best = search.gumbel_action(0)
+            visited.sort(key=lambda a: a != best)
         moves = []
         for a in visited:
             winrate = float(np.clip((q[a] + 1) / 2, 0.0, 1.0))

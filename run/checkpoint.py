@@ -4,7 +4,7 @@
 A checkpoint is a run's ``best/`` directory (``model.safetensors`` and the
 ``config.yaml`` it was trained with) or a ``.safetensors`` file, with its config
 beside it or named apart. ``load_model`` gives the Keras model; ``load_player``
-wraps it in an ``play.search_player.SearchPlayer`` with the config's search settings.
+wraps it in a ``play.search_player.SearchPlayer`` with the config's search as play uses it.
 Both import TensorFlow: callers that must stay light import this module late.
 """
 
@@ -77,15 +77,14 @@ def load_player(checkpoint: str | Path, config_path: str | Path | None, simulati
     in the first move a person waits for."""
     config = load_config(config_path) if config_path else None
     config, game, model = load_model(checkpoint, config)
-    mcts = config.mcts
+    search = config.play_search()
     go = config.game.name == "go"
     evaluate = CompiledModel(model)
     if warm_up:
-        for batch in sorted({1, mcts.leaves_per_round}):
+        for batch in sorted({1, search.leaves_per_round}):
             evaluate(np.zeros((batch, *game.planes_shape), np.float32))
-    player = SearchPlayer(evaluate, simulations=simulations, c_puct=mcts.c_puct,
-                          fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
-                          discount=mcts.discount, solver=mcts.solver, size=game.board_shape[0] if go else None,
+    player = SearchPlayer(evaluate, search=search, simulations=simulations, seed=config.seed,
+                          size=game.board_shape[0] if go else None,
                           history_length=game.history_length if go else None,
                           komi=getattr(game, "komi", None) if go else None)
     return config, game, player

@@ -32,13 +32,13 @@ from pydantic import (
 
 from tengen.engine.games import Game, GoGame, make_game
 from tengen.engine.gating import MAX_ELO, GatingRule
-from tengen.engine.mcts import SearchChoice, cache_bytes, search_bytes
+from tengen.engine.mcts import SearchSettings, cache_bytes, search_bytes
 from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import SelfPlaySettings
 from tengen.learner.options import LearnerOptions
 from tengen.learner.storage import check_storage_url
+from tengen.play.match import GatingOptions
 from tengen.play.players import MctsPlayerSettings
-from tengen.workers.gatekeeper import GatingOptions
 
 __all__ = [
     "ConfigError",
@@ -147,54 +147,59 @@ class NetworkConfig(_Strict):
     ownership: bool = False
 
 
+#: the library's defaults, which the schema's are: one place each
+_SEARCH = SearchSettings()
+_SELFPLAY = SelfPlaySettings()
+
+
 class MctsConfig(_Strict):
     """The search (engine/mcts/): PUCT with AlphaZero's noise and KataGo-like FPU, or
     Gumbel AlphaZero's (``search: gumbel``: no Dirichlet noise, no FPU, no c_puct)."""
 
     #: puct: AlphaZero; gumbel: Danihelka et al. 2022, built for few simulations
-    search: Literal["puct", "gumbel"] = "puct"
+    search: Literal["puct", "gumbel"] = _SEARCH.search
     # simulations and leaves_per_round size the search's arrays: TengenConfig checks
     # that they fit in memory.
-    simulations: int = Field(default=200, ge=1)
+    simulations: int = Field(default=_SEARCH.simulations, ge=1)
     #: AlphaZero 1.25, UCT's 2.0; at 100 the priors alone pick every move
-    c_puct: float = Field(default=1.25, gt=0, le=100)
+    c_puct: float = Field(default=_SEARCH.c_puct, gt=0, le=100)
     #: an unvisited move's Q: the node's value minus this times sqrt(the prior mass
     #: visited); values lie in -1..1, so 2 can already value it as a loss (-1)
-    fpu_reduction: float = Field(default=0.25, ge=0, le=2)
-    leaves_per_round: int = Field(default=8, ge=1)
+    fpu_reduction: float = Field(default=_SEARCH.fpu_reduction, ge=0, le=2)
+    leaves_per_round: int = Field(default=_SEARCH.leaves_per_round, ge=1)
     #: in visits (KataGo 1, Leela Zero 3); it is added to and taken back from float32
     #: counts, where a huge one would wipe out the real visits
-    virtual_loss: float = Field(default=1.0, ge=0, le=10)
+    virtual_loss: float = Field(default=_SEARCH.virtual_loss, ge=0, le=10)
     #: AlphaZero 0.03 (Go) to 0.3 (chess); past 100 the noise is uniform anyway
-    dirichlet_alpha: float = Field(default=0.3, gt=0, le=100)
-    dirichlet_fraction: float = Field(default=0.25, ge=0, le=1)
+    dirichlet_alpha: float = Field(default=_SEARCH.dirichlet_alpha, gt=0, le=100)
+    dirichlet_fraction: float = Field(default=_SEARCH.dirichlet_fraction, ge=0, le=1)
     #: m, the root moves sequential halving starts from (the paper's 16; fewer legal
     #: moves: all of them)
-    gumbel_considered: int = Field(default=16, ge=1, le=4096)
+    gumbel_considered: int = Field(default=_SEARCH.gumbel_considered, ge=1, le=4096)
     #: sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q min-max normalised to [0, 1]
     #: over the node's moves (mctx's 50 and 0.1: at the paper's c_scale of 1, which it
     #: used with another normalisation, the policy target was nearly one-hot on the
     #: best Q of a 32-simulation search); with c_scale 100 the values alone pick every move
-    gumbel_c_visit: float = Field(default=50.0, ge=0, le=100_000)
-    gumbel_c_scale: float = Field(default=0.1, gt=0, le=100)
+    gumbel_c_visit: float = Field(default=_SEARCH.gumbel_c_visit, ge=0, le=100_000)
+    gumbel_c_scale: float = Field(default=_SEARCH.gumbel_c_scale, gt=0, le=100)
     #: Go: the eye-avoiding playout's rule (never fill one's own eye; pass only when
     #: no other legal move is left) in training's games (self-play and gating, where
     #: both sides keep it), not in tengen match, the benches, GTP or the play page.
     #: Under area scoring it costs nothing, games end with their dead stones
     #: captured, and a young network's early passes and filled eyes cannot become
     #: habits. It breaks sekis (a player must fill a shared liberty), rare on 9x9.
-    avoid_own_eyes: bool = False
+    avoid_own_eyes: bool = _SEARCH.avoid_own_eyes
     #: per ply, MuZero's: the search backs a value up this much smaller each ply and
     #: self-play's value targets are discounted alike, so that of two wins the faster
     #: is worth more, and of two losses the slower (1: AlphaZero, every win alike).
     #: Resignation compares the discounted root value with its threshold, and the
     #: values that GTP's analysis and the play page show are discounted too.
-    discount: float = Field(default=1.0, gt=0, le=1)
+    discount: float = Field(default=_SEARCH.discount, gt=0, le=1)
     #: prove wins, losses and draws inside the search tree (MCTS-Solver, PUCT only;
     #: engine/mcts/settings.py): a proven root ends its search early, and the move
     #: played (self-play's policy target too) is the proof's, a forced win or the
     #: slowest loss, where visits alone may take a move that only looks as good
-    solver: bool = False
+    solver: bool = _SEARCH.solver
 
     @model_validator(mode="after")
     def _solver_needs_puct(self) -> MctsConfig:
@@ -207,21 +212,21 @@ class SelfPlayConfig(_Strict):
     """How self-play games are played and recorded (engine/selfplay.py)."""
 
     games_in_flight: int = Field(default=64, ge=1)
-    temperature_schedule: Literal["alphazero", "constant"] = "alphazero"
-    temperature_moves: int = Field(default=30, ge=0)
+    temperature_schedule: Literal["alphazero", "constant"] = _SELFPLAY.temperature_schedule
+    temperature_moves: int = Field(default=_SELFPLAY.temperature_moves, ge=0)
     #: moves are sampled from N^(1 / temperature) in float64: at 0.01, N^100 overflows
     #: from 1210 visits on, at 0.1 never; above 10 the choice is uniform anyway
-    temperature: float = Field(default=1.0, ge=0.1, le=10)
-    full_search_fraction: float = Field(default=1.0, gt=0, le=1)
-    cheap_simulations: int = Field(default=0, ge=0)
-    resign_threshold: float | None = Field(default=None, ge=-1, le=1)
-    no_resign_fraction: float = Field(default=0.1, ge=0, le=1)
+    temperature: float = Field(default=_SELFPLAY.temperature, ge=0.1, le=10)
+    full_search_fraction: float = Field(default=_SELFPLAY.full_search_fraction, gt=0, le=1)
+    cheap_simulations: int = Field(default=_SELFPLAY.cheap_simulations, ge=0)
+    resign_threshold: float | None = Field(default=_SELFPLAY.resign_threshold, ge=-1, le=1)
+    no_resign_fraction: float = Field(default=_SELFPLAY.no_resign_fraction, ge=0, le=1)
     #: AlphaGo Zero's check: resigning stays off while more of the played-out games
     #: that would have been resigned than this were not lost (1: resign unchecked)
-    resign_max_false_positives: float = Field(default=0.05, ge=0, le=1)
+    resign_max_false_positives: float = Field(default=_SELFPLAY.resign_max_false_positives, ge=0, le=1)
     #: KataGo's forked games: this share of new games branches off a recent game with
     #: one random move (engine/selfplay.py); 0 starts every game from the empty board
-    fork_fraction: float = Field(default=0.0, ge=0, lt=1)
+    fork_fraction: float = Field(default=_SELFPLAY.fork_fraction, ge=0, lt=1)
     #: Leela Zero's and KataGo's NN cache: the network answers a self-play worker keeps
     #: by position (engine/mcts/eval_cache.py), so that a leaf met again needs no model
     #: call; 0 keeps none. 2^18 is 15 MB for Connect Four, 390 MB for 19x19 Go.
@@ -481,7 +486,7 @@ class TengenConfig(_Strict):
         owners [N, H*W] and a bool mask, as learner/replay.py stores them). Each must
         fit alone: the parts run in different processes, on different nodes in a cluster."""
         game = game or self.game.make()
-        m, g = self.mcts, self.gating
+        search, gating = self.search_settings(), self.gating_options()
         per_worker = self.cluster.games_per_worker
         halves = (per_worker // 2, per_worker - per_worker // 2)  # as workers/selfplay_worker.py splits them
         position = math.prod(game.planes_shape) + 4 * game.num_actions + 4
@@ -489,13 +494,10 @@ class TengenConfig(_Strict):
             position += math.prod(game.board_shape) + 1
         cache = cache_bytes(self.selfplay.cache_positions, game.num_actions)
         return {
-            "selfplay": cache + search_bytes(game, games=self.selfplay.games_in_flight, simulations=m.simulations,
-                                             leaves_per_round=m.leaves_per_round),
-            "worker": cache + sum(search_bytes(game, games=n, simulations=m.simulations,
-                                               leaves_per_round=m.leaves_per_round) for n in halves),
-            "gating": 2 * (cache_bytes(g.cache_positions, game.num_actions)
-                           + search_bytes(game, games=g.games_in_flight, simulations=g.simulations or m.simulations,
-                                          leaves_per_round=m.leaves_per_round)),
+            "selfplay": cache + search_bytes(game, games=self.selfplay.games_in_flight, settings=search),
+            "worker": cache + sum(search_bytes(game, games=n, settings=search) for n in halves),
+            "gating": 2 * (cache_bytes(gating.cache_positions, game.num_actions)
+                           + search_bytes(game, games=gating.games_in_flight, settings=gating.player.search)),
             "replay": self.train.replay_window * position,
         }
 
@@ -516,20 +518,32 @@ class TengenConfig(_Strict):
                            blocks=self.network.blocks, filters=self.network.filters, l2=self.network.l2,
                            value_hidden=self.network.value_hidden, ownership=self.network.ownership)
 
+    def search_settings(self) -> SearchSettings:
+        """How the run searches (the ``mcts`` section as one value): self-play's search,
+        and with ``gating.simulations`` the gatekeeper's."""
+        m = self.mcts
+        return SearchSettings(simulations=m.simulations, search=m.search, c_puct=m.c_puct,
+                              fpu_reduction=m.fpu_reduction, leaves_per_round=m.leaves_per_round,
+                              virtual_loss=m.virtual_loss, dirichlet_alpha=m.dirichlet_alpha,
+                              dirichlet_fraction=m.dirichlet_fraction, gumbel_considered=m.gumbel_considered,
+                              gumbel_c_visit=m.gumbel_c_visit, gumbel_c_scale=m.gumbel_c_scale,
+                              avoid_own_eyes=m.avoid_own_eyes, discount=m.discount, solver=m.solver)
+
+    def play_search(self) -> SearchSettings:
+        """How a trained model of this run searches where it plays people and engines
+        (GTP, the play page, ``tengen bestmove``, ``tengen match``): the run's search
+        without what is for training's games (``SearchSettings.TRAINING_ONLY``)."""
+        return self.search_settings().for_play()
+
     def selfplay_settings(self) -> SelfPlaySettings:
         """What a self-play worker plays by (both wirings give it these)."""
-        mcts, sp, choice = self.mcts, self.selfplay, self.search_choice()
+        sp = self.selfplay
         return SelfPlaySettings(
-            simulations=mcts.simulations, c_puct=mcts.c_puct, fpu_reduction=mcts.fpu_reduction,
-            leaves_per_round=mcts.leaves_per_round, virtual_loss=mcts.virtual_loss,
-            dirichlet_alpha=mcts.dirichlet_alpha, dirichlet_fraction=mcts.dirichlet_fraction,
-            search=choice.search, gumbel_considered=choice.gumbel_considered, gumbel_c_visit=choice.gumbel_c_visit,
-            gumbel_c_scale=choice.gumbel_c_scale, avoid_own_eyes=choice.avoid_own_eyes, discount=choice.discount,
-            solver=choice.solver, temperature_schedule=sp.temperature_schedule, temperature_moves=sp.temperature_moves,
-            temperature=sp.temperature, full_search_fraction=sp.full_search_fraction,
-            cheap_simulations=sp.cheap_simulations, resign_threshold=sp.resign_threshold,
-            no_resign_fraction=sp.no_resign_fraction, resign_max_false_positives=sp.resign_max_false_positives,
-            fork_fraction=sp.fork_fraction,
+            search=self.search_settings(), temperature_schedule=sp.temperature_schedule,
+            temperature_moves=sp.temperature_moves, temperature=sp.temperature,
+            full_search_fraction=sp.full_search_fraction, cheap_simulations=sp.cheap_simulations,
+            resign_threshold=sp.resign_threshold, no_resign_fraction=sp.no_resign_fraction,
+            resign_max_false_positives=sp.resign_max_false_positives, fork_fraction=sp.fork_fraction,
         )
 
     def learner_options(self) -> LearnerOptions:
@@ -544,30 +558,24 @@ class TengenConfig(_Strict):
                               value_q_weight=train.value_q_weight)
 
     def gating_options(self) -> GatingOptions:
-        """``Gatekeeper``'s match options (both wirings build it from these)."""
-        g, mcts = self.gating, self.mcts
-        player = MctsPlayerSettings(simulations=g.simulations or mcts.simulations, c_puct=mcts.c_puct,
-                                    fpu_reduction=mcts.fpu_reduction, leaves_per_round=mcts.leaves_per_round,
-                                    temperature_moves=g.temperature_moves, search=self.search_choice())
+        """``Gatekeeper``'s match options (both wirings build it from these): both sides
+        search as self-play does (a player adds no root noise), with ``gating.simulations``."""
+        g = self.gating
+        search = dataclasses.replace(self.search_settings(), simulations=g.simulations or self.mcts.simulations)
+        player = MctsPlayerSettings(search=search, temperature_moves=g.temperature_moves)
         return GatingOptions(rule=self.gating_rule(), games_in_flight=g.games_in_flight, player=player,
                              cache_positions=g.cache_positions)
 
     def match_player(self) -> MctsPlayerSettings:
         """The model as ``tengen match`` and the benches play it: the gating players'
-        search and opening temperature, by the game's own rules. The eye rule
-        (``mcts.avoid_own_eyes``) is for training's games, where both sides keep it:
-        against an engine that passes once it deems the game over, it left the model
-        filling its own area alone until its groups had one eye each (GNU Go then
-        took every stone: W+88.5 in most of 20 games)."""
-        player = self.gating_options().player
-        return dataclasses.replace(player, search=dataclasses.replace(player.search, avoid_own_eyes=False))
-
-    def search_choice(self) -> SearchChoice:
-        """Which search, and Gumbel's constants (self-play and gating alike)."""
-        mcts = self.mcts
-        return SearchChoice(search=mcts.search, gumbel_considered=mcts.gumbel_considered,
-                            gumbel_c_visit=mcts.gumbel_c_visit, gumbel_c_scale=mcts.gumbel_c_scale,
-                            avoid_own_eyes=mcts.avoid_own_eyes, discount=mcts.discount, solver=mcts.solver)
+        visits and opening temperature, searching as play does (``play_search``: the
+        eye rule of training's games, ``mcts.avoid_own_eyes``, is left out; against an
+        engine that passes once it deems the game over, it left the model filling its
+        own area alone until its groups had one eye each, and GNU Go then took every
+        stone: W+88.5 in most of 20 games)."""
+        gating = self.gating_options().player
+        search = dataclasses.replace(self.play_search(), simulations=gating.search.simulations)
+        return MctsPlayerSettings(search=search, temperature_moves=gating.temperature_moves)
 
     def gating_rule(self) -> GatingRule:
         g = self.gating

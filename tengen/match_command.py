@@ -11,7 +11,6 @@ files ``play.match_summary``'s. ``out`` gets every game and ``summary.json``.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shlex
@@ -107,7 +106,7 @@ def _mcts_player(config: TengenConfig, game: Game, model: object, *, slots: int,
     from tengen.engine.network import CompiledModel
 
     player = config.match_player()
-    player = dataclasses.replace(player, simulations=simulations or player.simulations)
+    player = player.with_simulations(simulations) if simulations else player
     return player.build(game, CompiledModel(model), slots=slots, name=name)
 
 

@@ -13,9 +13,16 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from tengen.engine.games import GoGame, make_game
-from tengen.engine.mcts import Search, SearchChoice, search_bytes
+from tengen.engine.mcts import Search, SearchSettings, search_bytes
 from tengen.learner.replay import ReplayWindow
-from tengen.run.config import MEMORY_BUDGET_VARIABLE, ConfigError, TengenConfig, load_config, parse_config
+from tengen.run.config import (
+    MEMORY_BUDGET_VARIABLE,
+    ConfigError,
+    MctsConfig,
+    TengenConfig,
+    load_config,
+    parse_config,
+)
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 GiB = 2**30
@@ -154,31 +161,46 @@ def test_command_line_overrides_go_through_the_schema():
 
 
 def test_the_search_is_puct_unless_a_config_says_gumbel():
-    # mctx's constants for Danihelka et al. 2022's search (m = 16, c_visit = 50, c_scale = 0.1)
-    assert parse_config(ttt()).search_choice() == SearchChoice(search="puct", gumbel_considered=16,
-                                                               gumbel_c_visit=50.0, gumbel_c_scale=0.1,
-                                                               avoid_own_eyes=False, discount=1.0, solver=False)
+    # the schema's defaults are the library's: AlphaZero's PUCT, and for Danihelka et al.
+    # 2022's search mctx's constants (m = 16, c_visit = 50, c_scale = 0.1)
+    assert parse_config(ttt()).search_settings() == SearchSettings()
+    assert SearchSettings().search == "puct" and SearchSettings().gumbel_considered == 16
     gumbel = parse_config(ttt(mcts={"search": "gumbel", "gumbel_considered": 4, "gumbel_c_scale": 0.5}))
-    assert gumbel.search_choice() == SearchChoice(search="gumbel", gumbel_considered=4, gumbel_c_visit=50.0,
-                                                  gumbel_c_scale=0.5, avoid_own_eyes=False,
-                                                  discount=1.0, solver=False)
-    # both self-play and the gatekeeper's players get them
-    choice = dataclasses.asdict(gumbel.search_choice())
-    assert dataclasses.asdict(gumbel.selfplay_settings()).items() >= choice.items()
-    assert gumbel.gating_options().player.search == gumbel.search_choice()
+    assert gumbel.search_settings() == SearchSettings(search="gumbel", gumbel_considered=4, gumbel_c_scale=0.5)
+    # self-play and the gatekeeper's players search by the one value
+    assert gumbel.selfplay_settings().search == gumbel.search_settings()
+    assert gumbel.gating_options().player.search == gumbel.search_settings()
     # the solver proves positions for PUCT's move choice, which Gumbel search does not use
     solver = parse_config(ttt(mcts={"solver": True}))
-    assert solver.selfplay_settings().solver and solver.gating_options().player.search.solver
+    assert solver.selfplay_settings().search.solver and solver.gating_options().player.search.solver
     with pytest.raises(ConfigError, match="solver needs search: puct"):
         parse_config(ttt(mcts={"search": "gumbel", "solver": True}))
 
 
-def test_the_eye_rule_is_for_training_games_and_matches_play_by_the_rules():
+def test_every_search_setting_of_the_config_reaches_the_one_value():
+    # A field of the mcts section that the settings value lacked would be dropped on
+    # the way to some search: every one of them arrives, under its own name.
+    changed = {"simulations": 33, "c_puct": 2.5, "fpu_reduction": 0.1, "leaves_per_round": 3, "virtual_loss": 2.0,
+               "dirichlet_alpha": 0.03, "dirichlet_fraction": 0.5, "gumbel_considered": 5, "gumbel_c_visit": 20.0,
+               "gumbel_c_scale": 0.2, "discount": 0.9, "solver": True}
+    assert changed.keys() | {"search", "avoid_own_eyes"} == MctsConfig.model_fields.keys()
+    settings = parse_config(ttt(mcts=changed)).search_settings()
+    assert {name: getattr(settings, name) for name in changed} == changed
+    assert load_config("go9").search_settings().avoid_own_eyes
+
+
+def test_the_eye_rule_and_root_noise_are_for_training_games_and_matches_play_by_the_rules():
     go9 = load_config("go9")
-    assert go9.selfplay_settings().avoid_own_eyes and go9.gating_options().player.search.avoid_own_eyes
-    # tengen match and the benches: the gating search, without the rule
-    assert go9.match_player() == dataclasses.replace(
-        go9.gating_options().player, search=dataclasses.replace(go9.search_choice(), avoid_own_eyes=False))
+    assert go9.selfplay_settings().search.avoid_own_eyes and go9.gating_options().player.search.avoid_own_eyes
+    # tengen match and the benches: the gating search's visits, without the rule and the noise
+    player = go9.match_player()
+    assert player.search == dataclasses.replace(
+        go9.search_settings(), simulations=go9.gating_options().player.search.simulations, avoid_own_eyes=False,
+        dirichlet_fraction=0.0)
+    assert player.temperature_moves == go9.gating.temperature_moves
+    # the settings value itself says what play leaves out, and why
+    assert set(SearchSettings.TRAINING_ONLY) == {"dirichlet_alpha", "dirichlet_fraction", "avoid_own_eyes"}
+    assert go9.play_search() == dataclasses.replace(player.search, simulations=go9.mcts.simulations)
 
 
 def test_a_sane_schedule_and_bounds_still_parse():
@@ -224,17 +246,20 @@ def owned_bytes(search: Search) -> int:
 )
 def test_search_bytes_counts_what_a_search_allocates(name, rules, sizes):
     game = make_game(name, **rules)
-    assert search_bytes(game, **sizes) == pytest.approx(owned_bytes(Search(game, **sizes)), rel=0.01)
+    games, settings = sizes.pop("games"), SearchSettings(**sizes)
+    assert search_bytes(game, games=games, settings=settings) == pytest.approx(
+        owned_bytes(Search(game, games=games, settings=settings)), rel=0.01)
 
 
 def test_search_bytes_of_a_big_go_search_is_its_edges():
     # 19x19: A = 362 actions; 800 simulations, 8 leaves a round: M = 2 * 800 + 2 * 8 + 2 =
     # 1618 nodes; four [G, M, A] arrays of 4 bytes: 64 * 1618 * 362 * 16 = 599,785,472 bytes.
     edges = 64 * 1618 * 362 * 16
-    estimate = search_bytes(GoGame(size=19), games=64, simulations=800, leaves_per_round=8)
+    settings = SearchSettings(simulations=800, leaves_per_round=8)
+    estimate = search_bytes(GoGame(size=19), games=64, settings=settings)
     assert edges < estimate < 1.03 * edges
     # and an absurd size is a Python integer, not an overflow
-    assert search_bytes(GoGame(size=19), games=10**30, simulations=800) > 10**30 * 1618 * 362 * 16
+    assert search_bytes(GoGame(size=19), games=10**30, settings=settings) > 10**30 * 1618 * 362 * 16
 
 
 def test_memory_estimates_count_the_replay_window_as_the_learner_stores_it():
@@ -249,15 +274,16 @@ def test_memory_estimates_count_each_search_as_it_is_built():
                            "selfplay": {"games_in_flight": 6, "cache_positions": 1000},
                            "cluster": {"games_per_worker": 7},
                            "gating": {"games_in_flight": 3, "simulations": 20, "cache_positions": 500}})
-    game, sizes = config.game.make(), {"simulations": 50, "leaves_per_round": 4}
+    game, search = config.game.make(), SearchSettings(simulations=50, leaves_per_round=4)
     # 1,000 cached answers, each two 8-byte hashes, an 8-byte stamp, 82 float32 policy and a float32 value
     cache = 1000 * (16 + 8 + 82 * 4 + 4)
     assert config.memory_estimates() == {
-        "selfplay": cache + search_bytes(game, games=6, **sizes),
+        "selfplay": cache + search_bytes(game, games=6, settings=search),
         # a worker's 7 games are two halves of 3 and 4 (workers/selfplay_worker.py)
-        "worker": cache + search_bytes(game, games=3, **sizes) + search_bytes(game, games=4, **sizes),
+        "worker": cache + search_bytes(game, games=3, settings=search) + search_bytes(game, games=4, settings=search),
         # gating: both players search, at gating.simulations, and keep 500 answers each
-        "gating": 2 * (cache // 2 + search_bytes(game, games=3, simulations=20, leaves_per_round=4)),
+        "gating": 2 * (cache // 2 + search_bytes(game, games=3, settings=SearchSettings(simulations=20,
+                                                                                         leaves_per_round=4))),
         # 9 x 9 x 17 uint8 planes + 82 float32 policy + 1 float32 value = 1709 bytes a position
         "replay": 100_000 * 1709,
     }

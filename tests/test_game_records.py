@@ -21,8 +21,8 @@ from debian import fetch_gnugo
 from sgfmill import sgf, sgf_grammar
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.selfplay import SelfPlay
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
+from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
 from tengen.play.game_records import (
     FinishedGame,
     GameTextError,
@@ -45,8 +45,9 @@ MAY_DAY = calendar.timegm((2024, 5, 1, 13, 20, 0, 0, 0, 0))
 
 
 def test_a_go_self_play_game_as_sgf_keeps_moves_result_players_date_and_search():
-    selfplay = SelfPlay(GO5, games=2, simulations=16, seed=4, leaves_per_round=4, full_search_fraction=0.5,
-                        cheap_simulations=4, model_version=12)
+    selfplay = SelfPlay(GO5, games=2, seed=4, model_version=12,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=16, leaves_per_round=4),
+                                                  full_search_fraction=0.5, cheap_simulations=4))
     record = selfplay.play(uniform_evaluator(GO5.num_actions), games=1)[0]
     finished = FinishedGame.from_record(record, players=("000012", "000012"), when=MAY_DAY)
     back = read_sgf(write_game(GO5, finished))
@@ -116,7 +117,8 @@ def test_tic_tac_toe_draws_resignations_and_unknown_players():
 
 def test_self_play_records_of_the_small_games_read_back():
     for game in (C4, TTT):
-        for record in SelfPlay(game, games=3, simulations=8, seed=2).play(uniform_evaluator(game.num_actions), 3):
+        settings = SelfPlaySettings(search=SearchSettings(simulations=8))
+        for record in SelfPlay(game, games=3, seed=2, settings=settings).play(uniform_evaluator(game.num_actions), 3):
             finished = FinishedGame.from_record(record, players=("000000", "000000"))
             back, result = read_plain(write_game(game, finished), game)
             assert back.moves == tuple(record.moves.tolist())
@@ -169,8 +171,9 @@ def sabaki_read(modules: Path, *paths: Path) -> list[dict]:
 
 def test_sgf_that_tengen_writes_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path):
     game = make_game("go", size=9, komi=7.5)
-    selfplay = SelfPlay(game, games=2, simulations=16, seed=8, leaves_per_round=4, full_search_fraction=0.5,
-                        cheap_simulations=4, model_version=42)
+    selfplay = SelfPlay(game, games=2, seed=8, model_version=42,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=16, leaves_per_round=4),
+                                                  full_search_fraction=0.5, cheap_simulations=4))
     records = selfplay.play(uniform_evaluator(game.num_actions), games=2)
     games = [FinishedGame.from_record(r, players=("000042", "000042"), when=MAY_DAY) for r in records]
     games.append(FinishedGame(moves=(40, 81, 30), resigned_by=0, players=("000041", "000042")))  # W+R, a pass

@@ -16,8 +16,8 @@ from test_cli import tengen_loading
 
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
-from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.selfplay import SelfPlay
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
+from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
 from tengen.play.game_records import parse_move_comment, read_plain, utc_date
 from tengen.play.sgf import load_sgf
 from tengen.run.codec import decode_game, encode_game, game_decoder
@@ -51,7 +51,8 @@ def tengen(*args, timeout=300):
 @pytest.fixture(scope="module")
 def ttt_blobs() -> list[bytes]:
     """Ten real tic-tac-toe games numbered 0..9 by worker incarnation w000.ab."""
-    records = SelfPlay(TTT, games=4, simulations=8, seed=1).play(uniform_evaluator(9), games=10)
+    settings = SelfPlaySettings(search=SearchSettings(simulations=8))
+    records = SelfPlay(TTT, games=4, seed=1, settings=settings).play(uniform_evaluator(9), games=10)
     return [encode_game(dataclasses.replace(r, game_id=f"w000.ab:{i}"), worker_id="w000")
             for i, r in enumerate(records[:10])]
 

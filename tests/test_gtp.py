@@ -24,7 +24,7 @@ import pytest
 
 from tengen.cli import build_parser, main
 from tengen.engine.games.go import GoGame
-from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
 from tengen.play.gtp import GtpEngine, preprocess
 from tengen.play.search_player import SearchPlayer
 
@@ -383,7 +383,7 @@ def black_loses_evaluator(num_actions: int):
 
 
 def test_genmove_resigns_when_the_value_stays_below_the_threshold() -> None:
-    player = SearchPlayer(black_loses_evaluator(82), simulations=4)
+    player = SearchPlayer(black_loses_evaluator(82), search=SearchSettings(simulations=4))
     engine = GtpEngine(size=9, player=player, resign_threshold=0.1, resign_moves=2)
     assert engine.handle("genmove b") != "= resign\n\n"  # once is not enough
     assert engine.handle("genmove w") != "= resign\n\n"  # white is winning
@@ -401,7 +401,7 @@ def test_komi_is_honoured_in_the_search_terminal_values(komi: float, winrate: fl
     # One black stone owns all 25 points of 5x5. White passed: black's pass ends the
     # game, won with komi 7.5, lost with komi 30.5. (Rollout search: UCT tries every
     # move once, so the pass is surely visited; its value is the exact terminal one.)
-    player = SearchPlayer(None, simulations=64)
+    player = SearchPlayer(None, search=SearchSettings(simulations=64))
     engine = GtpEngine(size=5, komi=7.5, player=player)
     for command in (f"komi {komi}", "play b C3", "play w pass"):
         assert engine.handle(command) == "=\n\n"
@@ -433,7 +433,7 @@ def test_a_player_searches_for_genmove_and_sees_the_colour_asked() -> None:
             self.seen.append((game.to_play(state), len(history)))
             return super().search(game, state, history, **kwargs)
 
-    player = Recording(uniform_evaluator(82), simulations=8)
+    player = Recording(uniform_evaluator(82), search=SearchSettings(simulations=8))
     player.seen = []
     engine = GtpEngine(size=9, player=player, resign_threshold=None)
     assert engine.handle("play b E5") == "=\n\n"

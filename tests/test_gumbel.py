@@ -8,7 +8,7 @@ import pytest
 from positions import reachable_positions
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import Search, uniform_evaluator
+from tengen.engine.mcts import Search, SearchSettings, uniform_evaluator
 from tengen.play.solvers import tictactoe_optimal_actions, tictactoe_value
 
 TTT = make_game("tictactoe")
@@ -22,8 +22,8 @@ def play_text(game, moves):
     return state
 
 
-def gumbel_search(game, **options):
-    return Search(game, search="gumbel", **options)
+def gumbel_search(game, *, games, **settings):
+    return Search(game, games=games, settings=SearchSettings(search="gumbel", **settings))
 
 
 def test_sequential_halving_visits_for_m4_n16():
@@ -231,9 +231,9 @@ def test_each_move_is_a_fresh_search():
 
 def test_misuse_is_refused():
     with pytest.raises(ValueError, match="search must be 'puct' or 'gumbel'"):
-        Search(C4, games=1, simulations=8, search="mcts")
+        Search(C4, games=1, settings=SearchSettings(simulations=8, search="mcts"))
     with pytest.raises(ValueError, match="leave formula at 'puct'"):
-        Search(C4, games=1, simulations=8, search="gumbel", formula="uct")
+        Search(C4, games=1, settings=SearchSettings(simulations=8, search="gumbel", formula="uct"))
     with pytest.raises(ValueError, match="gumbel_considered"):
         gumbel_search(C4, games=1, simulations=8, gumbel_considered=0)
     search = gumbel_search(C4, games=1, simulations=8)
@@ -245,7 +245,7 @@ def test_misuse_is_refused():
     with pytest.raises(RuntimeError, match="not Dirichlet's"):
         search.add_root_noise(0, np.random.default_rng(0), alpha=0.3, fraction=0.25)
     with pytest.raises(RuntimeError, match="needs search='gumbel'"):
-        Search(C4, games=1, simulations=8).gumbel_action(0)
+        Search(C4, games=1, settings=SearchSettings(simulations=8)).gumbel_action(0)
 
 
 def test_the_rule_below_the_root_is_argmax_of_improved_policy_minus_visit_share():
@@ -273,7 +273,7 @@ def test_an_arena_player_with_gumbel_search_never_loses_to_a_random_player():
 
     # Noise in each game's first move, so that the games differ (every opening holds
     # the draw), none after.
-    player = MctsPlayer(TTT, perfect_ish_evaluator(reachable_positions(TTT)), slots=20, simulations=17, search="gumbel",
-                        temperature_moves=1)
+    player = MctsPlayer(TTT, perfect_ish_evaluator(reachable_positions(TTT)), slots=20, temperature_moves=1,
+                        search=SearchSettings(simulations=17, search="gumbel"))
     result = play_match(TTT, player, RandomPlayer(TTT), games=40, slots=20, rng=np.random.default_rng(0))
     assert result.games == 40 and result.losses == 0 and result.wins >= 30, result

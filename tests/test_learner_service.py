@@ -9,9 +9,9 @@ import pytest
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
-from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
 from tengen.engine.network_spec import NetworkSpec
-from tengen.engine.selfplay import SelfPlay
+from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
 from tengen.learner.learner import CHECKPOINT_FILE, Learner
 from tengen.learner.options import LearnerOptions
 from tengen.run.codec import encode_game, game_decoder
@@ -27,7 +27,8 @@ OPTIONS = LearnerOptions(batch_size=16, optimizer="sgd", learning_rate=0.02, mom
 
 @pytest.fixture(scope="module")
 def games():
-    return SelfPlay(GAME, games=16, simulations=16, seed=0).play(uniform_evaluator(9), games=60)
+    settings = SelfPlaySettings(search=SearchSettings(simulations=16))
+    return SelfPlay(GAME, games=16, seed=0, settings=settings).play(uniform_evaluator(9), games=60)
 
 
 def make_learner(stream, registry, storage):
@@ -107,8 +108,9 @@ def test_a_learner_behind_the_registry_takes_the_next_free_version(redis_client,
 def test_the_value_target_averages_the_result_and_the_search_value(redis_client, tmp_path):
     # With playout caps only the full searches are positions: each is paired with the
     # root value of its own search, not with a cheap search's beside it.
-    capped = SelfPlay(GAME, games=8, simulations=16, seed=1, full_search_fraction=0.5,
-                      cheap_simulations=4).play(uniform_evaluator(9), games=8)
+    capped = SelfPlay(GAME, games=8, seed=1,
+                      settings=SelfPlaySettings(search=SearchSettings(simulations=16), full_search_fraction=0.5,
+                                                cheap_simulations=4)).play(uniform_evaluator(9), games=8)
     stream = SampleStream(redis_client, "q-mix", maxlen=10_000)
     stream.add_many([encode_game(g, worker_id="w0") for g in capped])
     options = dataclasses.replace(OPTIONS, value_q_weight=0.5)

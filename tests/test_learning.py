@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from positions import reachable_positions
 
-from tengen.engine.mcts import Search
+from tengen.engine.mcts import Search, SearchSettings
 from tengen.engine.network import CompiledModel
 from tengen.play.match import play_match
 from tengen.play.players import MctsPlayer
@@ -54,8 +54,10 @@ def test_search_plays_the_optimal_move_in_every_reachable_position(trained):
     config, game, model = load_model(trained[1] / "best")
     positions = reachable_positions(game)
     assert len(positions) == 4520
-    search = Search(game, games=len(positions), simulations=SIMULATIONS, c_puct=config.mcts.c_puct,
-                    fpu_reduction=config.mcts.fpu_reduction, leaves_per_round=config.mcts.leaves_per_round)
+    search = Search(game, games=len(positions),
+                    settings=SearchSettings(simulations=SIMULATIONS, c_puct=config.mcts.c_puct,
+                                            fpu_reduction=config.mcts.fpu_reduction,
+                                            leaves_per_round=config.mcts.leaves_per_round))
     for i, state in enumerate(positions):
         search.reset(i, state)
     search.run(CompiledModel(model))
@@ -69,7 +71,8 @@ def test_search_plays_the_optimal_move_in_every_reachable_position(trained):
 
 def test_never_loses_to_a_perfect_player(trained):
     config, game, model = load_model(trained[1] / "best")
-    player = MctsPlayer(game, CompiledModel(model), slots=50, simulations=SIMULATIONS, c_puct=config.mcts.c_puct,
-                        fpu_reduction=config.mcts.fpu_reduction)
+    player = MctsPlayer(game, CompiledModel(model), slots=50,
+                        search=SearchSettings(simulations=SIMULATIONS, c_puct=config.mcts.c_puct,
+                                              fpu_reduction=config.mcts.fpu_reduction))
     result = play_match(game, player, PerfectPlayer(), games=100, slots=50, rng=np.random.default_rng(0))
     assert result.games == 100 and result.losses == 0

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tengen.engine.mcts import SearchSettings
 from tengen.engine.network import CompiledModel
 from tengen.play.match import play_match
 from tengen.play.players import MctsPlayer, RandomPlayer
@@ -31,8 +32,9 @@ def trained(tmp_path_factory):
 
 
 def score_against_random(game, evaluate, config):
-    player = MctsPlayer(game, evaluate, slots=50, simulations=SIMULATIONS, search="gumbel",
-                        gumbel_considered=config.mcts.gumbel_considered)
+    player = MctsPlayer(game, evaluate, slots=50,
+                        search=SearchSettings(simulations=SIMULATIONS, search="gumbel",
+                                              gumbel_considered=config.mcts.gumbel_considered))
     return play_match(game, player, RandomPlayer(game), games=100, slots=50, rng=np.random.default_rng(0))
 
 

@@ -7,7 +7,7 @@ import pytest
 from positions import own_eyes_and_other_moves, pass_loving_evaluator
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import RolloutEvaluator, Search, choose_move, uniform_evaluator, visit_policy
+from tengen.engine.mcts import RolloutEvaluator, Search, SearchSettings, choose_move, uniform_evaluator, visit_policy
 from tengen.engine.mcts.tree import EXPANDED
 
 TTT = make_game("tictactoe")
@@ -113,7 +113,8 @@ def reference_visits(game, state, evaluate, simulations, c_puct, fpu_reduction):
 def test_one_leaf_per_round_matches_the_reference_search(game, moves):
     state, _ = play_text(game, moves)
     evaluate = fixed_evaluator(game)
-    search = Search(game, games=1, simulations=120, leaves_per_round=1, c_puct=1.5, fpu_reduction=0.2)
+    search = Search(game, games=1,
+                    settings=SearchSettings(simulations=120, leaves_per_round=1, c_puct=1.5, fpu_reduction=0.2))
     search.reset(0, state)
     search.run(evaluate)
     expected = reference_visits(game, state, evaluate, 120, 1.5, 0.2)
@@ -132,7 +133,8 @@ def test_puct_numbers_by_hand():
         root = planes[:, 0, 0, 2] == 1  # X to move: only the root
         return policy, np.where(root, 0.2, 0.5).astype(np.float32)
 
-    search = Search(TTT, games=1, simulations=3, leaves_per_round=1, c_puct=1.0, fpu_reduction=0.25)
+    search = Search(TTT, games=1,
+                    settings=SearchSettings(simulations=3, leaves_per_round=1, c_puct=1.0, fpu_reduction=0.25))
     search.reset(0, state)
     search.run(evaluate)
     # Sim 1 evaluates the root. Sim 2: all unvisited, none of the prior visited, so
@@ -159,7 +161,8 @@ def test_a_losing_first_visit_does_not_keep_the_search_on_it():
         policy[:, go.pass_action] = 1.5
         return policy / policy.sum(axis=1, keepdims=True), np.zeros(len(planes), np.float32)
 
-    search = Search(go, games=1, simulations=16, leaves_per_round=1, c_puct=1.5, fpu_reduction=0.25)
+    search = Search(go, games=1,
+                    settings=SearchSettings(simulations=16, leaves_per_round=1, c_puct=1.5, fpu_reduction=0.25))
     search.reset(0, go.initial_state())
     search.run(evaluate)
     visits = search.root_visits(0)
@@ -174,7 +177,7 @@ def test_terminal_leaves_are_exact_and_need_no_evaluation():
         calls.append(len(planes))
         return uniform_evaluator(7)(planes)
 
-    search = Search(C4, games=1, simulations=200, leaves_per_round=4)
+    search = Search(C4, games=1, settings=SearchSettings(simulations=200, leaves_per_round=4))
     search.reset(0, state)
     search.run(evaluate)
     visits = search.root_visits(0)
@@ -185,18 +188,18 @@ def test_terminal_leaves_are_exact_and_need_no_evaluation():
 def test_a_discounted_search_values_a_win_by_how_far_away_it_is():
     state, _ = play_text(C4, ["4", "1", "4", "1", "4", "2"])  # X to move wins in column 4
     for discount in (1.0, 0.9):
-        search = Search(C4, games=1, simulations=200, leaves_per_round=4, discount=discount)
+        search = Search(C4, games=1, settings=SearchSettings(simulations=200, leaves_per_round=4, discount=discount))
         search.reset(0, state)
         search.run(uniform_evaluator(7))
         # the win one ply away, on every visit; the root's other moves hold the
         # uniform evaluator's 0 and then, two plies on, X's win
         assert search.root_q(0)[3] == pytest.approx(discount, abs=1e-6)
     with pytest.raises(ValueError, match="discount must be in"):
-        Search(C4, games=1, simulations=8, discount=0.0)
+        Search(C4, games=1, settings=SearchSettings(simulations=8, discount=0.0))
 
 
 def test_virtual_loss_spreads_the_leaves_of_a_round():
-    search = Search(C4, games=1, simulations=100, leaves_per_round=6)
+    search = Search(C4, games=1, settings=SearchSettings(simulations=100, leaves_per_round=6))
     evaluate = uniform_evaluator(7)
     search.apply(*evaluate(search.gather()))  # the root
     planes = search.gather()
@@ -207,19 +210,19 @@ def test_virtual_loss_spreads_the_leaves_of_a_round():
 def test_batch_rows_are_independent():
     evaluate = fixed_evaluator(C4, seed=3)
     openings = [[], ["4"], ["1", "7"], ["4", "4", "4"]]
-    together = Search(C4, games=4, simulations=80, leaves_per_round=4)
+    together = Search(C4, games=4, settings=SearchSettings(simulations=80, leaves_per_round=4))
     for g, moves in enumerate(openings):
         together.reset(g, play_text(C4, moves)[0])
     together.run(evaluate)
     for g, moves in enumerate(openings):
-        alone = Search(C4, games=1, simulations=80, leaves_per_round=4)
+        alone = Search(C4, games=1, settings=SearchSettings(simulations=80, leaves_per_round=4))
         alone.reset(0, play_text(C4, moves)[0])
         alone.run(evaluate)
         assert np.array_equal(alone.root_visits(0), together.root_visits(g))
 
 
 def test_subtree_is_reused_after_a_move():
-    search = Search(C4, games=1, simulations=300, leaves_per_round=4)
+    search = Search(C4, games=1, settings=SearchSettings(simulations=300, leaves_per_round=4))
     search.run(uniform_evaluator(7))
     tree = search.tree
     child = tree.children[0, 0, 3]
@@ -235,7 +238,7 @@ def test_subtree_is_reused_after_a_move():
 def test_search_planes_match_the_game_encoder_with_history():
     go = make_game("go", size=5, history_length=4)
     state, history = play_text(go, ["C3", "C4", "D3", "pass", "B2"])
-    search = Search(go, games=1, simulations=40, leaves_per_round=8)
+    search = Search(go, games=1, settings=SearchSettings(simulations=40, leaves_per_round=8))
     search.reset(0, state, history)
     evaluate = fixed_evaluator(go, seed=1)
     checked = 0
@@ -254,7 +257,7 @@ def test_search_planes_match_the_game_encoder_with_history():
 
 
 def test_dirichlet_noise_keeps_a_distribution_over_legal_moves():
-    search = Search(C4, games=1, simulations=10)
+    search = Search(C4, games=1, settings=SearchSettings(simulations=10))
     search.reset(0, play_text(C4, ["1"] * 6)[0])  # column 1 is full
     search.run(uniform_evaluator(7), simulations=1)
     search.add_root_noise(0, np.random.default_rng(0), alpha=1.0, fraction=0.25)
@@ -264,8 +267,9 @@ def test_dirichlet_noise_keeps_a_distribution_over_legal_moves():
 
 def test_pure_mcts_with_rollouts_finds_the_block():
     state, _ = play_text(C4, ["4", "1", "4", "1", "4"])  # O must block column 4
-    search = Search(C4, games=1, simulations=400, leaves_per_round=1, c_puct=2.0, formula="uct",
-                    keep_leaf_states=True)
+    search = Search(C4, games=1,
+                    settings=SearchSettings(simulations=400, leaves_per_round=1, c_puct=2.0, formula="uct",
+                                            keep_leaf_states=True))
     search.reset(0, state)
     RolloutEvaluator(C4, rollouts=1, seed=0).run(search)
     assert int(np.argmax(search.root_visits(0))) == 3
@@ -282,8 +286,8 @@ def test_move_choice_from_visits():
 
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError):
-        Search(C4, games=0, simulations=10)
-    search = Search(C4, games=1, simulations=10)
+        Search(C4, games=0, settings=SearchSettings(simulations=10))
+    search = Search(C4, games=1, settings=SearchSettings(simulations=10))
     with pytest.raises(ValueError, match="not legal"):
         search.reset(0, play_text(C4, ["1"] * 6)[0])
         search.advance(0, 0)
@@ -297,7 +301,7 @@ def test_a_round_walks_at_most_leaves_per_round_times_per_game():
     # walks: otherwise, while one leaf waits for its evaluation (virtual loss on its
     # branch), the round would pour hundreds of visits into the other branches.
     state, _ = play_text(TTT, ["9", "7", "3", "6", "8"])  # O to move; only 4 wins
-    search = Search(TTT, games=1, simulations=800, leaves_per_round=4)
+    search = Search(TTT, games=1, settings=SearchSettings(simulations=800, leaves_per_round=4))
     search.reset(0, state)
     evaluate = uniform_evaluator(9)
     visits = []
@@ -315,7 +319,7 @@ def test_go_search_never_expands_an_illegal_move_and_keeps_priors_over_legal_one
     # Inner nodes list every empty point and check a move only when a walk first
     # takes it, so at white's nodes A1 must be tried, found illegal and dropped.
     go, state, a1 = eye_at_a1()
-    search = Search(go, games=1, simulations=3000, leaves_per_round=8)
+    search = Search(go, games=1, settings=SearchSettings(simulations=3000, leaves_per_round=8))
     search.reset(0, state)
     search.run(uniform_evaluator(go.num_actions))
     tree = search.tree
@@ -338,7 +342,7 @@ def test_a_new_root_lists_exactly_the_legal_moves():
     # played the root must list only legal moves: root noise, the policy target and
     # users read them.
     go, state, a1 = eye_at_a1()
-    search = Search(go, games=1, simulations=60, leaves_per_round=4)
+    search = Search(go, games=1, settings=SearchSettings(simulations=60, leaves_per_round=4))
     search.reset(0, state)
     search.run(uniform_evaluator(go.num_actions))
     search.advance(0, int(np.argmax(search.root_visits(0))))
@@ -361,7 +365,7 @@ def test_a_search_that_avoids_own_eyes_lists_no_eye_and_the_pass_only_when_nothi
         O O O O O
         O . O . .""".strip().splitlines()], dtype=np.int8)
     state = go.state_from_board(board, to_play=0)
-    search = Search(go, games=1, simulations=400, leaves_per_round=4, avoid_own_eyes=True)
+    search = Search(go, games=1, settings=SearchSettings(simulations=400, leaves_per_round=4, avoid_own_eyes=True))
     search.reset(0, state)
     search.run(pass_loving_evaluator(go))
     assert np.flatnonzero(search.root_prior(0)).tolist() == [go.text_to_action("D1"), go.text_to_action("E1")]

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import Search, uniform_evaluator
+from tengen.engine.mcts import Search, SearchSettings, uniform_evaluator
 from tengen.engine.mcts.tree import ROOT
-from tengen.engine.selfplay import SelfPlay
+from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
 from tengen.play.grading import read_positions
 
 TTT = make_game("tictactoe")
@@ -59,7 +59,8 @@ def ttt_positions(stones: int, count: int, seed: int) -> list[np.ndarray]:
 
 
 def solved_search(game, states, simulations):
-    search = Search(game, games=len(states), simulations=simulations, leaves_per_round=4, solver=True)
+    search = Search(game, games=len(states),
+                    settings=SearchSettings(simulations=simulations, leaves_per_round=4, solver=True))
     for g, state in enumerate(states):
         search.reset(g, state)
     search.run(uniform_evaluator(game.num_actions))
@@ -101,7 +102,7 @@ def test_a_proven_root_ends_its_search_early_at_its_exact_value():
     assert search.tree.node_n[0, ROOT] == 200  # the visits still due were the exact value's
     assert search.root_value(0) > 0.9
     assert search.root_visits(0).sum() < 100  # fewer walks than simulations
-    unsolved = Search(TTT, games=1, simulations=200, leaves_per_round=4)
+    unsolved = Search(TTT, games=1, settings=SearchSettings(simulations=200, leaves_per_round=4))
     unsolved.reset(0, state)
     unsolved.run(uniform_evaluator(9))
     assert unsolved.root_visits(0).sum() == 199
@@ -140,7 +141,9 @@ def test_moves_proven_lost_are_not_played_while_another_is_open():
 
 
 def test_self_play_with_the_solver_finishes_its_games_and_targets_the_proof():
-    selfplay = SelfPlay(TTT, games=8, simulations=300, seed=3, solver=True, temperature_moves=2)
+    selfplay = SelfPlay(TTT, games=8, seed=3,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=300, solver=True),
+                                                  temperature_moves=2))
     records = selfplay.play(uniform_evaluator(9), 24)
     assert len(records) == 24
     # late positions are proven: their policy targets are one move
@@ -150,4 +153,4 @@ def test_self_play_with_the_solver_finishes_its_games_and_targets_the_proof():
 
 def test_the_solver_is_for_puct():
     with pytest.raises(ValueError, match="solver needs search='puct'"):
-        Search(C4, games=1, simulations=16, search="gumbel", solver=True)
+        Search(C4, games=1, settings=SearchSettings(simulations=16, search="gumbel", solver=True))

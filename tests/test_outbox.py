@@ -14,8 +14,8 @@ from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable
 from tengen.cluster.redis_server import EmbeddedRedis, connect
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
-from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.selfplay import SelfPlay
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
+from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
 from tengen.run.codec import encode_game, game_decoder
 from tengen.run.config import parse_config
 from tengen.workers.selfplay_worker import SelfPlayWorker
@@ -27,7 +27,8 @@ QUICK = OutagePolicy(outage_s=20.0, backoff_base_s=0.01, backoff_cap_s=0.2, conn
 
 @pytest.fixture(scope="module")
 def blobs():
-    games = SelfPlay(GAME, games=8, simulations=8, seed=0).play(uniform_evaluator(9), games=12)
+    settings = SelfPlaySettings(search=SearchSettings(simulations=8))
+    games = SelfPlay(GAME, games=8, seed=0, settings=settings).play(uniform_evaluator(9), games=12)
     return [encode_game(g, worker_id="w000") for g in games]
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import tensorflow as tf
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.selfplay import SelfPlay
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
+from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
 from tengen.learner.learner import Learner
 from tengen.run.codec import encode_game, game_decoder
 from tengen.run.config import parse_config
@@ -32,7 +32,8 @@ def ownership_error(model, planes, ownership, has):
 def test_the_ownership_loss_falls_on_go_self_play(tmp_path):
     keras.utils.set_random_seed(5)  # the network's initial weights
     game = make_game("go", size=5, max_moves=40)
-    records = SelfPlay(game, games=16, simulations=8, seed=11, leaves_per_round=4).play(
+    records = SelfPlay(game, games=16, seed=11,
+                       settings=SelfPlaySettings(search=SearchSettings(simulations=8, leaves_per_round=4))).play(
         uniform_evaluator(game.num_actions), games=48)
     stream = LocalSampleStream("own", maxlen=10_000)
     stream.add_many([encode_game(r, worker_id="w0") for r in records])

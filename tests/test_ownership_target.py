@@ -11,8 +11,8 @@ import pytest
 import zstandard
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.selfplay import SelfPlay
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
+from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
 from tengen.learner.replay import ReplayWindow, mover_ownership
 from tengen.run.codec import SampleFormatError, encode_game, game_decoder
 
@@ -54,7 +54,8 @@ def test_games_without_territory_have_no_ownership():
 
 @pytest.fixture(scope="module")
 def go_records():
-    selfplay = SelfPlay(GO5, games=4, simulations=8, seed=5, leaves_per_round=4)
+    selfplay = SelfPlay(GO5, games=4, seed=5,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=8, leaves_per_round=4)))
     return selfplay.play(uniform_evaluator(GO5.num_actions), games=6)
 
 
@@ -71,12 +72,14 @@ def test_a_go_game_played_to_the_end_records_its_final_owners(go_records):
 
 def test_resigned_games_and_connect_four_record_none():
     # A uniform evaluator's root value is 0, above -1 and below 0.5: every mover resigns.
-    resigning = SelfPlay(GO5, games=2, simulations=4, seed=1, resign_threshold=0.5, no_resign_fraction=0.0,
-                         resign_max_false_positives=1.0)
+    resigning = SelfPlay(GO5, games=2, seed=1,
+                         settings=SelfPlaySettings(search=SearchSettings(simulations=4), resign_threshold=0.5,
+                                                   no_resign_fraction=0.0, resign_max_false_positives=1.0))
     resigned = resigning.play(uniform_evaluator(GO5.num_actions), games=2)
     assert all(r.resigned and r.ownership is None for r in resigned)
     c4 = make_game("connect4")
-    records = SelfPlay(c4, games=2, simulations=4, seed=1).play(uniform_evaluator(c4.num_actions), games=2)
+    settings = SelfPlaySettings(search=SearchSettings(simulations=4))
+    records = SelfPlay(c4, games=2, seed=1, settings=settings).play(uniform_evaluator(c4.num_actions), games=2)
     assert all(r.ownership is None for r in records)
 
 

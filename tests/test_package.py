@@ -81,7 +81,7 @@ def test_the_wheel_holds_tengen_and_all_of_it(wheel):
     # the walk did follow the links
     assert {"tengen/configs/connect4.yaml", "tengen/engine/games/go.py", "tengen/web/static/play.html"} <= names
     entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
-    assert re.search(r"^tengen = tengen\.cluster\.cli:main$", entry_points, re.M), entry_points
+    assert re.search(r"^tengen = tengen\.cli:main$", entry_points, re.M), entry_points
 
 
 @pytest.fixture(scope="module")

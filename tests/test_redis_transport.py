@@ -37,8 +37,8 @@ from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
-from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.selfplay import GameRecord, SelfPlay
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
+from tengen.engine.selfplay import GameRecord, SelfPlay, SelfPlaySettings
 from tengen.run.codec import SampleFormatError, decode_game, decode_game_meta, encode_game, game_decoder
 from tengen.run.model_registry import LocalModelRegistry, RegistryError, parse_promotion
 from tengen.run.sample_stream import LocalSampleStream
@@ -54,7 +54,8 @@ def records() -> dict[str, list[GameRecord]]:
     """A few real self-play games per game (uniform evaluator, tiny searches: fast)."""
     out = {}
     for name, game in GAMES.items():
-        selfplay = SelfPlay(game, games=3, simulations=8, seed=1, leaves_per_round=4, model_version=3)
+        selfplay = SelfPlay(game, games=3, seed=1, model_version=3,
+                            settings=SelfPlaySettings(search=SearchSettings(simulations=8, leaves_per_round=4)))
         out[name] = selfplay.play(uniform_evaluator(game.num_actions), games=3)
     return out
 

@@ -4,8 +4,8 @@ import numpy as np
 from positions import fixed_evaluator, own_eyes_and_other_moves, pass_loving_evaluator
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import uniform_evaluator
-from tengen.engine.selfplay import MIN_RESIGN_CHECKS, SelfPlay
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
+from tengen.engine.selfplay import MIN_RESIGN_CHECKS, SelfPlay, SelfPlaySettings
 
 C4 = make_game("connect4")
 TTT = make_game("tictactoe")
@@ -21,7 +21,8 @@ def replay(game, moves):
 
 
 def test_records_hold_consistent_targets():
-    selfplay = SelfPlay(C4, games=8, simulations=32, seed=0, model_version=7)
+    selfplay = SelfPlay(C4, games=8, seed=0, model_version=7,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=32)))
     records = selfplay.play(uniform_evaluator(7), games=12)
     assert len(records) == 12
     for r in records:
@@ -40,12 +41,15 @@ def test_records_hold_consistent_targets():
 
 
 def test_a_seed_replays_the_same_games():
-    runs = [SelfPlay(TTT, games=4, simulations=24, seed=5).play(uniform_evaluator(9), games=6) for _ in range(2)]
+    settings = SelfPlaySettings(search=SearchSettings(simulations=24))
+    runs = [SelfPlay(TTT, games=4, seed=5, settings=settings).play(uniform_evaluator(9), games=6) for _ in range(2)]
     assert [r.moves.tolist() for r in runs[0]] == [r.moves.tolist() for r in runs[1]]
 
 
 def test_playout_cap_randomisation_records_only_full_searches():
-    selfplay = SelfPlay(C4, games=8, simulations=48, seed=1, full_search_fraction=0.25, cheap_simulations=8)
+    selfplay = SelfPlay(C4, games=8, seed=1,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=48), full_search_fraction=0.25,
+                                                  cheap_simulations=8))
     records = selfplay.play(uniform_evaluator(7), games=16)
     moves = sum(r.length for r in records)
     recorded = sum(len(r.value) for r in records)
@@ -53,7 +57,9 @@ def test_playout_cap_randomisation_records_only_full_searches():
 
 
 def test_each_move_keeps_what_its_search_saw():
-    selfplay = SelfPlay(C4, games=8, simulations=48, seed=1, full_search_fraction=0.25, cheap_simulations=8)
+    selfplay = SelfPlay(C4, games=8, seed=1,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=48), full_search_fraction=0.25,
+                                                  cheap_simulations=8))
     for r in selfplay.play(uniform_evaluator(7), games=8):
         assert r.search_value.shape == r.search_visits.shape == r.full_search.shape == (r.length,)
         assert r.full_search.dtype == np.bool_ and r.full_search.sum() == len(r.value)  # full ones are recorded
@@ -65,7 +71,8 @@ def test_each_move_keeps_what_its_search_saw():
 def test_the_winning_move_is_chosen_with_a_winning_value():
     # Tic-tac-toe with 64 simulations: the move that completes a line backs up +1 on
     # every visit, so the root's value for its mover is positive when it is played.
-    records = SelfPlay(TTT, games=4, simulations=64, seed=3).play(uniform_evaluator(9), games=8)
+    settings = SelfPlaySettings(search=SearchSettings(simulations=64))
+    records = SelfPlay(TTT, games=4, seed=3, settings=settings).play(uniform_evaluator(9), games=8)
     decided = [r for r in records if r.outcome != 0]
     assert decided
     for r in decided:
@@ -75,8 +82,9 @@ def test_the_winning_move_is_chosen_with_a_winning_value():
 def test_discounted_value_targets_shrink_with_the_moves_left():
     # MuZero's discount per ply: a position k moves before the end is worth
     # discount ** k of the result, as the search backs it up.
-    selfplay = SelfPlay(TTT, games=4, simulations=32, seed=2, discount=0.9, full_search_fraction=0.5,
-                        cheap_simulations=8)
+    selfplay = SelfPlay(TTT, games=4, seed=2,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=32, discount=0.9),
+                                                  full_search_fraction=0.5, cheap_simulations=8))
     records = selfplay.play(uniform_evaluator(9), games=12)
     assert any(r.outcome != 0 for r in records)
     for r in records:
@@ -91,8 +99,9 @@ def test_discounted_value_targets_shrink_with_the_moves_left():
 def test_resignation_and_the_games_that_may_not_resign():
     # With a uniform evaluator the root value is 0 until a forced loss shows up; a
     # threshold just below 0 makes resignations common.
-    selfplay = SelfPlay(C4, games=8, simulations=64, seed=2, resign_threshold=-0.3, no_resign_fraction=0.5,
-                        resign_max_false_positives=1.0)
+    selfplay = SelfPlay(C4, games=8, seed=2,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=64), resign_threshold=-0.3,
+                                                  no_resign_fraction=0.5, resign_max_false_positives=1.0))
     records = selfplay.play(uniform_evaluator(7), games=30)
     resigned = [r for r in records if r.resigned]
     assert resigned, "some games should resign"
@@ -108,8 +117,9 @@ def test_resigning_waits_until_played_out_games_show_it_is_safe():
     # Tic-tac-toe without temperature: a uniform evaluator's root value falls below
     # -0.5 only when the search sees a forced loss, so would-be resigners lose, and
     # after MIN_RESIGN_CHECKS played-out games resigning starts.
-    selfplay = SelfPlay(TTT, games=8, simulations=128, seed=2, resign_threshold=-0.5, no_resign_fraction=0.1,
-                        temperature_moves=0)
+    selfplay = SelfPlay(TTT, games=8, seed=2,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=128), resign_threshold=-0.5,
+                                                  no_resign_fraction=0.1, temperature_moves=0))
     records = selfplay.play(uniform_evaluator(9), games=100)
     first = next(i for i, r in enumerate(records) if r.resigned)
     checked = [r for r in records[:first] if r.would_resign is not None]
@@ -126,7 +136,9 @@ def test_resigning_stays_off_when_would_be_resigners_go_on_to_win():
         policy, _ = uniform_evaluator(9)(planes)
         return policy, np.where(TTT.movers(planes) == 0, -0.95, 0.95).astype(np.float32)
 
-    selfplay = SelfPlay(TTT, games=8, simulations=16, seed=4, resign_threshold=-0.9, no_resign_fraction=0.0)
+    selfplay = SelfPlay(TTT, games=8, seed=4,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=16), resign_threshold=-0.9,
+                                                  no_resign_fraction=0.0))
     records = selfplay.play(gloomy_for_player_0, games=40)
     assert all(not r.resigned and r.would_resign is not None for r in records)
     assert not selfplay.resigning
@@ -138,7 +150,8 @@ def test_go_self_play_never_samples_a_pass_it_did_not_prefer():
     # other move: a uniform evaluator spreads 16 visits over 26 moves, so no game
     # passes in its first moves.
     go = make_game("go", size=5, max_moves=40)
-    records = SelfPlay(go, games=8, simulations=16, seed=6, temperature_moves=20).play(
+    records = SelfPlay(go, games=8, seed=6,
+                       settings=SelfPlaySettings(search=SearchSettings(simulations=16), temperature_moves=20)).play(
         uniform_evaluator(go.num_actions), games=16)
     for r in records:
         assert go.pass_action not in r.moves[:10].tolist()
@@ -150,9 +163,13 @@ def test_go_self_play_that_avoids_own_eyes_plays_on_until_nothing_else_is_left()
     # the mover's own eye, and it passes (or gives the pass a share of a target) only
     # where no other legal move is left.
     go = make_game("go", size=5)
-    free = SelfPlay(go, games=4, simulations=16, seed=1, temperature_moves=0).play(pass_loving_evaluator(go), games=4)
+    free = SelfPlay(go, games=4, seed=1,
+                    settings=SelfPlaySettings(search=SearchSettings(simulations=16), temperature_moves=0)).play(
+        pass_loving_evaluator(go), games=4)
     assert all(r.length <= 3 for r in free)
-    settled = SelfPlay(go, games=4, simulations=16, seed=1, temperature_moves=0, avoid_own_eyes=True).play(
+    settled = SelfPlay(go, games=4, seed=1,
+                       settings=SelfPlaySettings(search=SearchSettings(simulations=16, avoid_own_eyes=True),
+                                                 temperature_moves=0)).play(
         pass_loving_evaluator(go), games=8)
     passes = 0
     for r in settled:
@@ -169,14 +186,16 @@ def test_go_self_play_that_avoids_own_eyes_plays_on_until_nothing_else_is_left()
 
 
 def test_constant_temperature_schedule_still_plays_legal_games():
-    selfplay = SelfPlay(TTT, games=4, simulations=16, seed=3, temperature_schedule="constant", temperature=0.5)
+    selfplay = SelfPlay(TTT, games=4, seed=3,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=16),
+                                                  temperature_schedule="constant", temperature=0.5))
     records = selfplay.play(uniform_evaluator(9), games=4)
     assert all(TTT.is_terminal(replay(TTT, r.moves)[0]) for r in records)
 
 
 def test_go_self_play_with_history_planes():
     go = make_game("go", size=5, max_moves=30)
-    selfplay = SelfPlay(go, games=4, simulations=16, seed=4)
+    selfplay = SelfPlay(go, games=4, seed=4, settings=SelfPlaySettings(search=SearchSettings(simulations=16)))
     records = selfplay.play(uniform_evaluator(go.num_actions), games=4)
     for r in records:
         final, planes = replay(go, r.moves)
@@ -185,7 +204,8 @@ def test_go_self_play_with_history_planes():
 
 
 def test_forked_games_branch_off_a_finished_game_with_one_random_move():
-    selfplay = SelfPlay(C4, games=4, simulations=16, seed=6, fork_fraction=0.6)
+    selfplay = SelfPlay(C4, games=4, seed=6,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=16), fork_fraction=0.6))
     records = selfplay.play(uniform_evaluator(7), games=40)
     forked = [r for r in records if not r.full_search.all()]
     assert 8 <= len(forked) < len(records)
@@ -211,7 +231,8 @@ def test_forked_games_branch_off_a_finished_game_with_one_random_move():
 
 def test_forked_go_games_keep_the_history_planes():
     go = make_game("go", size=5, max_moves=30)
-    selfplay = SelfPlay(go, games=4, simulations=16, seed=4, fork_fraction=0.6)
+    selfplay = SelfPlay(go, games=4, seed=4,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=16), fork_fraction=0.6))
     records = selfplay.play(uniform_evaluator(go.num_actions), games=16)
     assert any(not r.full_search[0] for r in records)
     for r in records:
@@ -224,7 +245,9 @@ def test_forked_go_games_keep_the_history_planes():
 
 def test_gumbel_self_play_records_the_improved_policy_and_plays_the_survivor():
     evaluate = fixed_evaluator(C4, seed=1)
-    selfplay = SelfPlay(C4, games=4, simulations=16, seed=3, search="gumbel", gumbel_considered=4)
+    selfplay = SelfPlay(C4, games=4, seed=3,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=16, search="gumbel",
+                                                                        gumbel_considered=4)))
     records = selfplay.play(evaluate, games=4)
     for r in records:
         final, planes = replay(C4, r.moves)
@@ -242,7 +265,9 @@ def test_gumbel_self_play_records_the_improved_policy_and_plays_the_survivor():
 
 def test_gumbel_self_play_replays_from_its_seed():
     def games(seed):
-        selfplay = SelfPlay(C4, games=3, simulations=12, seed=seed, search="gumbel", leaves_per_round=4)
+        selfplay = SelfPlay(C4, games=3, seed=seed,
+                            settings=SelfPlaySettings(search=SearchSettings(simulations=12, search="gumbel",
+                                                                            leaves_per_round=4)))
         return selfplay.play(fixed_evaluator(C4, seed=2), games=5)
 
     first, again, other = games(9), games(9), games(10)
@@ -254,8 +279,9 @@ def test_gumbel_self_play_replays_from_its_seed():
 def test_gumbel_self_play_keeps_playout_caps():
     # 30% full searches (recorded, 16 simulations), the rest cheap (4, only a move):
     # each search draws its noise, and only the full ones become samples.
-    selfplay = SelfPlay(C4, games=8, simulations=16, seed=0, search="gumbel", full_search_fraction=0.3,
-                        cheap_simulations=4)
+    selfplay = SelfPlay(C4, games=8, seed=0,
+                        settings=SelfPlaySettings(search=SearchSettings(simulations=16, search="gumbel"),
+                                                  full_search_fraction=0.3, cheap_simulations=4))
     records = selfplay.play(uniform_evaluator(7), games=8)
     recorded = sum(len(r.policy) for r in records)
     played = sum(r.length for r in records)

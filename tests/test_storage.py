@@ -41,9 +41,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
-from tengen.engine.mcts import uniform_evaluator
+from tengen.engine.mcts import SearchSettings, uniform_evaluator
 from tengen.engine.network import weights_from_bytes
-from tengen.engine.selfplay import SelfPlay
+from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
 from tengen.learner.learner import CHECKPOINT_FILE, Learner
 from tengen.learner.storage import FsspecStorage, LocalStorage, open_storage
 from tengen.run.codec import encode_game, game_decoder
@@ -375,7 +375,8 @@ def test_a_killed_learner_resumes_from_its_sftp_checkpoint(redis_client, redis_s
     run_id = "sftp-resume"
     stream = SampleStream(redis_client, run_id, maxlen=10_000)
     registry = ModelRegistry(redis_client, run_id)
-    games = SelfPlay(GAME, games=16, simulations=16, seed=0).play(uniform_evaluator(9), games=30)
+    settings = SelfPlaySettings(search=SearchSettings(simulations=16))
+    games = SelfPlay(GAME, games=16, seed=0, settings=settings).play(uniform_evaluator(9), games=30)
     stream.add_many([encode_game(g, worker_id="w0") for g in games])
     url = sftp_server.url("resume/learner")
 

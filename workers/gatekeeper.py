@@ -12,35 +12,19 @@ with ``registry.promote`` (best version, Elo ladder, notification) in one step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TypedDict
 
 import numpy as np
 
 from tengen.engine.games.base import Game
-from tengen.engine.gating import Decision, GatingRule, GatingSummary
+from tengen.engine.gating import Decision, GatingSummary
 from tengen.engine.interfaces import ModelRegistryLike
 from tengen.engine.mcts import CachedEvaluator, Evaluator
 from tengen.engine.network import CompiledModel
 from tengen.engine.network_spec import NetworkSpec
-from tengen.play.match import play_match
-from tengen.play.players import MctsPlayerSettings
+from tengen.play.match import GatingOptions, play_match
 
-__all__ = ["Gatekeeper", "GatingGame", "GatingOptions", "GatingResult"]
-
-
-@dataclass(frozen=True)
-class GatingOptions:
-    """How a candidate is played against the best: ``rule`` decides,
-    ``games_in_flight`` games are played at once, and each side is an ``MctsPlayer``
-    of ``player`` whose network answers go through an evaluation cache of
-    ``cache_positions`` (0: none). The run config makes it
-    (``TengenConfig.gating_options()``); both wirings give the gatekeeper the same."""
-
-    rule: GatingRule
-    games_in_flight: int
-    player: MctsPlayerSettings
-    cache_positions: int = 0
+__all__ = ["Gatekeeper", "GatingGame", "GatingResult"]
 
 
 class GatingGame(TypedDict):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Generic, TypedDict, TypeVar
 
 import numpy as np
@@ -96,7 +96,7 @@ class SelfPlayWorker(Generic[Handle]):
         # the evaluation is a call) keeps every leaf in one model batch.
         sizes = (games,) if halves == 1 else (games // 2, games - games // 2)
         self.halves = [
-            SelfPlay(game, games=n, seed=seed * 2 + i, model_version=model_version, **asdict(selfplay))
+            SelfPlay(game, games=n, seed=seed * 2 + i, settings=selfplay, model_version=model_version)
             for i, n in enumerate(sizes)
         ]
         self.model_version = model_version

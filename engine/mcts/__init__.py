@@ -32,8 +32,8 @@ The parts, one job each:
 - ``tree``: the arrays (``Tree``, shapes in comments), sentinels (``ROOT``,
   ``UNEXPANDED``, ``ILLEGAL``), and the compiled edits that keep their invariants
   (edge statistics, priors, re-rooting after a move);
-- ``settings``: ``SearchSettings`` by name, and the array the kernels read;
-  ``SearchChoice``, the run's choice of search that self-play and gating share;
+- ``settings``: ``SearchSettings``, the one value every search is made from, and
+  the array the kernels read;
 - ``walk``: the compiled gather (selection, virtual loss, new leaves) and apply
   (priors, backup);
 - ``planes``: a leaf's input planes, written straight into the batch;
@@ -46,20 +46,18 @@ The parts, one job each:
 
 from tengen.engine.mcts.eval_cache import CachedEvaluator, EvaluationCache, cache_bytes
 from tengen.engine.mcts.evaluators import Evaluator, RolloutEvaluator, uniform_evaluator
-from tengen.engine.mcts.move_choice import best_move, choose_move, visit_policy
+from tengen.engine.mcts.move_choice import choose_move, visit_policy
 from tengen.engine.mcts.search import Search, search_bytes
-from tengen.engine.mcts.settings import SearchChoice, SearchSettings
+from tengen.engine.mcts.settings import SearchSettings
 
 __all__ = [
     "Search",
     "SearchSettings",
-    "SearchChoice",
     "Evaluator",
     "uniform_evaluator",
     "RolloutEvaluator",
     "choose_move",
     "visit_policy",
-    "best_move",
     "search_bytes",
     "CachedEvaluator",
     "EvaluationCache",

@@ -3,15 +3,9 @@ best move of one position."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from tengen.engine.games.base import Game
-from tengen.engine.mcts.evaluators import Evaluator
-from tengen.engine.mcts.search import Search
-
-__all__ = ["visit_policy", "choose_move", "best_move"]
+__all__ = ["visit_policy", "choose_move"]
 
 
 def visit_policy(visits: np.ndarray) -> np.ndarray:
@@ -39,21 +33,3 @@ def choose_move(visits: np.ndarray, rng: np.random.Generator, *, temperature: fl
         if others.max() > 0 and visits[unsampled] <= others.max():
             weights[unsampled] = 0.0
     return int(rng.choice(len(visits), p=weights / weights.sum()))
-
-
-def best_move(game: Game, evaluate: Evaluator, state: np.ndarray, history: Sequence[np.ndarray] = (), *,
-              simulations: int, c_puct: float = 1.25, fpu_reduction: float = 0.25,
-              leaves_per_round: int = 8) -> int:
-    """The move to play in one position: the most visited after ``simulations`` of
-    search, or with ``simulations=0`` the legal move the evaluator's policy likes best."""
-    if game.is_terminal(state):
-        raise ValueError("the game is over")
-    if simulations == 0:
-        policy, _ = evaluate(game.encode(state, history)[None].astype(np.uint8))
-        return int(np.argmax(np.where(game.legal_mask(state), policy[0], -1.0)))
-    search = Search(game, games=1, simulations=simulations, c_puct=c_puct, fpu_reduction=fpu_reduction,
-                    leaves_per_round=leaves_per_round)
-    search.reset(0, state, history)
-    search.run(evaluate)
-    visits = search.root_visits(0)
-    return int(np.argmax(np.where(game.legal_mask(state), visits, -1.0)))

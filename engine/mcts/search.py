@@ -36,8 +36,8 @@ class Search:
     ``gather(targets)`` returns the planes of this round's leaves (``uint8[B, H, W, C]``,
     a view valid until the next call); ``apply(policy, value)`` takes their evaluation.
     ``run(evaluate, simulations)`` loops the two until every game's root has been
-    visited ``simulations`` times. The keywords after ``simulations`` are
-    ``SearchSettings``'s.
+    visited ``simulations`` times (default: ``settings.simulations``, which also
+    sizes the trees). How it searches is ``settings``, one ``SearchSettings``.
 
     With ``search="gumbel"`` (engine/mcts/gumbel.py) a search of ``simulations``
     evaluates the root once and spends the other ``simulations - 1`` below it by
@@ -48,39 +48,16 @@ class Search:
     keeps no subtree): the halving schedule counts the search's own simulations.
     """
 
-    def __init__(
-        self,
-        game: Game,
-        *,
-        games: int,
-        simulations: int,
-        c_puct: float = 1.25,
-        fpu_reduction: float = 0.25,
-        leaves_per_round: int = 8,
-        virtual_loss: float = 1.0,
-        formula: str = "puct",
-        keep_leaf_states: bool = False,
-        search: str = "puct",
-        gumbel_considered: int = 16,
-        gumbel_c_visit: float = 50.0,
-        gumbel_c_scale: float = 0.1,
-        avoid_own_eyes: bool = False,
-        discount: float = 1.0,
-        solver: bool = False,
-    ):
-        if games < 1 or simulations < 1 or leaves_per_round < 1:
-            raise ValueError("games, simulations and leaves_per_round must be at least 1")
-        self.settings = SearchSettings(c_puct=c_puct, fpu_reduction=fpu_reduction, leaves_per_round=leaves_per_round,
-                                       virtual_loss=virtual_loss, formula=formula, keep_leaf_states=keep_leaf_states,
-                                       search=search, gumbel_considered=gumbel_considered,
-                                       gumbel_c_visit=gumbel_c_visit, gumbel_c_scale=gumbel_c_scale,
-                                       avoid_own_eyes=avoid_own_eyes, discount=discount,
-                                       solver=solver)
-        self.gumbel = search == "gumbel"
-        self._settings = self.settings.to_array()  # what the kernels read
+    def __init__(self, game: Game, *, games: int, settings: SearchSettings):
+        if games < 1:
+            raise ValueError(f"games must be at least 1, got {games}")
+        self.settings = settings
+        self.gumbel = settings.search == "gumbel"
+        self._settings = settings.to_array()  # what the kernels read
         self.game = game
         self.games = games
-        self.simulations = simulations
+        self.simulations = simulations = settings.simulations
+        leaves_per_round, keep_leaf_states = settings.leaves_per_round, settings.keep_leaf_states
         height, width = game.board_shape
         self.max_nodes = max_nodes(simulations, leaves_per_round)  # search_bytes counts from the same
         self._initial = game.initial_state()
@@ -273,17 +250,18 @@ class Search:
         prior[legal] = (1.0 - fraction) * prior[legal] + fraction * eta
 
 
-def search_bytes(game: Game, *, games: int, simulations: int, leaves_per_round: int = 8,
-                 keep_leaf_states: bool = False) -> int:
-    """The bytes ``Search(game, games=..., simulations=..., leaves_per_round=...,
-    keep_leaf_states=...)`` preallocates, counted without allocating anything, so that
-    a config can be refused before a worker runs out of memory. The sizes are Python
-    integers throughout: an absurd config gives a huge number, never an overflow.
+def search_bytes(game: Game, *, games: int, settings: SearchSettings) -> int:
+    """The bytes ``Search(game, games=games, settings=settings)`` preallocates, counted
+    without allocating anything, so that a config can be refused before a worker runs
+    out of memory. The sizes are Python integers throughout: an absurd config gives a
+    huge number, never an overflow.
 
     The tree's four ``[G, M, A]`` arrays dominate, 16 bytes per edge with M = 2 *
     simulations + 2 * leaves_per_round + 2: 64 games of 19x19 Go at 800 simulations
     take 64 * 1618 * 362 * 16 bytes = 0.56 GiB.
     """
+    simulations, leaves_per_round = settings.simulations, settings.leaves_per_round
+    keep_leaf_states = settings.keep_leaf_states
     g, m, a = games, max_nodes(simulations, leaves_per_round), game.num_actions
     height, width = game.board_shape
     cells = height * width

@@ -1,18 +1,27 @@
-"""The search's settings, by name, and the one place they become the compiled walk's
-parameters: a float64 array read through the named slots below. An array, not a
+"""The search's settings as one value, and the one place they become the compiled
+walk's parameters: a float64 array read through the named slots below. An array, not a
 NamedTuple of scalars, because the walk is called once per round and numba
 dispatches a call with the array in about a third of the time (1.2 us against 4,
-measured)."""
+measured).
+
+``SearchSettings`` is what every search of tengen is given whole: self-play's, the
+gatekeeper's players, ``tengen match``'s, GTP's and the play page's. The run config
+makes it once (``TengenConfig.search_settings()``) from the ``mcts`` section, whose
+defaults are this class's; a caller that searches differently (a visit limit of its
+own, a rollout search) changes a field with ``dataclasses.replace``, and no layer
+takes its fields as loose keywords.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 
 __all__ = [
     "SearchSettings",
-    "SearchChoice",
     "PUCT",
     "UCT",
     "LEAVES_PER_ROUND",
@@ -45,14 +54,16 @@ _SEARCHES = {"puct": SEARCH_PUCT, "gumbel": SEARCH_GUMBEL}
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """How a Search walks its trees (AlphaZero's and KataGo's defaults).
+    """How a search is made (AlphaZero's and KataGo's defaults).
 
-    ``c_puct`` is PUCT's exploration constant (UCT's c with ``formula="uct"``);
-    ``fpu_reduction`` makes an unvisited move's Q the node's value minus this times
-    the square root of the prior mass already visited there (first-play urgency, as
-    Leela Zero and KataGo scale it); each round walks up to ``leaves_per_round`` times per game,
-    each walk counting ``virtual_loss`` lost visits on its path until its leaf is
-    backed up; ``keep_leaf_states`` keeps the leaves' positions (rollout evaluators).
+    ``simulations`` is the visits a root gets (the visit limit of a search, and what
+    its tree's arrays are sized for). ``c_puct`` is PUCT's exploration constant (UCT's
+    c with ``formula="uct"``); ``fpu_reduction`` makes an unvisited move's Q the node's
+    value minus this times the square root of the prior mass already visited there
+    (first-play urgency, as Leela Zero and KataGo scale it); each round walks up to
+    ``leaves_per_round`` times per game, each walk counting ``virtual_loss`` lost visits
+    on its path until its leaf is backed up; ``keep_leaf_states`` keeps the leaves'
+    positions (rollout evaluators).
 
     ``search="gumbel"`` replaces PUCT by Gumbel AlphaZero's rules (Danihelka et al.,
     ICLR 2022): sequential halving over at most ``gumbel_considered`` root moves (m),
@@ -83,13 +94,16 @@ class SearchSettings:
     calls it +1 like any other good move and plays whichever has more visits.
     """
 
+    simulations: int = 200
     c_puct: float = 1.25
     fpu_reduction: float = 0.25
     leaves_per_round: int = 8
     virtual_loss: float = 1.0
-    formula: str = "puct"
+    dirichlet_alpha: float = 0.3
+    dirichlet_fraction: float = 0.25
+    formula: Literal["puct", "uct"] = "puct"
     keep_leaf_states: bool = False
-    search: str = "puct"
+    search: Literal["puct", "gumbel"] = "puct"
     gumbel_considered: int = 16
     gumbel_c_visit: float = 50.0
     gumbel_c_scale: float = 0.1
@@ -97,7 +111,26 @@ class SearchSettings:
     discount: float = 1.0
     solver: bool = False
 
+    #: the settings that are for training's games, and why play (GTP, the play page,
+    #: ``tengen match``, the benches' model players) leaves them out: ``for_play()``
+    TRAINING_ONLY: ClassVar[dict[str, str]] = {
+        "dirichlet_alpha": "root noise explores self-play's games; a player wants its best move",
+        "dirichlet_fraction": "root noise explores self-play's games; a player wants its best move",
+        "avoid_own_eyes": "the eye rule holds where both sides keep it (self-play, gating); against an "
+                          "engine that passes once it deems the game over, it filled its own area until "
+                          "its groups died (GNU Go won W+88.5 in most of 20 games)",
+    }
+    #: the settings a search sets for itself, not the config: pure MCTS over rollouts
+    #: (``RolloutMctsPlayer``, a search without a network) walks by UCT and keeps its
+    #: leaves' positions for the rollouts
+    FOR_ROLLOUTS: ClassVar[tuple[str, ...]] = ("formula", "keep_leaf_states")
+
     def __post_init__(self) -> None:
+        if self.simulations < 1:
+            raise ValueError(f"simulations must be at least 1, got {self.simulations}")
+        if self.dirichlet_alpha <= 0 or not 0.0 <= self.dirichlet_fraction <= 1.0:
+            raise ValueError(f"dirichlet_alpha must be > 0 and dirichlet_fraction in [0, 1], got "
+                             f"{self.dirichlet_alpha} and {self.dirichlet_fraction}")
         if self.leaves_per_round < 1:
             raise ValueError(f"leaves_per_round must be at least 1, got {self.leaves_per_round}")
         if self.formula not in _FORMULAS:
@@ -116,6 +149,16 @@ class SearchSettings:
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"discount must be in (0, 1], got {self.discount}")
 
+    def for_play(self) -> SearchSettings:
+        """These settings as play uses them: ``TRAINING_ONLY``'s left out (no root
+        noise, no eye rule)."""
+        return dataclasses.replace(self, dirichlet_fraction=0.0, avoid_own_eyes=False)
+
+    def for_rollouts(self) -> SearchSettings:
+        """These settings for pure MCTS over rollouts: UCT (the values are noisy and the
+        priors uniform), the leaves' positions kept, nothing a network's proofs need."""
+        return dataclasses.replace(self, formula="uct", keep_leaf_states=True, solver=False)
+
     def to_array(self) -> np.ndarray:
         """``float64[NUM_SETTINGS]``, what the compiled walk reads."""
         out = np.zeros(NUM_SETTINGS, dtype=np.float64)
@@ -133,20 +176,3 @@ class SearchSettings:
         out[DISCOUNT] = self.discount
         out[SOLVER] = bool(self.solver)
         return out
-
-
-@dataclass(frozen=True)
-class SearchChoice:
-    """Which search a run plays by, and its constants: ``SearchSettings``' ``search``,
-    ``gumbel_considered``, ``gumbel_c_visit``, ``gumbel_c_scale``, ``avoid_own_eyes`` and
-    ``discount`` (meanings above) as one typed value, which self-play and gating share. The run
-    config makes it (``TengenConfig.search_choice()``), so its defaults are the
-    schema's alone."""
-
-    search: str  # "puct" or "gumbel"
-    gumbel_considered: int
-    gumbel_c_visit: float
-    gumbel_c_scale: float
-    avoid_own_eyes: bool
-    discount: float
-    solver: bool
