@@ -45,17 +45,30 @@ with what GTP adds:
   move N; ``printsgf [FILE]`` writes the game (play.sgf, with sgfmill);
   ``fixed_handicap``, ``place_free_handicap`` and ``set_free_handicap`` put black
   stones on an empty board (GNU Go's fixed points).
+
+The package is a small dispatcher plus a handler per concern, all reading and
+changing one ``Session``:
+
+- ``dispatcher``: ``GtpEngine``, the command table, preprocessing, replies, the run
+  loop and its background analysis; the protocol's own commands.
+- ``commands``: what the dispatcher and the handlers agree on (``Command``,
+  ``Stream``, ``GtpError``, the argument readers).
+- ``session``: the state the handlers share (the record, rules, player, clocks,
+  ownership estimate).
+- ``board``: size, komi, clear_board, play, genmove, undo, showboard, rendb_dump.
+- ``moves``: how a move is chosen (search, random, resign, cleanup), for every
+  genmove.
+- ``clock``: the time systems, both clocks, the move budget, and time_settings,
+  kgs-time_settings, time_left.
+- ``scoring``: final_score, final_status_list, kgs-genmove_cleanup.
+- ``records``: loadsgf, printsgf and the handicap commands.
+- ``analysis``: lz-/kata-analyze, lz-/kata-genmove_analyze, stop.
 """
 
-from tengen.play.gtp.dispatcher import (
-    ENGINE_NAME,
-    PROTOCOL_VERSION,
-    SCORING,
-    GtpEngine,
-    Player,
-    handicap_points,
-    preprocess,
-    run,
-)
+from tengen.play.gtp.commands import ENGINE_NAME, PROTOCOL_VERSION
+from tengen.play.gtp.dispatcher import GtpEngine, preprocess, run
+from tengen.play.gtp.records import handicap_points
+from tengen.play.gtp.scoring import SCORING
+from tengen.play.gtp.session import Player
 
 __all__ = ["GtpEngine", "Player", "ENGINE_NAME", "PROTOCOL_VERSION", "SCORING", "run", "handicap_points", "preprocess"]
