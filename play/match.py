@@ -145,7 +145,7 @@ def result_text(played: PlayedGame) -> str:
 
 def _reopened(game: GoGame, state: np.ndarray) -> np.ndarray:
     """A copy of a finished game's state that goes on, with the run of passes started
-    over (a capped game gets a fresh move count, as play/gtp.py reopens one)."""
+    over (a capped game gets a fresh move count, as the GTP engine reopens one)."""
     s = state.copy()
     if int(s[K.END]) == K.ENDED_BY_MOVE_CAP:
         fresh = game.state_from_board(game.board(s), game.to_play(s))

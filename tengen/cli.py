@@ -120,6 +120,7 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_gtp(args: argparse.Namespace) -> int:
+    from tengen.engine.mcts import SearchSettings
     from tengen.play.gtp import GtpEngine
 
     if args.sims < 0 or args.analysis_visits < 1:
@@ -161,7 +162,8 @@ def _run_gtp(args: argparse.Namespace) -> int:
         engine = GtpEngine(size=size, komi=7.5 if komi is None else komi, superko=superko, seed=args.seed,
                            player=player, scoring=args.scoring,
                            resign_threshold=None if args.no_resign else args.resign_threshold,
-                           resign_moves=args.resign_moves, lag=args.lag, simulations=max(args.sims, 1),
+                           resign_moves=args.resign_moves, lag=args.lag,
+                           search=SearchSettings(simulations=max(args.sims, 1)),
                            analysis_visits=args.analysis_visits, **rules)
     except (ValueError, OSError) as e:
         return _fail("gtp", e)

@@ -80,7 +80,7 @@ def write_transcript(path: Path, items: list[str | Exchange]) -> None:
 
 def golden_engine() -> GtpEngine:
     # Small searches keep the analysis transcripts short; everything is seeded.
-    return GtpEngine(seed=0, simulations=16, analysis_visits=16)
+    return GtpEngine(seed=0, search=SearchSettings(simulations=16), analysis_visits=16)
 
 
 @pytest.mark.parametrize("path", GOLDEN_FILES, ids=[p.stem for p in GOLDEN_FILES])

@@ -1,4 +1,4 @@
-"""Clocks and move budgets (play/gtp_time.py), numbers worked out by hand, and a
+"""Clocks and move budgets (play/gtp/clock.py), numbers worked out by hand, and a
 9x9 game on a short absolute clock against GNU Go with a real (tiny) model."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tengen.play.gtp import GtpEngine
-from tengen.play.gtp_time import Clock, TimeSettings, parse_kgs_time_settings, parse_time_settings
+from tengen.play.gtp.clock import Clock, TimeSettings, parse_kgs_time_settings, parse_time_settings
 
 BLACK, WHITE = 0, 1
 

@@ -17,13 +17,18 @@ back for the controller and the network, then
 
 Each move spends a fraction of what is left, so the clock never runs out as long as
 a move stops within its budget plus ``lag``; the search stops by wall clock.
+
+``ClockCommands`` answers the three commands that set the clocks (``time_settings``,
+``kgs-time_settings``, ``time_left``); it needs the clock alone, not the session.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TimeSettings", "Clock", "SYSTEMS", "parse_time_settings", "parse_kgs_time_settings"]
+from tengen.play.gtp.commands import GtpError, color, expect
+
+__all__ = ["TimeSettings", "Clock", "ClockCommands", "SYSTEMS", "parse_time_settings", "parse_kgs_time_settings"]
 
 SYSTEMS = ("none", "absolute", "byoyomi", "canadian")
 
@@ -159,3 +164,40 @@ class Clock:
         if s.system == "byoyomi":
             return max(0.0, side.period - self.lag)
         return max(0.0, side.period - self.lag) / side.count
+
+
+class ClockCommands:
+    """GTP's clock commands on one ``Clock`` (the session's)."""
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
+
+    def time_settings(self, args: list[str]) -> str:
+        expect(args, 3)
+        try:
+            main, period, stones = float(args[0]), float(args[1]), int(args[2])
+            settings = parse_time_settings(main, period, stones)
+        except ValueError:
+            raise GtpError("syntax error") from None
+        self.clock.reset(settings)
+        return ""
+
+    def kgs_time_settings(self, args: list[str]) -> str:
+        try:
+            settings = parse_kgs_time_settings(args)
+        except ValueError:
+            raise GtpError("syntax error") from None
+        self.clock.reset(settings)
+        return ""
+
+    def time_left(self, args: list[str]) -> str:
+        expect(args, 3)
+        player = color(args[0])
+        try:
+            seconds, stones = float(args[1]), int(args[2])
+        except ValueError:
+            raise GtpError("syntax error") from None
+        if seconds < 0 or stones < 0:
+            raise GtpError("syntax error")
+        self.clock.time_left(player, seconds, stones)
+        return ""
