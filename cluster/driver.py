@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from tengen.cluster.actors import GatekeeperActor, LearnerActor, SelfPlayActor, SelfPlayReport
+from tengen.cluster.actors import ActorSetup, GatekeeperActor, LearnerActor, SelfPlayActor, SelfPlayReport
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.metrics import RunMetrics
@@ -55,7 +55,7 @@ from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError,
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.status_board import StatusBoard, memory_by_part
 from tengen.cluster.stream import SampleStream
-from tengen.cluster.supervision import CrashLoop, Supervisor, root_cause
+from tengen.cluster.supervision import CrashLoop, Supervisor, kill_actor
 from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
 from tengen.run.run_dir import RunDir, RunDirError, version_id
@@ -109,11 +109,10 @@ class ClusterRun:
         self._next_worker = 0
         self._worker_starts: dict[str, int] = {}
         self._applied_scale: int | None = None
-        #: parts to start again once their pause is over: name -> (when, how)
-        self._due: dict[str, tuple[float, Callable[[], None]]] = {}
         self._learner_ref: Any = None
         self._gate_ref: Any = None
         self._candidate = -1  # the one in the match in flight
+        self._setup: ActorSetup | None = None
 
     # -- start-up ---------------------------------------------------------------------
     def _start_redis(self) -> tuple[str, str | None]:
@@ -221,8 +220,7 @@ class ClusterRun:
         loop = self.loop = TrainingLoop(cfg, self.files, registry, log=self.log, metrics=metrics)
         best = loop.begin(resume=self.resume)
         blob, _ = registry.fetch(best)
-        self._config_dict = cfg.model_dump(mode="json")
-        self._redis = (redis_url, password)
+        self._setup = ActorSetup(cfg.model_dump(mode="json"), self.run_id, redis_url, password)
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
         self._start_learner()
         learner_node = ray.get(self.learner.node_id.remote(), timeout=300) if gpus else None
@@ -250,7 +248,7 @@ class ClusterRun:
             while not (loop.should_stop() or self._stop_requested):
                 if self._redis_failure is not None:
                     raise self._redis_failure
-                self._start_due()
+                self.supervisor.start_due()
                 for ref in self._wait():
                     self._dispatch(ref)
                 if self._gate_ref is None and self.gatekeeper is not None:
@@ -258,7 +256,7 @@ class ClusterRun:
                     if candidate is not None:
                         self._candidate = candidate
                         self._gate_ref = self.gatekeeper.gate.remote(candidate, loop.best_version)
-                wanted = self._try_redis(status.desired_workers)
+                wanted = client.try_once(status.desired_workers)
                 if wanted and wanted != self._applied_scale:
                     # A request applies once: GPU nodes that join later add workers on top.
                     self._applied_scale = wanted
@@ -270,7 +268,7 @@ class ClusterRun:
                     metrics.set("tengen_workers_alive", len(self.workers))
                     if time.monotonic() - last_memory >= _MEMORY_REPORT_S:
                         last_memory = time.monotonic()
-                        memory = self._try_redis(lambda: memory_by_part(client, self.run_id)) or memory
+                        memory = client.try_once(lambda: memory_by_part(client, self.run_id)) or memory
                     self._report(stream, status, memory)
         except KeyboardInterrupt:
             self.log("interrupted: stopping cleanly")
@@ -331,7 +329,7 @@ class ClusterRun:
             try:
                 stats: LearnerStep = ray.get(ref)
             except ray.exceptions.RayError as e:
-                self._failed("learner", e, self._start_learner, lost=self.learner)
+                self.supervisor.replace("learner", e, self._start_learner, lost=self.learner)
                 self.learner = None
                 return
             self.supervisor.succeeded("learner")
@@ -344,7 +342,7 @@ class ClusterRun:
             except ray.exceptions.RayError as e:
                 # A new gatekeeper plays the match again (or a newer candidate's).
                 self.loop.match_cut_off(self._candidate)
-                self._failed("gatekeeper", e, self._start_gatekeeper, lost=self.gatekeeper)
+                self.supervisor.replace("gatekeeper", e, self._start_gatekeeper, lost=self.gatekeeper)
                 self.gatekeeper = None
                 return
             self.supervisor.succeeded("gatekeeper")
@@ -363,7 +361,7 @@ class ClusterRun:
         except ray.exceptions.RayError as e:
             # Its node went away, or it was killed, or it raised: a new one takes its place.
             self._drop_worker(wid, keep_slot=True)
-            self._failed(f"worker {wid}", e, lambda: self._start_worker(wid))
+            self.supervisor.replace(f"worker {wid}", e, lambda: self._start_worker(wid))
             return
         self.supervisor.succeeded(f"worker {wid}")
         assert self.loop is not None
@@ -373,53 +371,27 @@ class ClusterRun:
         key = self.pool.server_of(wid)
         if lost is not None and key is not None:
             # Each of its workers reports the same death: it counts once.
-            if self.pool.handle_id(key) == lost and f"inference {key}" not in self._due:
+            if self.pool.handle_id(key) == lost and f"inference {key}" not in self.supervisor.waiting():
                 self._server_lost(key, RuntimeError(f"it stopped answering {wid} (actor {lost[:8]})"))
             if key in self.pool.servers:
                 worker.set_server.remote(self.pool.handle(key))
         self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
 
-    def _failed(self, name: str, error: BaseException, restart: Callable[[], None], *, lost: Any = None) -> None:
-        """``name`` failed: stop the run if Redis is gone for good, else replace it
-        after the supervisor's pause (a crash loop raises)."""
-        cause = root_cause(error)
-        if isinstance(cause, RedisUnavailable) and cause.expired:
-            raise cause
-        what = "lost" if isinstance(error, ray.exceptions.RayActorError) else "failed"
-        delay = self.supervisor.failed(name, error, what=what)
-        if lost is not None:
-            _kill(lost)
-        self._due[name] = (time.monotonic() + delay, restart)
-
-    def _start_due(self) -> None:
-        now = time.monotonic()
-        for name, (when, start) in list(self._due.items()):
-            if when <= now:
-                del self._due[name]
-                start()
-
-    def _redis_args(self) -> tuple[str, Any]:
-        """The Redis URL and the password for a new actor: the password travels in the
-        object store only (never in runtime_env, which Ray's dashboard shows), put
-        anew for each actor, since one ObjectRef shared by every actor's creation was
-        once found freed under a live run ("owner is unknown") after workers came and went."""
-        url, password = self._redis
-        return url, ray.put(password)
-
     # -- the parts ----------------------------------------------------------------------
     def _start_gatekeeper(self) -> None:
-        url, password = self._redis_args()
+        assert self._setup is not None
+        url, password = self._setup.redis()
         self.gatekeeper = ray.remote(GatekeeperActor).options(num_cpus=0).remote(
-            self._config_dict, self.run_id, url, password, self.config.seed + 1)
+            self._setup.config, self.run_id, url, password, self.config.seed + 1)
 
     def _start_learner(self) -> None:
-        url, password = self._redis_args()
+        assert self._setup is not None and self.loop is not None
+        url, password = self._setup.redis()
         storage = self.config.storage or str(self.files.learner)
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
         # A new learner resumes from its checkpoint and the stream.
         self.learner = ray.remote(LearnerActor).options(num_cpus=1, num_gpus=gpus).remote(
-            self._config_dict, self.run_id, url, password, storage, self.config.seed)
-        assert self.loop is not None
+            self._setup.config, self.run_id, url, password, storage, self.config.seed)
         self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
 
     def _add_workers(self, count: int, server: str | None = None) -> None:
@@ -434,19 +406,19 @@ class ClusterRun:
             self._start_worker(f"w{index:03d}", server)
 
     def _start_worker(self, wid: str, server: str | None = None) -> None:
-        assert self.pool is not None
+        assert self.pool is not None and self._setup is not None
         if wid in self.workers:
             return
         handle, node = self.pool.attach(wid, server)
         # Next to their GPU server when it has one; else SPREAD: workers go to
         # different nodes first, so losing a node loses few.
         placement: Any = (NodeAffinitySchedulingStrategy(node, soft=True) if node else "SPREAD")
-        url, password = self._redis_args()
+        url, password = self._setup.redis()
         # A replacement plays other games than the worker it replaces.
         starts = self._worker_starts[wid] = self._worker_starts.get(wid, 0) + 1
         seed = (self.config.seed * 1000 + int(wid[1:])) * 1000 + starts - 1
         worker: Any = ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy=placement).remote(
-            self._config_dict, self.run_id, url, password, handle, wid, seed, self._best_version())
+            self._setup.config, self.run_id, url, password, handle, wid, seed, self._best_version())
         self.workers[wid] = worker
         self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
         self.pool.update_clients()
@@ -458,15 +430,14 @@ class ClusterRun:
         self.worker_refs.pop(wid, None)
         self.pool.detach(wid)
         if not keep_slot:
-            self._due.pop(f"worker {wid}", None)
             self.supervisor.forget(f"worker {wid}")
         if handle is not None:
-            _kill(handle)  # a no-op for a dead actor; stops a live one whose server is gone
+            kill_actor(handle)  # a no-op for a dead actor; stops a live one whose server is gone
 
     def _hold_workers(self) -> None:
         """Start workers until the run has as many as it should (lost ones are
         replaced by their own pause; this covers anything else that went missing)."""
-        waiting = sum(1 for name in self._due if name.startswith("worker "))
+        waiting = sum(1 for name in self.supervisor.waiting() if name.startswith("worker "))
         missing = self.target_workers - len(self.workers) - waiting
         if missing > 0:
             self._start_new_workers(missing)
@@ -491,7 +462,7 @@ class ClusterRun:
             self.log(f"inference server {key} restarted with {len(self.pool.servers[key].workers)} workers")
 
         if delay:
-            self._due[f"inference {key}"] = (time.monotonic() + delay, restart)
+            self.supervisor.schedule(f"inference {key}", delay, restart)
         else:
             restart()
 
@@ -503,7 +474,7 @@ class ClusterRun:
         added, orphans = self.pool.sync()
         self.server_stats, failed = self.pool.stats()
         for key in failed:
-            if key in self.pool.servers and f"inference {key}" not in self._due:
+            if key in self.pool.servers and f"inference {key}" not in self.supervisor.waiting():
                 self._server_lost(key, RuntimeError("its stats call failed"))
         # The workers of a server whose node left were placed for that GPU: they go too.
         for wid in orphans:
@@ -524,7 +495,8 @@ class ClusterRun:
         if self.target_workers < wanted:
             self._add_workers(wanted - self.target_workers)
         while self.target_workers > wanted:
-            wid = sorted(set(self.workers) | {n.split(" ", 1)[1] for n in self._due if n.startswith("worker ")})[-1]
+            waiting = {n.split(" ", 1)[1] for n in self.supervisor.waiting() if n.startswith("worker ")}
+            wid = sorted(set(self.workers) | waiting)[-1]
             self._drop_worker(wid)
             self.target_workers -= 1
         assert self.pool is not None
@@ -570,37 +542,24 @@ class ClusterRun:
             self.log(f"the run's Redis is back on port {self.redis.port} with its AOF")
             self.supervisor.succeeded("redis")
 
-    def _try_redis(self, op: Callable[[], Any]) -> Any:
-        """``op()`` with its commands tried once, or None while Redis is away (the
-        driver has workers to keep busy meanwhile); past ``redis.outage_s`` the
-        RedisUnavailable stops the run."""
-        assert self.client is not None
-        try:
-            with self.client.impatient():
-                return op()
-        except RedisUnavailable as e:
-            if e.expired:
-                raise
-            return None
-
     # -- the run's state ------------------------------------------------------------------
     def _report(self, stream: SampleStream, status: StatusBoard, memory: dict, *, redis: bool = True,
                 final: bool = False) -> None:
         """The loop's status line with what this wiring adds (workers, servers, Redis),
         also on the run's status board while Redis answers; the run directory's sample
         of games is read from the stream then too."""
-        assert self.loop is not None
+        assert self.loop is not None and self.client is not None
         if redis:
             loop = self.loop
-            self._try_redis(lambda: loop.keep_games(stream))
+            self.client.try_once(lambda: loop.keep_games(stream))
         line = self.loop.report(
             final=final, mean_batch=round(self.server_stats.get("mean_batch_size", 0.0), 1), workers=len(self.workers),
             target_workers=self.target_workers, inference_servers=len(self.pool.servers) if self.pool else 0,
-            stream_length=self._try_redis(stream.length) if redis else None,
+            stream_length=self.client.try_once(stream.length) if redis else None,
             redis_outage_s=round(self.client.outage_seconds, 1) if self.client else 0.0,
             redis_memory=memory, components=self.supervisor.report())
         if redis:
-            self._try_redis(lambda: status.set_status("driver", line, wait=False))
+            self.client.try_once(lambda: status.set_status("driver", line, wait=False))
 
     def log(self, line: str) -> None:
         self._print(line)
@@ -608,13 +567,6 @@ class ClusterRun:
         if log_file is not None and not log_file.closed:
             log_file.write(line + "\n")
             log_file.flush()
-
-
-def _kill(handle: Any) -> None:
-    try:
-        ray.kill(handle)
-    except (ValueError, ray.exceptions.RayError):
-        pass  # gone already
 
 
 def _default_maxmemory() -> int:
