@@ -31,6 +31,13 @@ The driver itself is not replaced: a lost head node is restarted from outside wi
 ``tengen train --resume`` (deploy/). A status line goes to the terminal every few
 seconds and ``RUN_DIR/status.json`` is rewritten with it; ``tengen status`` reads
 that file, or Redis while the run lives.
+
+``ClusterRun`` keeps the run's lifecycle: Redis (and the thread that restarts an
+embedded one) and Ray started and stopped, the learner, the main loop that waits on
+what the actors send back, the stop on a request, a signal or an error, and the
+final checkpoint and report, the gatekeeper and promotions, the reports. It holds
+the self-play workers and inference servers (``Fleet``, cluster/fleet.py); the
+training loop's decisions are run/loop.py's.
 """
 
 from __future__ import annotations
@@ -44,10 +51,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from tengen.cluster.actors import ActorSetup, GatekeeperActor, LearnerActor, SelfPlayActor, SelfPlayReport
-from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
+from tengen.cluster.actors import ActorSetup, GatekeeperActor, LearnerActor
+from tengen.cluster.fleet import Fleet
+from tengen.cluster.inference_pool import learner_gpu_share
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.metrics import RunMetrics
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
@@ -55,7 +62,7 @@ from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError,
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.status_board import StatusBoard, memory_by_part
 from tengen.cluster.stream import SampleStream
-from tengen.cluster.supervision import CrashLoop, Supervisor, kill_actor
+from tengen.cluster.supervision import CrashLoop, Supervisor
 from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
 from tengen.run.run_dir import RunDir, RunDirError, version_id
@@ -83,7 +90,6 @@ class ClusterRun:
         self.run_id = ""  # from run.json, once run() has made or read it
         self.address = config.ray.address
         self.redis_url = config.redis.url
-        self.requested_workers = config.cluster.workers
         self.resume = resume
         self._print = log
         self.game = config.game.make()
@@ -91,7 +97,8 @@ class ClusterRun:
         self.client: ResilientRedis | None = None
         #: the training loop's state and decisions (run/loop.py), once run() made it
         self.loop: TrainingLoop | None = None
-        self.server_stats: dict = {}
+        #: the self-play workers and inference servers, once run() made them
+        self.fleet: Fleet | None = None
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
                                      window_s=config.cluster.crash_loop_s, log=self.log)
         #: why the run was asked to stop (SIGTERM, a program's request), None while it runs
@@ -101,14 +108,6 @@ class ClusterRun:
         #: the learner actor's handle while the run lives (tests kill it to check recovery)
         self.learner: Any = None
         self.gatekeeper: Any = None
-        self.pool: InferencePool | None = None
-        #: the self-play worker actors and their chunk in flight, by worker id
-        self.workers: dict[str, Any] = {}
-        self.worker_refs: dict[str, Any] = {}
-        self.target_workers = 0
-        self._next_worker = 0
-        self._worker_starts: dict[str, int] = {}
-        self._applied_scale: int | None = None
         self._learner_ref: Any = None
         self._gate_ref: Any = None
         self._candidate = -1  # the one in the match in flight
@@ -160,19 +159,6 @@ class ClusterRun:
             raise RunDirError(f"the Redis at {self.redis_url or 'the run directory'} already holds a run with id "
                               f"{self.run_id!r}: resume it with --resume, or start in another --run-dir")
 
-    def _worker_count(self) -> int:
-        if self.requested_workers:
-            return self.requested_workers
-        cpus = int(ray.cluster_resources().get("CPU", 2))
-        gpus = int(ray.cluster_resources().get("GPU", 0))
-        if gpus:
-            return max(1, min(cpus - 2, gpus * self.config.cluster.workers_per_gpu))
-        if self.address:  # a CPU cluster: a CPU each, after the server and the learner
-            return max(1, cpus - 2)
-        # Locally (logical CPUs are padded, see _start_ray): leave a core to the
-        # inference server and the learner.
-        return max(1, (os.cpu_count() or 2) - 1)
-
     # -- the run ----------------------------------------------------------------------
     def run(self) -> dict:
         files = self.files
@@ -220,23 +206,16 @@ class ClusterRun:
         loop = self.loop = TrainingLoop(cfg, self.files, registry, log=self.log, metrics=metrics)
         best = loop.begin(resume=self.resume)
         blob, _ = registry.fetch(best)
-        self._setup = ActorSetup(cfg.model_dump(mode="json"), self.run_id, redis_url, password)
+        setup = self._setup = ActorSetup(cfg.model_dump(mode="json"), self.run_id, redis_url, password)
+        fleet = self.fleet = Fleet(cfg, setup, self.supervisor, loop, log=self.log)
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
         self._start_learner()
         learner_node = ray.get(self.learner.node_id.remote(), timeout=300) if gpus else None
-        pool = self.pool = InferencePool(run=self.run_id, network=cfg.network_spec(), max_batch=cfg.cluster.max_batch,
-                                         batch_timeout_ms=cfg.cluster.batch_timeout_ms,
-                                         cpu_model_calls=cfg.cluster.cpu_server_model_calls)
-        first_servers = pool.start(blob, best, learner_node=learner_node, learner_gpus=gpus)
+        first_servers = fleet.start_servers(blob, best, learner_node=learner_node, learner_gpus=gpus)
         self._start_gatekeeper()
-        if self.requested_workers or first_servers == [CPU_SERVER]:
-            self._add_workers(self._worker_count())
-        else:
-            for key in first_servers:
-                self._add_workers(cfg.cluster.workers_per_gpu, server=key)
-        pool.update_clients()
-        self.log(f"run {self.run_id}: {self.game.name}, {len(self.workers)} self-play workers, "
-                 f"{len(pool.servers)} inference servers, redis {redis_url}, ray {self.address or 'local'}; "
+        fleet.start_workers(first_servers)
+        self.log(f"run {self.run_id}: {self.game.name}, {len(fleet.workers)} self-play workers, "
+                 f"{len(fleet.pool.servers)} inference servers, redis {redis_url}, ray {self.address or 'local'}; "
                  f"best {version_id(best)}"
                  + (", resumed" if self.resume else "")
                  + " (the first games wait for the search kernels to compile: up to a minute on a fresh install)")
@@ -256,16 +235,12 @@ class ClusterRun:
                     if candidate is not None:
                         self._candidate = candidate
                         self._gate_ref = self.gatekeeper.gate.remote(candidate, loop.best_version)
-                wanted = client.try_once(status.desired_workers)
-                if wanted and wanted != self._applied_scale:
-                    # A request applies once: GPU nodes that join later add workers on top.
-                    self._applied_scale = wanted
-                    self._scale(wanted)
+                fleet.requested(client.try_once(status.desired_workers))
                 if time.monotonic() - last_status >= _REPORT_S:
                     last_status = time.monotonic()
-                    self._sync_pool()
-                    self._hold_workers()
-                    metrics.set("tengen_workers_alive", len(self.workers))
+                    fleet.sync()
+                    fleet.hold_workers()
+                    metrics.set("tengen_workers_alive", len(fleet.workers))
                     if time.monotonic() - last_memory >= _MEMORY_REPORT_S:
                         last_memory = time.monotonic()
                         memory = client.try_once(lambda: memory_by_part(client, self.run_id)) or memory
@@ -313,7 +288,8 @@ class ClusterRun:
     # -- what came back ---------------------------------------------------------------
     def _wait(self, timeout_s: float = 1.0) -> list:
         """What came back: the first within ``timeout_s``, with all that are ready then."""
-        refs = list(self.worker_refs.values()) + [r for r in (self._learner_ref, self._gate_ref) if r is not None]
+        assert self.fleet is not None
+        refs = self.fleet.refs() + [r for r in (self._learner_ref, self._gate_ref) if r is not None]
         if not refs:
             time.sleep(timeout_s)
             return []
@@ -323,7 +299,7 @@ class ClusterRun:
         return ready
 
     def _dispatch(self, ref: Any) -> None:
-        assert self.loop is not None
+        assert self.loop is not None and self.fleet is not None
         if ref is self._learner_ref:
             self._learner_ref = None
             try:
@@ -350,32 +326,7 @@ class ClusterRun:
             if promoted is not None:
                 self._push_best(promoted)
         else:
-            wid = next((w for w, r in self.worker_refs.items() if r is ref), None)
-            if wid is not None:  # else dropped since the wait
-                self._worker_back(wid, ref)
-
-    def _worker_back(self, wid: str, ref: Any) -> None:
-        assert self.pool is not None
-        try:
-            stats: SelfPlayReport = ray.get(ref)
-        except ray.exceptions.RayError as e:
-            # Its node went away, or it was killed, or it raised: a new one takes its place.
-            self._drop_worker(wid, keep_slot=True)
-            self.supervisor.replace(f"worker {wid}", e, lambda: self._start_worker(wid))
-            return
-        self.supervisor.succeeded(f"worker {wid}")
-        assert self.loop is not None
-        self.loop.worker_reported(wid, stats["incarnation"], stats)
-        worker = self.workers[wid]
-        lost = stats.get("server_lost")
-        key = self.pool.server_of(wid)
-        if lost is not None and key is not None:
-            # Each of its workers reports the same death: it counts once.
-            if self.pool.handle_id(key) == lost and f"inference {key}" not in self.supervisor.waiting():
-                self._server_lost(key, RuntimeError(f"it stopped answering {wid} (actor {lost[:8]})"))
-            if key in self.pool.servers:
-                worker.set_server.remote(self.pool.handle(key))
-        self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
+            self.fleet.chunk_done(ref)
 
     # -- the parts ----------------------------------------------------------------------
     def _start_gatekeeper(self) -> None:
@@ -394,130 +345,17 @@ class ClusterRun:
             self._setup.config, self.run_id, url, password, storage, self.config.seed)
         self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
 
-    def _add_workers(self, count: int, server: str | None = None) -> None:
-        """``count`` more workers for the run to hold (on ``server``, or the least
-        loaded each time)."""
-        self.target_workers += count
-        self._start_new_workers(count, server)
-
-    def _start_new_workers(self, count: int, server: str | None = None) -> None:
-        for _ in range(count):
-            index, self._next_worker = self._next_worker, self._next_worker + 1
-            self._start_worker(f"w{index:03d}", server)
-
-    def _start_worker(self, wid: str, server: str | None = None) -> None:
-        assert self.pool is not None and self._setup is not None
-        if wid in self.workers:
-            return
-        handle, node = self.pool.attach(wid, server)
-        # Next to their GPU server when it has one; else SPREAD: workers go to
-        # different nodes first, so losing a node loses few.
-        placement: Any = (NodeAffinitySchedulingStrategy(node, soft=True) if node else "SPREAD")
-        url, password = self._setup.redis()
-        # A replacement plays other games than the worker it replaces.
-        starts = self._worker_starts[wid] = self._worker_starts.get(wid, 0) + 1
-        seed = (self.config.seed * 1000 + int(wid[1:])) * 1000 + starts - 1
-        worker: Any = ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy=placement).remote(
-            self._setup.config, self.run_id, url, password, handle, wid, seed, self._best_version())
-        self.workers[wid] = worker
-        self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
-        self.pool.update_clients()
-
-    def _drop_worker(self, wid: str, *, keep_slot: bool = False) -> None:
-        """Stop and forget a worker (``keep_slot``: a replacement will take its id)."""
-        assert self.pool is not None
-        handle = self.workers.pop(wid, None)
-        self.worker_refs.pop(wid, None)
-        self.pool.detach(wid)
-        if not keep_slot:
-            self.supervisor.forget(f"worker {wid}")
-        if handle is not None:
-            kill_actor(handle)  # a no-op for a dead actor; stops a live one whose server is gone
-
-    def _hold_workers(self) -> None:
-        """Start workers until the run has as many as it should (lost ones are
-        replaced by their own pause; this covers anything else that went missing)."""
-        waiting = sum(1 for name in self.supervisor.waiting() if name.startswith("worker "))
-        missing = self.target_workers - len(self.workers) - waiting
-        if missing > 0:
-            self._start_new_workers(missing)
-
-    def _server_lost(self, key: str, error: BaseException) -> None:
-        """An inference server on a live node died or stopped answering: a new one, with
-        its workers, after the supervisor's pause."""
-        assert self.pool is not None
-        delay = self.supervisor.failed(f"inference {key}", error, what="lost")
-
-        def restart() -> None:
-            assert self.pool is not None
-            if key not in self.pool.servers:
-                return  # its node went meanwhile
-            handle = self.pool.restart(key)
-            if handle is None:
-                return  # its node is gone: the next sync drops it with its workers
-            for wid in self.pool.servers[key].workers:
-                if wid in self.workers:
-                    self.workers[wid].set_server.remote(handle)
-            self.pool.update_clients()
-            self.log(f"inference server {key} restarted with {len(self.pool.servers[key].workers)} workers")
-
-        if delay:
-            self.supervisor.schedule(f"inference {key}", delay, restart)
-        else:
-            restart()
-
-    def _sync_pool(self) -> None:
-        """Servers (and their workers) for GPU nodes that joined; drop what left; restart
-        servers that stopped answering."""
-        assert self.pool is not None
-        before = set(self.pool.servers)
-        added, orphans = self.pool.sync()
-        self.server_stats, failed = self.pool.stats()
-        for key in failed:
-            if key in self.pool.servers and f"inference {key}" not in self.supervisor.waiting():
-                self._server_lost(key, RuntimeError("its stats call failed"))
-        # The workers of a server whose node left were placed for that GPU: they go too.
-        for wid in orphans:
-            self._drop_worker(wid)
-        self.target_workers -= len(orphans)
-        for key in added:
-            if key.startswith("gpu:"):
-                self._add_workers(self.config.cluster.workers_per_gpu, server=key)
-        if self.target_workers < 1:  # the last GPU node went: carry on on the CPU server
-            self._add_workers(self._worker_count() - self.target_workers)
-        gone = before - set(self.pool.servers)
-        if added or gone:
-            self.log(f"inference servers: {len(self.pool.servers)} (+{len(added)} -{len(gone)}), "
-                     f"self-play workers: {len(self.workers)} (-{len(orphans)} with a lost server)")
-        self.pool.update_clients()
-
-    def _scale(self, wanted: int) -> None:
-        if self.target_workers < wanted:
-            self._add_workers(wanted - self.target_workers)
-        while self.target_workers > wanted:
-            waiting = {n.split(" ", 1)[1] for n in self.supervisor.waiting() if n.startswith("worker ")}
-            wid = sorted(set(self.workers) | waiting)[-1]
-            self._drop_worker(wid)
-            self.target_workers -= 1
-        assert self.pool is not None
-        self.pool.update_clients()
-        self.log(f"scaled to {self.target_workers} self-play workers")
-
     def _push_best(self, version: int) -> None:
         """A promoted model to every inference server (hash-checked) and its version to
         every worker, for the samples they record from now on."""
         from tengen.engine.network import blob_sha256
 
-        assert self.pool is not None and self.loop is not None
+        assert self.fleet is not None and self.loop is not None
         blob, _ = self.loop.registry.fetch(version)
-        for key in self.pool.load_weights(blob, blob_sha256(blob), version):
+        for key in self.fleet.pool.load_weights(blob, blob_sha256(blob), version):
             # A server started later gets these weights from the start.
-            self._server_lost(key, RuntimeError(f"it failed to load {version_id(version)}"))
-        for w in self.workers.values():
-            w.set_model_version.remote(version)
-
-    def _best_version(self) -> int:
-        return self.loop.best_version if self.loop is not None else 0
+            self.fleet.server_lost(key, RuntimeError(f"it failed to load {version_id(version)}"))
+        self.fleet.set_model_version(version)
 
     # -- Redis --------------------------------------------------------------------------
     def _keep_redis(self, stop: threading.Event) -> None:
@@ -548,15 +386,16 @@ class ClusterRun:
         """The loop's status line with what this wiring adds (workers, servers, Redis),
         also on the run's status board while Redis answers; the run directory's sample
         of games is read from the stream then too."""
-        assert self.loop is not None and self.client is not None
+        assert self.loop is not None and self.client is not None and self.fleet is not None
+        fleet = self.fleet
         if redis:
             loop = self.loop
             self.client.try_once(lambda: loop.keep_games(stream))
         line = self.loop.report(
-            final=final, mean_batch=round(self.server_stats.get("mean_batch_size", 0.0), 1), workers=len(self.workers),
-            target_workers=self.target_workers, inference_servers=len(self.pool.servers) if self.pool else 0,
+            final=final, mean_batch=round(fleet.server_stats.get("mean_batch_size", 0.0), 1),
+            workers=len(fleet.workers), target_workers=fleet.target_workers, inference_servers=len(fleet.pool.servers),
             stream_length=self.client.try_once(stream.length) if redis else None,
-            redis_outage_s=round(self.client.outage_seconds, 1) if self.client else 0.0,
+            redis_outage_s=round(self.client.outage_seconds, 1),
             redis_memory=memory, components=self.supervisor.report())
         if redis:
             self.client.try_once(lambda: status.set_status("driver", line, wait=False))
