@@ -35,9 +35,10 @@ that file, or Redis while the run lives.
 ``ClusterRun`` keeps the run's lifecycle: Redis (and the thread that restarts an
 embedded one) and Ray started and stopped, the learner, the main loop that waits on
 what the actors send back, the stop on a request, a signal or an error, and the
-final checkpoint and report, the gatekeeper and promotions, the reports. It holds
-the self-play workers and inference servers (``Fleet``, cluster/fleet.py); the
-training loop's decisions are run/loop.py's.
+final checkpoint and report, the reports. It holds the self-play workers and
+inference servers (``Fleet``, cluster/fleet.py) and the gatekeeper and what a
+promotion does (``Promotion``, cluster/promotion.py); the training loop's decisions
+are run/loop.py's.
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from tengen.cluster.actors import ActorSetup, GatekeeperActor, LearnerActor
+from tengen.cluster.actors import ActorSetup, LearnerActor
 from tengen.cluster.fleet import Fleet
 from tengen.cluster.inference_pool import learner_gpu_share
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.metrics import RunMetrics
+from tengen.cluster.promotion import Promotion
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
 from tengen.cluster.registry import ModelRegistry
@@ -69,7 +71,6 @@ from tengen.run.run_dir import RunDir, RunDirError, version_id
 
 if TYPE_CHECKING:
     from tengen.learner.learner import LearnerStep
-    from tengen.workers.gatekeeper import GatingResult
 
 __all__ = ["ClusterRun"]
 
@@ -97,8 +98,9 @@ class ClusterRun:
         self.client: ResilientRedis | None = None
         #: the training loop's state and decisions (run/loop.py), once run() made it
         self.loop: TrainingLoop | None = None
-        #: the self-play workers and inference servers, once run() made them
+        #: the workers and servers, the gatekeeper and promotions: once run() made them
         self.fleet: Fleet | None = None
+        self.promotion: Promotion | None = None
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
                                      window_s=config.cluster.crash_loop_s, log=self.log)
         #: why the run was asked to stop (SIGTERM, a program's request), None while it runs
@@ -107,10 +109,7 @@ class ClusterRun:
         self._redis_failure: CrashLoop | None = None
         #: the learner actor's handle while the run lives (tests kill it to check recovery)
         self.learner: Any = None
-        self.gatekeeper: Any = None
         self._learner_ref: Any = None
-        self._gate_ref: Any = None
-        self._candidate = -1  # the one in the match in flight
         self._setup: ActorSetup | None = None
 
     # -- start-up ---------------------------------------------------------------------
@@ -208,11 +207,12 @@ class ClusterRun:
         blob, _ = registry.fetch(best)
         setup = self._setup = ActorSetup(cfg.model_dump(mode="json"), self.run_id, redis_url, password)
         fleet = self.fleet = Fleet(cfg, setup, self.supervisor, loop, log=self.log)
+        promotion = self.promotion = Promotion(cfg, setup, self.supervisor, loop, fleet, client=client, log=self.log)
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
         self._start_learner()
         learner_node = ray.get(self.learner.node_id.remote(), timeout=300) if gpus else None
         first_servers = fleet.start_servers(blob, best, learner_node=learner_node, learner_gpus=gpus)
-        self._start_gatekeeper()
+        promotion.start_gatekeeper()
         fleet.start_workers(first_servers)
         self.log(f"run {self.run_id}: {self.game.name}, {len(fleet.workers)} self-play workers, "
                  f"{len(fleet.pool.servers)} inference servers, redis {redis_url}, ray {self.address or 'local'}; "
@@ -230,11 +230,7 @@ class ClusterRun:
                 self.supervisor.start_due()
                 for ref in self._wait():
                     self._dispatch(ref)
-                if self._gate_ref is None and self.gatekeeper is not None:
-                    candidate = loop.next_match()
-                    if candidate is not None:
-                        self._candidate = candidate
-                        self._gate_ref = self.gatekeeper.gate.remote(candidate, loop.best_version)
+                promotion.next_match()
                 fleet.requested(client.try_once(status.desired_workers))
                 if time.monotonic() - last_status >= _REPORT_S:
                     last_status = time.monotonic()
@@ -262,21 +258,14 @@ class ClusterRun:
     def _finish(self, stream: SampleStream, status: StatusBoard, memory: dict) -> dict:
         """The final checkpoint (to storage, not Redis: it works when Redis is gone),
         the best model saved, the last report."""
-        assert self.loop is not None and self.client is not None
+        assert self.loop is not None and self.client is not None and self.promotion is not None
         if self.learner is not None:
             try:
                 # Queued behind the step in flight: the stats of what the checkpoint holds.
                 self.loop.learner_stats = ray.get(self.learner.checkpoint.remote(), timeout=120)
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
                 self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
-        # Once each: a stop must not wait out an outage (Kubernetes kills after its grace period).
-        try:
-            with self.client.impatient():
-                self.loop.save_best()
-                # The learner's last steps may have published candidates no report showed.
-                self.loop.prune_registry()
-        except RedisUnavailable:
-            self.log("the best model stays as saved at its promotion (Redis is away)")
+        self.promotion.finish()
         try:
             with self.client.impatient():
                 memory = memory_by_part(self.client, self.run_id)
@@ -288,8 +277,8 @@ class ClusterRun:
     # -- what came back ---------------------------------------------------------------
     def _wait(self, timeout_s: float = 1.0) -> list:
         """What came back: the first within ``timeout_s``, with all that are ready then."""
-        assert self.fleet is not None
-        refs = self.fleet.refs() + [r for r in (self._learner_ref, self._gate_ref) if r is not None]
+        assert self.fleet is not None and self.promotion is not None
+        refs = self.fleet.refs() + [r for r in (self._learner_ref, self.promotion.match) if r is not None]
         if not refs:
             time.sleep(timeout_s)
             return []
@@ -299,7 +288,7 @@ class ClusterRun:
         return ready
 
     def _dispatch(self, ref: Any) -> None:
-        assert self.loop is not None and self.fleet is not None
+        assert self.loop is not None and self.fleet is not None and self.promotion is not None
         if ref is self._learner_ref:
             self._learner_ref = None
             try:
@@ -311,29 +300,10 @@ class ClusterRun:
             self.supervisor.succeeded("learner")
             self.loop.learner_reported(stats)
             self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
-        elif ref is self._gate_ref:
-            self._gate_ref = None
-            try:
-                result: GatingResult = ray.get(ref)
-            except ray.exceptions.RayError as e:
-                # A new gatekeeper plays the match again (or a newer candidate's).
-                self.loop.match_cut_off(self._candidate)
-                self.supervisor.replace("gatekeeper", e, self._start_gatekeeper, lost=self.gatekeeper)
-                self.gatekeeper = None
-                return
-            self.supervisor.succeeded("gatekeeper")
-            promoted = self.loop.gated(result)
-            if promoted is not None:
-                self._push_best(promoted)
+        elif ref is self.promotion.match:
+            self.promotion.match_done()
         else:
             self.fleet.chunk_done(ref)
-
-    # -- the parts ----------------------------------------------------------------------
-    def _start_gatekeeper(self) -> None:
-        assert self._setup is not None
-        url, password = self._setup.redis()
-        self.gatekeeper = ray.remote(GatekeeperActor).options(num_cpus=0).remote(
-            self._setup.config, self.run_id, url, password, self.config.seed + 1)
 
     def _start_learner(self) -> None:
         assert self._setup is not None and self.loop is not None
@@ -344,18 +314,6 @@ class ClusterRun:
         self.learner = ray.remote(LearnerActor).options(num_cpus=1, num_gpus=gpus).remote(
             self._setup.config, self.run_id, url, password, storage, self.config.seed)
         self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
-
-    def _push_best(self, version: int) -> None:
-        """A promoted model to every inference server (hash-checked) and its version to
-        every worker, for the samples they record from now on."""
-        from tengen.engine.network import blob_sha256
-
-        assert self.fleet is not None and self.loop is not None
-        blob, _ = self.loop.registry.fetch(version)
-        for key in self.fleet.pool.load_weights(blob, blob_sha256(blob), version):
-            # A server started later gets these weights from the start.
-            self.fleet.server_lost(key, RuntimeError(f"it failed to load {version_id(version)}"))
-        self.fleet.set_model_version(version)
 
     # -- Redis --------------------------------------------------------------------------
     def _keep_redis(self, stop: threading.Event) -> None:
