@@ -35,10 +35,10 @@ that file, or Redis while the run lives.
 ``ClusterRun`` keeps the run's lifecycle: Redis (and the thread that restarts an
 embedded one) and Ray started and stopped, the learner, the main loop that waits on
 what the actors send back, the stop on a request, a signal or an error, and the
-final checkpoint and report, the reports. It holds the self-play workers and
-inference servers (``Fleet``, cluster/fleet.py) and the gatekeeper and what a
-promotion does (``Promotion``, cluster/promotion.py); the training loop's decisions
-are run/loop.py's.
+final checkpoint and report. It holds the rest, a concern each: the self-play
+workers and inference servers (``Fleet``, cluster/fleet.py), the gatekeeper and what
+a promotion does (``Promotion``, cluster/promotion.py), and the reports
+(``Reporting``, cluster/reporting.py); the training loop's decisions are run/loop.py's.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ from tengen.cluster.promotion import Promotion
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
 from tengen.cluster.registry import ModelRegistry
-from tengen.cluster.status_board import StatusBoard, memory_by_part
+from tengen.cluster.reporting import Reporting
+from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
 from tengen.cluster.supervision import CrashLoop, Supervisor
 from tengen.run.config import TengenConfig, stream_maxlen
@@ -73,9 +74,6 @@ if TYPE_CHECKING:
     from tengen.learner.learner import LearnerStep
 
 __all__ = ["ClusterRun"]
-
-_REPORT_S = 5.0
-_MEMORY_REPORT_S = 30.0
 
 
 class ClusterRun:
@@ -98,9 +96,10 @@ class ClusterRun:
         self.client: ResilientRedis | None = None
         #: the training loop's state and decisions (run/loop.py), once run() made it
         self.loop: TrainingLoop | None = None
-        #: the workers and servers, the gatekeeper and promotions: once run() made them
+        #: the workers and servers, the gatekeeper and promotions, the reports: once run() made them
         self.fleet: Fleet | None = None
         self.promotion: Promotion | None = None
+        self.reporting: Reporting | None = None
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
                                      window_s=config.cluster.crash_loop_s, log=self.log)
         #: why the run was asked to stop (SIGTERM, a program's request), None while it runs
@@ -220,9 +219,8 @@ class ClusterRun:
                  + (", resumed" if self.resume else "")
                  + " (the first games wait for the search kernels to compile: up to a minute on a fresh install)")
 
-        last_status = time.monotonic()
-        last_memory = 0.0
-        memory: dict = {}
+        reporting = self.reporting = Reporting(loop, fleet, self.supervisor, run_id=self.run_id, client=client,
+                                               stream=stream, status=status, metrics=metrics)
         try:
             while not (loop.should_stop() or self._stop_requested):
                 if self._redis_failure is not None:
@@ -232,15 +230,10 @@ class ClusterRun:
                     self._dispatch(ref)
                 promotion.next_match()
                 fleet.requested(client.try_once(status.desired_workers))
-                if time.monotonic() - last_status >= _REPORT_S:
-                    last_status = time.monotonic()
+                if reporting.due():
                     fleet.sync()
                     fleet.hold_workers()
-                    metrics.set("tengen_workers_alive", len(fleet.workers))
-                    if time.monotonic() - last_memory >= _MEMORY_REPORT_S:
-                        last_memory = time.monotonic()
-                        memory = client.try_once(lambda: memory_by_part(client, self.run_id)) or memory
-                    self._report(stream, status, memory)
+                    reporting.report()
         except KeyboardInterrupt:
             self.log("interrupted: stopping cleanly")
         except (CrashLoop, RedisUnavailable) as e:
@@ -248,17 +241,17 @@ class ClusterRun:
             self.log(f"stopping: {e}")
         if self._stop_requested:
             self.log(f"{self._stop_requested}: stopping cleanly")
-        return self._finish(stream, status, memory)
+        return self._finish()
 
     def request_stop(self, why: str = "asked to stop") -> None:
         """Stop at the loop's next pass, cleanly (SIGTERM, or a program that runs the
         run in a thread)."""
         self._stop_requested = self._stop_requested or why
 
-    def _finish(self, stream: SampleStream, status: StatusBoard, memory: dict) -> dict:
+    def _finish(self) -> dict:
         """The final checkpoint (to storage, not Redis: it works when Redis is gone),
         the best model saved, the last report."""
-        assert self.loop is not None and self.client is not None and self.promotion is not None
+        assert self.loop is not None and self.promotion is not None and self.reporting is not None
         if self.learner is not None:
             try:
                 # Queued behind the step in flight: the stats of what the checkpoint holds.
@@ -266,12 +259,7 @@ class ClusterRun:
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
                 self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
         self.promotion.finish()
-        try:
-            with self.client.impatient():
-                memory = memory_by_part(self.client, self.run_id)
-                self._report(stream, status, memory, final=True)
-        except RedisUnavailable:
-            self._report(stream, status, memory, redis=False, final=True)  # status.json at least
+        self.reporting.final()
         return self.loop.summary()
 
     # -- what came back ---------------------------------------------------------------
@@ -337,26 +325,6 @@ class ClusterRun:
                 continue
             self.log(f"the run's Redis is back on port {self.redis.port} with its AOF")
             self.supervisor.succeeded("redis")
-
-    # -- the run's state ------------------------------------------------------------------
-    def _report(self, stream: SampleStream, status: StatusBoard, memory: dict, *, redis: bool = True,
-                final: bool = False) -> None:
-        """The loop's status line with what this wiring adds (workers, servers, Redis),
-        also on the run's status board while Redis answers; the run directory's sample
-        of games is read from the stream then too."""
-        assert self.loop is not None and self.client is not None and self.fleet is not None
-        fleet = self.fleet
-        if redis:
-            loop = self.loop
-            self.client.try_once(lambda: loop.keep_games(stream))
-        line = self.loop.report(
-            final=final, mean_batch=round(fleet.server_stats.get("mean_batch_size", 0.0), 1),
-            workers=len(fleet.workers), target_workers=fleet.target_workers, inference_servers=len(fleet.pool.servers),
-            stream_length=self.client.try_once(stream.length) if redis else None,
-            redis_outage_s=round(self.client.outage_seconds, 1),
-            redis_memory=memory, components=self.supervisor.report())
-        if redis:
-            self.client.try_once(lambda: status.set_status("driver", line, wait=False))
 
     def log(self, line: str) -> None:
         self._print(line)

@@ -2,7 +2,7 @@
 
 The driver (cluster/driver.py) keeps the run going; this is the part of it that keeps
 the run's workers and servers at strength, apart from the run's lifecycle, its
-promotions (cluster/promotion.py) and its reports. It starts
+promotions (cluster/promotion.py) and its reports (cluster/reporting.py). It starts
 the first servers (cluster/inference_pool.py: one per GPU, or one on the CPU) and
 workers beside them, takes each worker's chunk of games back and starts its next,
 replaces a worker that dies or raises and a server that dies or stops answering
