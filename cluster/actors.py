@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -43,11 +44,29 @@ if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow:
     from tengen.run.loop import Total
     from tengen.workers.gatekeeper import GatingResult
 
-__all__ = ["SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerLost",
+__all__ = ["ActorSetup", "SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerLost",
            "redis_for"]
 
 #: how long a worker waits for one leaf evaluation before it calls its server lost
 EVALUATION_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class ActorSetup:
+    """What the driver starts every actor of a run with (the first arguments of each
+    actor below): the config's JSON dump, the run's id, and its Redis."""
+
+    config: dict[str, Any]
+    run_id: str
+    redis_url: str
+    redis_password: str | None
+
+    def redis(self) -> tuple[str, Any]:
+        """The Redis URL and the password for a new actor: the password travels in the
+        object store only (never in runtime_env, which Ray's dashboard shows), put
+        anew for each actor, since one ObjectRef shared by every actor's creation was
+        once found freed under a live run ("owner is unknown") after workers came and went."""
+        return self.redis_url, ray.put(self.redis_password)
 
 
 class ServerLost(RuntimeError):

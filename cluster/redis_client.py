@@ -21,7 +21,8 @@ the learner deduplicates, registry writes check before they write).
 
 ``call(op, wait=False)`` tries once and raises ``RedisUnavailable`` (``expired`` false)
 on a transient failure, for callers that have something better to do than wait: a
-self-play worker keeps its games in a buffer and plays on.
+self-play worker keeps its games in a buffer and plays on; ``try_once(op)`` gives None
+then, for the driver's loop.
 """
 
 from __future__ import annotations
@@ -198,6 +199,19 @@ class ResilientRedis:
             yield
         finally:
             self._local.impatient = before
+
+    def try_once(self, op: Callable[[], T]) -> T | None:
+        """``op()`` with this thread's commands tried once (``impatient``), or None
+        while Redis is away: for a loop with other work to do meanwhile (the driver
+        keeps its workers busy). Past ``policy.outage_s`` the ``RedisUnavailable`` is
+        raised, and the run stops on it."""
+        try:
+            with self.impatient():
+                return op()
+        except RedisUnavailable as e:
+            if e.expired:
+                raise
+            return None
 
     def call(self, op: Callable[[redis.Redis], T], *, wait: bool = True) -> T:
         """``op(raw client)``, retried through an outage (``wait=False``: tried once)."""

@@ -9,7 +9,10 @@ crash loop (a config that cannot work, a node that cannot run it): ``CrashLoop``
 the run with that error rather than restarting forever. A success resets the count.
 
 The driver keeps no per-part state of its own beyond this: ``report()`` is what
-``tengen status`` shows per part (restarts, the last error, when it last reported).
+``tengen status`` shows per part (restarts, the last error, when it last reported),
+and the replacements waiting out their pause are here too (``replace``, started by
+``start_due`` on the driver's next pass), so that every part (workers, servers, the
+learner, the gatekeeper) is replaced alike, whichever class of the driver holds it.
 """
 
 from __future__ import annotations
@@ -18,8 +21,13 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["CrashLoop", "Supervisor", "describe_error"]
+import ray
+
+from tengen.cluster.redis_client import RedisUnavailable
+
+__all__ = ["CrashLoop", "Supervisor", "describe_error", "kill_actor", "root_cause"]
 
 _BACKOFF_BASE_S = 1.0
 _BACKOFF_CAP_S = 60.0
@@ -73,6 +81,8 @@ class Supervisor:
         self.window_s = window_s
         self.log = log
         self._parts: dict[str, _Part] = {}
+        #: parts to start again once their pause is over: name -> (when, how)
+        self._due: dict[str, tuple[float, Callable[[], None]]] = {}
 
     def _part(self, name: str) -> _Part:
         return self._parts.setdefault(name, _Part())
@@ -97,16 +107,56 @@ class Supervisor:
         part.restarts += 1
         return min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (streak - 1)) if streak > 1 else 0.0
 
+    def replace(self, name: str, error: BaseException, restart: Callable[[], None], *, lost: Any = None) -> None:
+        """The actor ``name`` failed: stop the run if Redis is gone for good (its
+        ``RedisUnavailable`` raised again), else kill what is left of it (``lost``, its
+        handle) and call ``restart`` from ``start_due`` once the pause is over (a crash
+        loop raises ``CrashLoop``)."""
+        cause = root_cause(error)
+        if isinstance(cause, RedisUnavailable) and cause.expired:
+            raise cause
+        what = "lost" if isinstance(error, ray.exceptions.RayActorError) else "failed"
+        delay = self.failed(name, error, what=what)
+        if lost is not None:
+            kill_actor(lost)
+        self.schedule(name, delay, restart)
+
+    def schedule(self, name: str, delay: float, restart: Callable[[], None]) -> None:
+        """Call ``restart`` from ``start_due`` ``delay`` seconds from now."""
+        self._due[name] = (time.monotonic() + delay, restart)
+
+    def waiting(self) -> list[str]:
+        """The parts whose replacement waits out its pause."""
+        return list(self._due)
+
+    def start_due(self) -> None:
+        """Start the replacements whose pause is over."""
+        now = time.monotonic()
+        for name, (when, start) in list(self._due.items()):
+            if when <= now:
+                del self._due[name]
+                start()
+
     def succeeded(self, name: str) -> None:
         part = self._part(name)
         part.failures_in_a_row = 0
         part.last_report = time.time()
 
     def forget(self, name: str) -> None:
-        """A part the run no longer has (a worker scaled away)."""
+        """A part the run no longer has (a worker scaled away): its record, and its
+        replacement if one was waiting."""
         self._parts.pop(name, None)
+        self._due.pop(name, None)
 
     def report(self) -> dict[str, dict]:
         return {name: {"restarts": p.restarts, "last_error": p.last_error, "last_report": p.last_report,
                        "failures_in_a_row": p.failures_in_a_row}
                 for name, p in sorted(self._parts.items())}
+
+
+def kill_actor(handle: Any) -> None:
+    """Stop a Ray actor; a no-op for one that is gone already."""
+    try:
+        ray.kill(handle)
+    except (ValueError, ray.exceptions.RayError):
+        pass  # gone already

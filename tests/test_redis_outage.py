@@ -99,6 +99,19 @@ def test_a_worker_style_call_tries_once_and_says_so(server):
     assert not caught.value.expired  # a transient failure: the caller buffers and goes on
 
 
+def test_the_drivers_call_gives_none_while_redis_is_away_and_stops_past_the_limit(server):
+    policy = OutagePolicy(outage_s=1.0, backoff_base_s=0.01, backoff_cap_s=0.1, connect_timeout_s=0.5)
+    client = connect(server.url, password=server.password, policy=policy)
+    assert client.try_once(client.ping) is True
+    server._kill()
+    # Tried once: a waiting call would end in RedisUnavailable, never in None.
+    assert client.try_once(client.ping) is None
+    time.sleep(1.1)
+    with pytest.raises(RedisUnavailable) as caught:
+        client.try_once(client.ping)
+    assert caught.value.expired  # the driver's loop stops the run on it
+
+
 def test_loading_an_aof_is_waited_for(tmp_path):
     # A plain-command AOF (no RDB preamble, which Redis 6.2 loads without answering
     # anyone) of 500,000 keys: the restarted server answers LOADING for about a

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tengen.cluster.driver import ClusterRun
+from tengen.cluster.redis_client import RedisUnavailable
 from tengen.cluster.supervision import CrashLoop, Supervisor, describe_error
 from tengen.run.config import parse_config
 
@@ -54,6 +55,32 @@ def test_an_error_is_described_by_its_root_cause():
             self.cause = cause
 
     assert describe_error(Wrapper(OSError("disk full"))) == "OSError: disk full"
+
+
+def test_a_replacement_waits_out_its_pause_and_a_part_scaled_away_is_not_replaced():
+    supervisor = Supervisor(failures=5, window_s=60, log=lambda line: None)
+    started: list[str] = []
+    supervisor.replace("worker w000", ValueError("x"), lambda: started.append("w000"))  # the first: no pause
+    for _ in range(2):  # the second in a row: a pause of 2 s
+        supervisor.replace("worker w001", ValueError("x"), lambda: started.append("w001"))
+    supervisor.start_due()
+    assert started == ["w000"] and supervisor.waiting() == ["worker w001"]
+    supervisor.forget("worker w001")
+    supervisor.start_due()
+    assert supervisor.waiting() == [] and "worker w001" not in supervisor.report()
+
+
+def test_redis_gone_for_good_stops_the_run_rather_than_replacing_a_part():
+    class TaskError(Exception):  # as Ray wraps what an actor raised
+        def __init__(self, cause):
+            super().__init__("ray task failed")
+            self.cause = cause
+
+    supervisor = Supervisor(failures=5, window_s=60, log=lambda line: None)
+    gone = RedisUnavailable("redis was unreachable for 120 s", seconds=120.0, expired=True, out_of_memory=False)
+    with pytest.raises(RedisUnavailable, match="unreachable for 120 s"):
+        supervisor.replace("learner", TaskError(gone), lambda: None)
+    assert supervisor.waiting() == [] and "learner" not in supervisor.report()
 
 
 def test_a_run_whose_learner_cannot_start_stops_with_the_reason(tmp_path):

@@ -1,0 +1,238 @@
+"""The run's fleet: its self-play workers and the inference servers they send leaves to.
+
+The driver (cluster/driver.py) keeps the run going; this is the part of it that keeps
+the run's workers and servers at strength, apart from the run's lifecycle, its
+promotions (cluster/promotion.py) and its reports (cluster/reporting.py). It starts
+the first servers (cluster/inference_pool.py: one per GPU, or one on the CPU) and
+workers beside them, takes each worker's chunk of games back and starts its next,
+replaces a worker that dies or raises and a server that dies or stops answering
+after the Supervisor's pause (cluster/supervision.py), holds the worker count the run
+should have (``tengen scale`` changes it once per request), and keeps the servers in
+step with the cluster's GPU nodes: a node that joins gets servers and workers of its
+own, a node that leaves takes its servers and their workers with it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from tengen.cluster.actors import ActorSetup, SelfPlayActor, SelfPlayReport
+from tengen.cluster.inference_pool import CPU_SERVER, InferencePool
+from tengen.cluster.supervision import Supervisor, kill_actor
+from tengen.run.config import TengenConfig
+from tengen.run.loop import TrainingLoop
+
+__all__ = ["Fleet"]
+
+
+class Fleet:
+    """The self-play workers (by id, ``w003``) and the inference servers (``pool``).
+    The workers' reports go to ``loop``, and a new worker's samples carry its best
+    version."""
+
+    def __init__(self, config: TengenConfig, setup: ActorSetup, supervisor: Supervisor, loop: TrainingLoop, *,
+                 log: Callable[[str], None]):
+        self.config = config
+        self.setup = setup
+        self.supervisor = supervisor
+        self.loop = loop
+        self.log = log
+        cluster = config.cluster
+        self.pool = InferencePool(run=setup.run_id, network=config.network_spec(), max_batch=cluster.max_batch,
+                                  batch_timeout_ms=cluster.batch_timeout_ms,
+                                  cpu_model_calls=cluster.cpu_server_model_calls)
+        #: the self-play worker actors and their chunk in flight, by worker id
+        self.workers: dict[str, Any] = {}
+        self.worker_refs: dict[str, Any] = {}
+        #: how many workers the run holds
+        self.target_workers = 0
+        #: the servers' merged stats, as of the last sync
+        self.server_stats: dict = {}
+        self._next_worker = 0
+        self._worker_starts: dict[str, int] = {}
+        self._applied_scale: int | None = None
+
+    # -- the start ----------------------------------------------------------------------
+    def start_servers(self, blob: bytes, version: int, *, learner_node: str | None, learner_gpus: float) -> list[str]:
+        """The first inference servers, with the best model; returns their keys."""
+        return self.pool.start(blob, version, learner_node=learner_node, learner_gpus=learner_gpus)
+
+    def start_workers(self, first_servers: list[str]) -> None:
+        """The first workers: the config's count (or as many as the cluster has room
+        for) on the CPU server, else ``workers_per_gpu`` beside each GPU server."""
+        if self.config.cluster.workers or first_servers == [CPU_SERVER]:
+            self._add_workers(self._worker_count())
+        else:
+            for key in first_servers:
+                self._add_workers(self.config.cluster.workers_per_gpu, server=key)
+        self.pool.update_clients()
+
+    def _worker_count(self) -> int:
+        if self.config.cluster.workers:
+            return self.config.cluster.workers
+        cpus = int(ray.cluster_resources().get("CPU", 2))
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        if gpus:
+            return max(1, min(cpus - 2, gpus * self.config.cluster.workers_per_gpu))
+        if self.config.ray.address:  # a CPU cluster: a CPU each, after the server and the learner
+            return max(1, cpus - 2)
+        # Locally (logical CPUs are padded, see ClusterRun._start_ray): leave a core to
+        # the inference server and the learner.
+        return max(1, (os.cpu_count() or 2) - 1)
+
+    # -- the workers ----------------------------------------------------------------------
+    def refs(self) -> list[Any]:
+        """The chunks of games in flight."""
+        return list(self.worker_refs.values())
+
+    def chunk_done(self, ref: Any) -> None:
+        """A worker's chunk came back (``ref``): its report to the loop and its next
+        chunk started, or, if it failed, the worker replaced after its pause. A server
+        that the worker found dead or hung is restarted (it counts once, however many
+        of its workers say so)."""
+        wid = next((w for w, r in self.worker_refs.items() if r is ref), None)
+        if wid is None:
+            return  # dropped since the wait
+        try:
+            stats: SelfPlayReport = ray.get(ref)
+        except ray.exceptions.RayError as e:
+            # Its node went away, or it was killed, or it raised: a new one takes its place.
+            self._drop_worker(wid, keep_slot=True)
+            self.supervisor.replace(f"worker {wid}", e, lambda: self._start_worker(wid))
+            return
+        self.supervisor.succeeded(f"worker {wid}")
+        self.loop.worker_reported(wid, stats["incarnation"], stats)
+        worker = self.workers[wid]
+        lost = stats.get("server_lost")
+        key = self.pool.server_of(wid)
+        if lost is not None and key is not None:
+            # Each of its workers reports the same death: it counts once.
+            if self.pool.handle_id(key) == lost and f"inference {key}" not in self.supervisor.waiting():
+                self.server_lost(key, RuntimeError(f"it stopped answering {wid} (actor {lost[:8]})"))
+            if key in self.pool.servers:
+                worker.set_server.remote(self.pool.handle(key))
+        self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
+
+    def set_model_version(self, version: int) -> None:
+        """Every worker's samples carry ``version`` from now on."""
+        for w in self.workers.values():
+            w.set_model_version.remote(version)
+
+    def _add_workers(self, count: int, server: str | None = None) -> None:
+        """``count`` more workers for the run to hold (on ``server``, or the least
+        loaded each time)."""
+        self.target_workers += count
+        self._start_new_workers(count, server)
+
+    def _start_new_workers(self, count: int, server: str | None = None) -> None:
+        for _ in range(count):
+            index, self._next_worker = self._next_worker, self._next_worker + 1
+            self._start_worker(f"w{index:03d}", server)
+
+    def _start_worker(self, wid: str, server: str | None = None) -> None:
+        if wid in self.workers:
+            return
+        handle, node = self.pool.attach(wid, server)
+        # Next to their GPU server when it has one; else SPREAD: workers go to
+        # different nodes first, so losing a node loses few.
+        placement: Any = (NodeAffinitySchedulingStrategy(node, soft=True) if node else "SPREAD")
+        url, password = self.setup.redis()
+        # A replacement plays other games than the worker it replaces.
+        starts = self._worker_starts[wid] = self._worker_starts.get(wid, 0) + 1
+        seed = (self.config.seed * 1000 + int(wid[1:])) * 1000 + starts - 1
+        worker: Any = ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy=placement).remote(
+            self.setup.config, self.setup.run_id, url, password, handle, wid, seed, self.loop.best_version)
+        self.workers[wid] = worker
+        self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
+        self.pool.update_clients()
+
+    def _drop_worker(self, wid: str, *, keep_slot: bool = False) -> None:
+        """Stop and forget a worker (``keep_slot``: a replacement will take its id)."""
+        handle = self.workers.pop(wid, None)
+        self.worker_refs.pop(wid, None)
+        self.pool.detach(wid)
+        if not keep_slot:
+            self.supervisor.forget(f"worker {wid}")
+        if handle is not None:
+            kill_actor(handle)  # a no-op for a dead actor; stops a live one whose server is gone
+
+    def _waiting_workers(self) -> list[str]:
+        """The ids of the workers whose replacement waits out its pause."""
+        return [name.split(" ", 1)[1] for name in self.supervisor.waiting() if name.startswith("worker ")]
+
+    def hold_workers(self) -> None:
+        """Start workers until the run has as many as it should (lost ones are
+        replaced by their own pause; this covers anything else that went missing)."""
+        missing = self.target_workers - len(self.workers) - len(self._waiting_workers())
+        if missing > 0:
+            self._start_new_workers(missing)
+
+    def requested(self, wanted: int | None) -> None:
+        """``tengen scale``'s request (None: none): it applies once, so that GPU nodes
+        that join later add workers on top."""
+        if wanted and wanted != self._applied_scale:
+            self._applied_scale = wanted
+            self._scale(wanted)
+
+    def _scale(self, wanted: int) -> None:
+        if self.target_workers < wanted:
+            self._add_workers(wanted - self.target_workers)
+        while self.target_workers > wanted:
+            wid = sorted(set(self.workers) | set(self._waiting_workers()))[-1]
+            self._drop_worker(wid)
+            self.target_workers -= 1
+        self.pool.update_clients()
+        self.log(f"scaled to {self.target_workers} self-play workers")
+
+    # -- the servers ----------------------------------------------------------------------
+    def server_lost(self, key: str, error: BaseException) -> None:
+        """An inference server on a live node died or stopped answering (or did not
+        load a promoted model): a new one, with its workers, after the supervisor's
+        pause."""
+        delay = self.supervisor.failed(f"inference {key}", error, what="lost")
+
+        def restart() -> None:
+            if key not in self.pool.servers:
+                return  # its node went meanwhile
+            handle = self.pool.restart(key)
+            if handle is None:
+                return  # its node is gone: the next sync drops it with its workers
+            for wid in self.pool.servers[key].workers:
+                if wid in self.workers:
+                    self.workers[wid].set_server.remote(handle)
+            self.pool.update_clients()
+            self.log(f"inference server {key} restarted with {len(self.pool.servers[key].workers)} workers")
+
+        if delay:
+            self.supervisor.schedule(f"inference {key}", delay, restart)
+        else:
+            restart()
+
+    def sync(self) -> None:
+        """Servers (and their workers) for GPU nodes that joined; drop what left; restart
+        servers that stopped answering."""
+        before = set(self.pool.servers)
+        added, orphans = self.pool.sync()
+        self.server_stats, failed = self.pool.stats()
+        for key in failed:
+            if key in self.pool.servers and f"inference {key}" not in self.supervisor.waiting():
+                self.server_lost(key, RuntimeError("its stats call failed"))
+        # The workers of a server whose node left were placed for that GPU: they go too.
+        for wid in orphans:
+            self._drop_worker(wid)
+        self.target_workers -= len(orphans)
+        for key in added:
+            if key.startswith("gpu:"):
+                self._add_workers(self.config.cluster.workers_per_gpu, server=key)
+        if self.target_workers < 1:  # the last GPU node went: carry on on the CPU server
+            self._add_workers(self._worker_count() - self.target_workers)
+        gone = before - set(self.pool.servers)
+        if added or gone:
+            self.log(f"inference servers: {len(self.pool.servers)} (+{len(added)} -{len(gone)}), "
+                     f"self-play workers: {len(self.workers)} (-{len(orphans)} with a lost server)")
+        self.pool.update_clients()
