@@ -339,8 +339,15 @@ def model_variables(model: keras.Model) -> dict[str, Any]:
     return variables
 
 
-def pack_tensors(tensors: Mapping[str, np.ndarray], *, fmt: str, version: str, metadata: Mapping) -> bytes:
-    """A safetensors blob of ``tensors`` tagged ``fmt``/``version`` with JSON ``metadata``.
+#: the header field that holds a checksummed blob's data sha256 (``pack_tensors``)
+DATA_SHA256 = "data_sha256"
+
+
+def pack_tensors(tensors: Mapping[str, np.ndarray], *, fmt: str, version: str, metadata: Mapping,
+                 checksum: bool = False) -> bytes:
+    """A safetensors blob of ``tensors`` tagged ``fmt``/``version`` with JSON ``metadata``;
+    ``checksum``: the header also holds the sha256 of the data section, which
+    ``unpack_tensors`` checks (a flipped or lost byte of a stored blob is found on read).
 
     The header is rewritten with sorted keys: safetensors writes its metadata map in
     hash order, which differs from call to call, and a blob's sha256 must depend on
@@ -354,9 +361,12 @@ def pack_tensors(tensors: Mapping[str, np.ndarray], *, fmt: str, version: str, m
     blob = safetensors.numpy.save({name: np.asarray(t, order="C") for name, t in tensors.items()}, metadata=header_meta)
     (length,) = struct.unpack("<Q", blob[:8])
     header = json.loads(blob[8 : 8 + length])
+    data = blob[8 + length :]
+    if checksum:
+        header["__metadata__"][DATA_SHA256] = hashlib.sha256(data).hexdigest()
     text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # safetensors aligns the data section to 8 bytes
-    return struct.pack("<Q", len(text)) + text + blob[8 + length :]
+    return struct.pack("<Q", len(text)) + text + data
 
 
 def _read_header(blob: bytes) -> dict:
@@ -388,6 +398,13 @@ def unpack_tensors(blob: bytes, *, fmt: str, versions: Sequence[str]) -> tuple[d
     version = meta.get("format_version")
     if version not in versions:
         raise WeightsError(f"unknown {fmt} format_version {version!r}; this reader knows {', '.join(versions)}")
+    expected = meta.get(DATA_SHA256)
+    if expected is not None:
+        (length,) = struct.unpack("<Q", blob[:8])
+        actual = hashlib.sha256(blob[8 + length :]).hexdigest()
+        if actual != expected:
+            raise WeightsError(f"corrupt {fmt} blob: its data's sha256 {actual[:12]}... is not the "
+                               f"{expected[:12]}... it was written with (truncated or changed)")
     try:
         metadata = json.loads(meta.get("metadata", "{}"))
         tensors = safetensors.numpy.load(blob)

@@ -11,11 +11,18 @@ through three narrow interfaces, passed in:
   ``latest_candidate()``, so that a version is never taken twice;
 - ``storage``: where checkpoints go, a local path or any fsspec URL (learner/storage.py).
 
+Each checkpoint holds its own checksum (learner/trainer.py, format 2), and the one
+before it is kept beside it (``PREVIOUS_CHECKPOINT_FILE``): a restarted learner that
+finds the newest truncated or changed restores the previous one and says so
+(``restored_from``). Without any, it still rebuilds its window from the stream, and
+its next candidate takes the version after the registry's newest, so that no version
+is published twice.
+
 Samples are acknowledged only after they are in the replay window, and a game whose
 id was read before (a worker's write retried after a lost reply) is dropped, so a
-learner that dies loses nothing and reads nothing twice: a new one rebuilds the window from the stream (the durable
-replay window), restores weights, optimiser, step and RNG from the last checkpoint,
-and goes on from there. Training keeps the sample-reuse ratio: at most ``max_reuse``
+learner that dies loses nothing and reads nothing twice: a new one rebuilds the
+window from the stream (the durable replay window), restores weights, optimiser, step
+and RNG from the last checkpoint, and goes on from there. Training keeps the sample-reuse ratio: at most ``max_reuse``
 passes per position that entered the window; it waits when data is short.
 """
 
@@ -32,7 +39,7 @@ import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.interfaces import CandidateSink, SampleSource
-from tengen.engine.network import weights_to_bytes
+from tengen.engine.network import WeightsError, weights_to_bytes
 from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import GameRecord
 from tengen.learner.options import LearnerOptions
@@ -40,9 +47,11 @@ from tengen.learner.replay import ReplayWindow, mover_ownership
 from tengen.learner.storage import open_storage
 from tengen.learner.trainer import Trainer
 
-__all__ = ["Learner", "LearnerStats", "LearnerStep", "CHECKPOINT_FILE", "value_target"]
+__all__ = ["Learner", "LearnerStats", "LearnerStep", "CHECKPOINT_FILE", "PREVIOUS_CHECKPOINT_FILE", "value_target"]
 
 CHECKPOINT_FILE = "learner.ckpt"
+#: the checkpoint before the newest, restored when the newest does not read back whole
+PREVIOUS_CHECKPOINT_FILE = "learner.previous.ckpt"
 GROUP = "learner"
 #: game ids remembered for dropping repeats (a repeat follows its original closely)
 SEEN_GAMES = 100_000
@@ -74,6 +83,9 @@ class LearnerStats(TypedDict):
     sample_age_versions: float  # how many versions the recent samples' models trail the best
     next_version: int  # the version the next candidate is published as
     resumed: bool  # whether the learner started from a checkpoint
+    #: which checkpoint it started from, and why not the newest when it was not: a
+    #: file name, or None for none (a fresh run, or storage that held nothing whole)
+    restored_from: str | None
     duplicate_games: int  # games read twice and dropped
     #: stream entries that did not decode, counted and skipped by the stream: the
     #: cluster's LearnerActor adds its Redis stream's count, the in-process run none
@@ -130,6 +142,8 @@ class Learner:
         self.duplicate_games = 0
         self._seen_games: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.resumed = False
+        self.restored_from: str | None = None
+        self._last_checkpoint: bytes | None = None  # the newest written or read: the next one's previous
         self.source.ensure_group(GROUP)
         self._restore()
 
@@ -174,6 +188,7 @@ class Learner:
             "sample_age_versions": float(best_version - ages.mean()) if len(ages) else 0.0,
             "next_version": self.next_version,
             "resumed": self.resumed,
+            "restored_from": self.restored_from,
             "duplicate_games": self.duplicate_games,
         }
 
@@ -228,29 +243,51 @@ class Learner:
         return version
 
     def checkpoint(self) -> None:
+        """Write a checkpoint, keeping the one before it as the previous."""
         extra = {
             "next_version": self.next_version,
             "rng": json.dumps(self.rng.bit_generator.state),
             "positions_added": self.window.positions_added,
             "samples_drawn": self.window.samples_drawn,
         }
-        self.storage.write_bytes(CHECKPOINT_FILE, self.trainer.checkpoint_to_bytes(extra))
+        data = self.trainer.checkpoint_to_bytes(extra)
+        if self._last_checkpoint is not None:
+            self.storage.write_bytes(PREVIOUS_CHECKPOINT_FILE, self._last_checkpoint)
+        self.storage.write_bytes(CHECKPOINT_FILE, data)
+        self._last_checkpoint = data
 
     def _restore(self) -> None:
-        data = self.storage.read_bytes(CHECKPOINT_FILE)
-        if data is None:
-            return
-        extra = self.trainer.restore_from_bytes(data)
-        self.next_version = int(extra["next_version"])
-        self.rng.bit_generator.state = json.loads(extra["rng"])
-        # The stream is the durable replay window: rebuild from it, oldest first. The
-        # group first jumps to the stream's end, so what the rebuild read is not read
-        # again and what arrives after it is.
+        """The newest checkpoint that reads back whole (each checks its own sha256),
+        then the window rebuilt from the stream, with or without one."""
+        extra = None
+        refused = []
+        for name in (CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE):
+            data = self.storage.read_bytes(name)
+            if data is None:
+                continue
+            try:
+                extra = self.trainer.restore_from_bytes(data)
+            except WeightsError as e:
+                refused.append(f"{name}: {e}")
+                continue
+            self._last_checkpoint = data
+            self.restored_from = name + (f" ({'; '.join(refused)})" if refused else "")
+            break
+        if extra is None and refused:
+            self.restored_from = f"none: {'; '.join(refused)}"
+        if extra is not None:
+            self.next_version = int(extra["next_version"])
+            self.rng.bit_generator.state = json.loads(extra["rng"])
+        # The stream is the durable replay window: rebuild from it, oldest first, with
+        # a checkpoint or without one (a learner whose storage was lost with its node).
+        # The group first jumps to the stream's end, so what the rebuild read is not
+        # read again and what arrives after it is.
         last_id = self.source.move_group_to_end(GROUP)
         for record in self.source.replay(self.decode, end=last_id):
             self._add(record)
-        # Keep the reuse ratio where it was, so a restart neither retrains old data
-        # nor skips ahead.
-        self.window.positions_added = max(self.window.positions_added, int(extra["positions_added"]))
-        self.window.samples_drawn = int(extra["samples_drawn"])
-        self.resumed = True
+        if extra is not None:
+            # Keep the reuse ratio where it was, so a restart neither retrains old data
+            # nor skips ahead.
+            self.window.positions_added = max(self.window.positions_added, int(extra["positions_added"]))
+            self.window.samples_drawn = int(extra["samples_drawn"])
+            self.resumed = True

@@ -37,7 +37,9 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "tengen-checkpoint"
-CHECKPOINT_FORMAT_VERSION = "1"
+#: 2: the data section's sha256 in the header, checked on read (1 still reads)
+CHECKPOINT_FORMAT_VERSION = "2"
+_CHECKPOINT_VERSIONS = ("1", CHECKPOINT_FORMAT_VERSION)
 #: AlphaGo Zero's annealing (Methods, "Optimization"): 1e-2, then 1e-3 from step 400K,
 #: then 1e-4 from 600K
 ALPHAGO_ZERO_SCHEDULE = ((0, 1e-2), (400_000, 1e-3), (600_000, 1e-4))
@@ -230,12 +232,13 @@ class Trainer:
         """Model weights, optimizer state and step as one blob; ``extra`` rides along as JSON."""
         tensors = {name: v.numpy() for name, v in self._variables().items()}
         metadata = {"step": self.step, "extra": dict(extra or {})}
-        return pack_tensors(tensors, fmt=CHECKPOINT_FORMAT, version=CHECKPOINT_FORMAT_VERSION, metadata=metadata)
+        return pack_tensors(tensors, fmt=CHECKPOINT_FORMAT, version=CHECKPOINT_FORMAT_VERSION, metadata=metadata,
+                            checksum=True)
 
     def restore_from_bytes(self, blob: bytes) -> dict:
         """Restore a ``checkpoint_to_bytes`` blob (all checked before anything changes);
         returns its ``extra``. Raises ``WeightsError`` when it does not fit."""
-        tensors, metadata = unpack_tensors(blob, fmt=CHECKPOINT_FORMAT, versions=(CHECKPOINT_FORMAT_VERSION,))
+        tensors, metadata = unpack_tensors(blob, fmt=CHECKPOINT_FORMAT, versions=_CHECKPOINT_VERSIONS)
         assign_checked(self._variables(), tensors)
         extra = metadata.get("extra", {})
         return extra if isinstance(extra, dict) else {}

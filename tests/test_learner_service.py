@@ -12,7 +12,7 @@ from tengen.engine.games import make_game
 from tengen.engine.mcts import SearchSettings, uniform_evaluator
 from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
-from tengen.learner.learner import CHECKPOINT_FILE, Learner
+from tengen.learner.learner import CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE, Learner
 from tengen.learner.options import LearnerOptions
 from tengen.run.codec import encode_game, game_decoder
 
@@ -103,6 +103,44 @@ def test_a_learner_behind_the_registry_takes_the_next_free_version(redis_client,
     stats = learner.step(seconds=20)
     assert stats["published"] and stats["published"][0] == 2
     assert registry.fetch(1)[0] == b"the lost learner's candidate"
+
+
+def test_a_learner_whose_checkpoint_is_lost_still_rebuilds_its_window_from_the_stream(redis_client, tmp_path,
+                                                                                    games):
+    # Its checkpoint lived on a node that is gone: the new learner, on an empty storage,
+    # starts training from scratch but with every game the stream holds, and goes on
+    # after the registry's newest version.
+    stream = SampleStream(redis_client, "no-checkpoint", maxlen=10_000)
+    registry = ModelRegistry(redis_client, "no-checkpoint")
+    stream.add_many([encode_game(g, worker_id="w0") for g in games[:40]])
+    first = make_learner(stream, registry, tmp_path / "lost-node").step(seconds=20)
+    assert first["published"] and stream.lag("learner") == 0  # all of it read, acknowledged
+    again = make_learner(stream, registry, tmp_path / "new-node")
+    assert not again.resumed and again.restored_from is None and again.trainer.step == 0
+    assert len(again.window) == sum(len(g.value) for g in games[:40])
+    more = again.step(seconds=20)
+    assert more["published"] and more["published"][0] == first["published"][-1] + 1
+
+
+def test_a_damaged_checkpoint_is_found_and_the_previous_one_restored(redis_client, tmp_path, games):
+    stream = SampleStream(redis_client, "damaged", maxlen=10_000)
+    registry = ModelRegistry(redis_client, "damaged")
+    stream.add_many([encode_game(g, worker_id="w0") for g in games[:40]])
+    stats = make_learner(stream, registry, tmp_path).step(seconds=20)
+    assert len(stats["published"]) >= 2  # a checkpoint at each: the newest, and the one before
+    newest = tmp_path / CHECKPOINT_FILE
+    data = bytearray(newest.read_bytes())
+    data[-100] ^= 0x01  # one bit of a weight, flipped on disk
+    newest.write_bytes(bytes(data))
+    again = make_learner(stream, registry, tmp_path)
+    assert again.resumed and again.trainer.step == (stats["step"] // 10 - 1) * 10  # the previous checkpoint's
+    assert again.restored_from is not None and again.restored_from.startswith(PREVIOUS_CHECKPOINT_FILE)
+    assert "sha256" in again.restored_from and CHECKPOINT_FILE in again.restored_from
+    # and a truncated one as well: both gone, the learner starts afresh, and says why
+    newest.write_bytes(bytes(data[: len(data) // 2]))
+    (tmp_path / PREVIOUS_CHECKPOINT_FILE).write_bytes(b"")
+    fresh = make_learner(stream, registry, tmp_path)
+    assert not fresh.resumed and fresh.restored_from is not None and fresh.restored_from.startswith("none: ")
 
 
 def test_the_value_target_averages_the_result_and_the_search_value(redis_client, tmp_path):
