@@ -24,7 +24,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ray
 
@@ -46,6 +46,8 @@ if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow:
 
 __all__ = ["ActorSetup", "SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerLost",
            "redis_for"]
+
+_Stats = TypeVar("_Stats", bound="LearnerStats")
 
 #: how long a worker waits for one leaf evaluation before it calls its server lost
 EVALUATION_TIMEOUT_S = 120.0
@@ -182,12 +184,19 @@ class SelfPlayActor:
 
 
 class LearnerActor:
-    """The Learner reading the run's stream and publishing to its registry."""
+    """The Learner reading the run's stream and publishing to its registry.
 
-    def __init__(self, config: dict[str, Any], run_id: str, redis_url: str, password: str | None, storage: str,
-                 seed: int):
+    Its checkpoints go to ``storage`` (the config's URL), or without one (the default)
+    to the driver: they are held here (``HeldStorage``, starting from ``held``, what
+    the driver kept of an earlier learner) and handed over with the step or the
+    checkpoint call that wrote them (``checkpoint_files``), for the driver to keep in
+    the run directory on its own node, whatever node this learner runs on."""
+
+    def __init__(self, config: dict[str, Any], run_id: str, redis_url: str, password: str | None,
+                 storage: str | None, seed: int, held: dict[str, bytes] | None = None):
         from tengen.engine.network import share_gpu_memory
         from tengen.learner.learner import Learner
+        from tengen.learner.storage import HeldStorage
 
         share_gpu_memory()
         self.config = parse_config(config)
@@ -197,7 +206,8 @@ class LearnerActor:
         self.metrics = RunMetrics(run_id)
         self.learner = Learner(
             game=self.config.game.make(), network=self.config.network_spec(), options=self.config.learner_options(),
-            source=self.stream, registry=self.registry, decode=_decoder(self.config), storage=storage, seed=seed,
+            source=self.stream, registry=self.registry, decode=_decoder(self.config),
+            storage=storage if storage is not None else HeldStorage(held), seed=seed,
         )
         self._steps = self.learner.trainer.step
         self._read = self.learner.positions_read
@@ -224,12 +234,19 @@ class LearnerActor:
         m.set("tengen_stream_lag_entries", self.stream.lag("learner"))
         m.set("tengen_redis_memory_bytes", self.stream.client.info("memory")["used_memory"])
         stats["bad_entries"] = self.stream.bad_entries
-        return stats
+        return self._hand_over(stats)
 
     def checkpoint(self) -> LearnerStats:
         """Checkpoint now; returns the learner's stats as of the checkpoint."""
         self.learner.checkpoint()
-        return self.learner.stats()
+        return self._hand_over(self.learner.stats())
+
+    def _hand_over(self, stats: _Stats) -> _Stats:
+        """``stats`` with the checkpoints written since the last call, for the driver to keep."""
+        take_written = getattr(self.learner.storage, "take_written", None)
+        if take_written is not None and (written := take_written()):
+            stats["checkpoint_files"] = written
+        return stats
 
 
 class GatekeeperActor:

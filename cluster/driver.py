@@ -66,12 +66,13 @@ from tengen.cluster.reporting import Reporting
 from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
 from tengen.cluster.supervision import CrashLoop, Supervisor
+from tengen.learner.storage import LocalStorage
 from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
 from tengen.run.run_dir import RunDir, RunDirError, version_id
 
 if TYPE_CHECKING:
-    from tengen.learner.learner import LearnerStep
+    from tengen.learner.learner import LearnerStats, LearnerStep
 
 __all__ = ["ClusterRun"]
 
@@ -255,7 +256,9 @@ class ClusterRun:
         if self.learner is not None:
             try:
                 # Queued behind the step in flight: the stats of what the checkpoint holds.
-                self.loop.learner_stats = ray.get(self.learner.checkpoint.remote(), timeout=120)
+                stats = ray.get(self.learner.checkpoint.remote(), timeout=120)
+                self._keep_checkpoints(stats)
+                self.loop.learner_stats = stats
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
                 self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
         self.promotion.finish()
@@ -286,6 +289,7 @@ class ClusterRun:
                 self.learner = None
                 return
             self.supervisor.succeeded("learner")
+            self._keep_checkpoints(stats)
             self.loop.learner_reported(stats)
             self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
         elif ref is self.promotion.match:
@@ -296,12 +300,30 @@ class ClusterRun:
     def _start_learner(self) -> None:
         assert self._setup is not None and self.loop is not None
         url, password = self._setup.redis()
-        storage = self.config.storage or str(self.files.learner)
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
-        # A new learner resumes from its checkpoint and the stream.
+        # A new learner resumes from its checkpoint and the stream: the config's storage,
+        # or by default the checkpoints this driver keeps in the run directory, handed to
+        # it whatever node it lands on.
+        storage = self.config.storage
+        held = None if storage is not None else self._held_checkpoints()
         self.learner = ray.remote(LearnerActor).options(num_cpus=1, num_gpus=gpus).remote(
-            self._setup.config, self.run_id, url, password, storage, self.config.seed)
+            self._setup.config, self.run_id, url, password, storage, self.config.seed, held)
         self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
+
+    def _held_checkpoints(self) -> dict[str, bytes]:
+        """The learner's checkpoints as this driver keeps them, by file name."""
+        files = self.files.learner
+        return {path.name: path.read_bytes() for path in sorted(files.glob("*.ckpt"))} if files.is_dir() else {}
+
+    def _keep_checkpoints(self, stats: LearnerStats) -> None:
+        """Write the checkpoints a learner handed over into the run directory (each
+        atomically, in the order they were written: the previous before the newest)."""
+        written = stats.pop("checkpoint_files", None)
+        if not written:
+            return
+        storage = LocalStorage(self.files.learner)
+        for name, data in written.items():
+            storage.write_bytes(name, data)
 
     # -- Redis --------------------------------------------------------------------------
     def _keep_redis(self, stop: threading.Event) -> None:

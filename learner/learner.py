@@ -9,7 +9,8 @@ through three narrow interfaces, passed in:
   (Redis streams, or an in-process list);
 - ``registry``: ``publish(version, blob, metadata) -> sha256`` for candidates and
   ``latest_candidate()``, so that a version is never taken twice;
-- ``storage``: where checkpoints go, a local path or any fsspec URL (learner/storage.py).
+- ``storage``: where checkpoints go, a local path or any fsspec URL, or a storage
+  object (learner/storage.py; the cluster's default holds them for the driver).
 
 Each checkpoint holds its own checksum (learner/trainer.py, format 2), and the one
 before it is kept beside it (``PREVIOUS_CHECKPOINT_FILE``): a restarted learner that
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +46,7 @@ from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import GameRecord
 from tengen.learner.options import LearnerOptions
 from tengen.learner.replay import ReplayWindow, mover_ownership
-from tengen.learner.storage import open_storage
+from tengen.learner.storage import CheckpointStorage, open_storage
 from tengen.learner.trainer import Trainer
 
 __all__ = ["Learner", "LearnerStats", "LearnerStep", "CHECKPOINT_FILE", "PREVIOUS_CHECKPOINT_FILE", "value_target"]
@@ -90,6 +92,9 @@ class LearnerStats(TypedDict):
     #: stream entries that did not decode, counted and skipped by the stream: the
     #: cluster's LearnerActor adds its Redis stream's count, the in-process run none
     bad_entries: NotRequired[int]
+    #: the checkpoints written since the last report, by file name, when the learner's
+    #: owner keeps them (the cluster's LearnerActor hands its HeldStorage's to the driver)
+    checkpoint_files: NotRequired[dict[str, bytes]]
 
 
 class LearnerStep(LearnerStats):
@@ -110,7 +115,7 @@ class Learner:
         source: SampleSource,
         registry: CandidateSink,
         decode: Callable[[bytes], GameRecord],
-        storage: str | Path,
+        storage: str | Path | CheckpointStorage,
         seed: int,
         consumer: str = "learner-0",
     ):
@@ -118,7 +123,7 @@ class Learner:
         self.source = source
         self.registry = registry
         self.decode = decode
-        self.storage = open_storage(storage)
+        self.storage = open_storage(storage) if isinstance(storage, str | os.PathLike) else storage
         self.options = options
         self.batch_size = options.batch_size
         self.min_positions = options.min_positions

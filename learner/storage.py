@@ -17,6 +17,11 @@ to install. A checkpoint is one whole object under a plain name (``learner.ckpt`
   its final name. Object stores make an object visible only once it is complete; a
   filesystem of another kind may not, and its directory must exist.
 - ``memory://`` lives inside one process: a learner restarted elsewhere finds nothing.
+- ``HeldStorage``: no place of its own: the learner's owner is handed what is written
+  (``take_written``) and keeps it, and gives it back to a new learner. The cluster's
+  default (no ``storage``): the driver keeps the checkpoints in the run directory on
+  its own node, whatever node the learner runs on, so that a learner restarted on
+  another node after its own was preempted finds them.
 
 Credentials never go into the URL (the config is copied into the run directory):
 ``check_storage_url`` refuses ``user:password@``. Each backend finds them where it
@@ -43,14 +48,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from tengen import DISTRIBUTION
 
-__all__ = ["CheckpointStorage", "LocalStorage", "FsspecStorage", "open_storage", "check_storage_url"]
+__all__ = ["CheckpointStorage", "LocalStorage", "FsspecStorage", "HeldStorage", "open_storage",
+           "check_storage_url"]
 
 #: scheme -> (the package fsspec needs for it, the tengen extra that brings it)
 EXTRAS = {
@@ -118,6 +124,31 @@ def check_storage_url(url: str) -> None:
                 package, extra = EXTRAS[protocol]
                 raise ValueError(f"{url} needs the {package} package: pip install '{DISTRIBUTION}[{extra}]'") from None
             raise ValueError(f"{url}: {e}") from None
+
+
+class HeldStorage:
+    """Checkpoints held in this process for their owner to keep elsewhere: ``held``,
+    what the owner kept from an earlier learner; ``take_written()``, what was written
+    since the last call (the newest bytes of each name), for the owner to store."""
+
+    url = "the driver's run directory"
+
+    def __init__(self, held: Mapping[str, bytes] | None = None):
+        self._objects: dict[str, bytes] = {_checked(name): bytes(data) for name, data in (held or {}).items()}
+        self._written: dict[str, bytes] = {}
+
+    def read_bytes(self, name: str) -> bytes | None:
+        return self._objects.get(_checked(name))
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        self._objects[_checked(name)] = self._written[name] = bytes(data)
+
+    def exists(self, name: str) -> bool:
+        return _checked(name) in self._objects
+
+    def take_written(self) -> dict[str, bytes]:
+        written, self._written = self._written, {}
+        return written
 
 
 class LocalStorage:

@@ -110,6 +110,9 @@ class Run:
     redis_url: str | None = None
     env: dict = field(default_factory=dict)
     process: subprocess.Popen | None = None
+    #: how the driver is started: ``launch(command, env) -> Popen`` (default: a child
+    #: process of this one; the cluster bed starts it on its head node)
+    launch: Callable[[list[str], dict], subprocess.Popen] | None = None
 
     def start(self, *, resume: bool = False, minutes: float = 30) -> Run:
         self.run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -120,6 +123,9 @@ class Run:
         command += ["--resume"] if resume else [str(config_path)]
         if self.redis_url:
             command += ["--redis", self.redis_url]
+        if self.launch is not None:
+            self.process = self.launch(command, self.env)
+            return self
         log = open(self.run_dir.parent / f"{self.run_dir.name}.out", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                         env={**os.environ, **self.env})

@@ -48,10 +48,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ClusterBed", "Node", "BedError", "unavailable_reason", "FAST_NODE_DEATH", "RAY_PORT"]
+from tengen.cluster.redis_server import EmbeddedRedis, redis_executable
+from tengen.testing.chaos import ROOT, Run
+
+__all__ = ["ClusterBed", "Node", "BedError", "unavailable_reason", "FAST_NODE_DEATH", "RAY_PORT", "REDIS_PORT"]
 
 #: the head's GCS port (Ray's default)
 RAY_PORT = 6379
+#: the run's Redis on the head (beside the GCS, as the launcher's head runs it)
+REDIS_PORT = 6380
 #: where beds keep their folders: not under /tmp, which every node hides
 BED_ROOT = Path("/var/tmp")
 #: the compiled kernels' cache, shared by every node of every bed (a cache, not state:
@@ -324,6 +329,37 @@ class ClusterBed:
             return (self.logs / f"{node.name}-{log}.out").read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+    # -- a run on the bed --------------------------------------------------------------------
+    def start_redis(self, *, port: int = REDIS_PORT) -> EmbeddedRedis:
+        """The run's Redis on the head, on its address (every node reaches it), its AOF
+        in the head folder: as the launcher's head runs it (deploy/ray/)."""
+        head = self.nodes["head"]
+        wrapper = self.head_dir / "redis-server-on-head"
+        wrapper.write_text(f"#!/bin/sh\nexec nsenter --target {head.holder_pid} --mount --net -- "
+                           f"{redis_executable()} \"$@\"\n")
+        wrapper.chmod(0o755)
+        return EmbeddedRedis(data_dir=self.head_dir / "redis", host=head.address, port=port,
+                             executable=str(wrapper)).start()
+
+    def run(self, name: str, config: Mapping, *, redis: EmbeddedRedis) -> Run:
+        """``tengen train`` of ``config`` on the head, joined to the bed's Ray and using
+        ``redis`` (its password in the driver's environment, as deploy/ passes it), into
+        ``<head folder>/runs/<name>``; ``.start()`` starts it."""
+        head = self.nodes["head"]
+
+        def launch(command: list[str], env: dict) -> subprocess.Popen:
+            argv = [*command, "--address", self.ray_address]
+            return self.spawn(head, argv, log=f"run-{name}", env={**env, "TENGEN_REDIS_PASSWORD": redis.password},
+                              cwd=ROOT)
+
+        return Run(run_dir=self.head_dir / "runs" / name, config=dict(config), redis_url=redis.url, launch=launch)
+
+    def find(self, title: str) -> list[tuple[Node, int]]:
+        """(node, pid) of every process of the bed whose command line starts with
+        ``title`` (``ray::LearnerActor``)."""
+        return [(node, pid) for node in self.nodes.values() if not node.gone
+                for pid, line in self.titles(node).items() if line.startswith(title)]
 
     # -- what runs where ---------------------------------------------------------------------
     def pids(self, node: Node) -> list[int]:

@@ -12,6 +12,10 @@ import sys
 import pytest
 from unavailable import unavailable
 
+from tengen.engine.network import weights_metadata
+from tengen.learner.learner import CHECKPOINT_FILE
+from tengen.run.run_dir import RunDir
+from tengen.testing.chaos import CHAOS_CONFIG, unique, wait_for
 from tengen.testing.cluster_bed import FAST_NODE_DEATH, ClusterBed, unavailable_reason
 
 pytestmark = pytest.mark.bed
@@ -125,3 +129,54 @@ def test_the_head_folder_fills_up_and_frees(bed):
         bed.free_disk()
     (bed.head_dir / "more.bin").write_bytes(b"\0" * (1 << 20))
     (bed.head_dir / "more.bin").unlink()
+
+
+# -- a run on the bed ------------------------------------------------------------------------
+
+#: tic-tac-toe with a tiny net that promotes within a minute or two here (testing/chaos.py's)
+BED_RUN = {**CHAOS_CONFIG, "cluster": {**CHAOS_CONFIG["cluster"], "workers": 2}}
+CANDIDATE_EVERY = BED_RUN["train"]["candidate_every"]
+
+
+@pytest.fixture(scope="module")
+def cpu_bed():
+    """A head without CPUs for Ray (the driver and Redis live there, as on a cluster
+    whose head schedules nothing) and two CPU nodes where the run's parts go."""
+    if (reason := unavailable_reason()) is not None:
+        unavailable(reason)
+    with ClusterBed(ray_env=FAST_NODE_DEATH) as bed:
+        bed.start_head(cpus=0)
+        bed.add_node("cpu", cpus=2)
+        bed.add_node("cpu", cpus=2)
+        redis = bed.start_redis()
+        try:
+            yield bed, redis
+        finally:
+            redis.stop()
+
+
+def test_the_learners_node_preempted_the_run_goes_on_from_its_checkpoint(cpu_bed):
+    bed, redis = cpu_bed
+    run = bed.run("learner-preempted", BED_RUN, redis=redis).start(minutes=20)
+    try:
+        # By default the checkpoints reach the run directory on the driver's node (the
+        # head), whatever node the learner runs on.
+        checkpoint = RunDir(run.run_dir).learner / CHECKPOINT_FILE
+        wait_for(lambda: checkpoint.exists() and run.status().get("learner_step", 0) >= 2 * CANDIDATE_EVERY,
+                 timeout_s=600, what=f"two candidates and a checkpoint on the head\n{run.log()[-3000:]}")
+        ((node, _),) = bed.find("ray::LearnerActor")
+        kept = int(weights_metadata(checkpoint.read_bytes())["step"])  # the step it resumes from
+        log_before = len(run.log())
+        bed.preempt(node)  # the learner, and whatever else ran there, gone with its files
+        bed.add_node("cpu", cpus=2)  # the autoscaler's replacement
+        wait_for(lambda: "learner lost" in run.log()[log_before:], timeout_s=300, what="the loss logged")
+        # The new learner, on another node, resumed from the head's checkpoint: its steps
+        # go on from there (not from 0), its window was rebuilt from the stream, and it
+        # published no version that its predecessor had.
+        wait_for(lambda: run.status().get("learner_step", 0) > kept + CANDIDATE_EVERY, timeout_s=600,
+                 what=f"learner steps past {kept}\n{run.log()[-3000:]}")
+        assert run.status()["window"] > 0
+        assert unique(run.ladder_versions())
+        assert "already published" not in run.log()
+    finally:
+        assert run.stop() == 0, run.log()[-3000:]
