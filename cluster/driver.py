@@ -57,6 +57,7 @@ from tengen.cluster.actors import ActorSetup, LearnerActor
 from tengen.cluster.fleet import Fleet
 from tengen.cluster.inference_pool import learner_gpu_share
 from tengen.cluster.keys import RunKeys
+from tengen.cluster.lease import DriverLease, LeaseLost
 from tengen.cluster.metrics import RunMetrics
 from tengen.cluster.promotion import Promotion
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
@@ -111,6 +112,8 @@ class ClusterRun:
         self.learner: Any = None
         self._learner_ref: Any = None
         self._setup: ActorSetup | None = None
+        #: this driver's hold on the run (cluster/lease.py), once run() took it
+        self.lease: DriverLease | None = None
 
     # -- start-up ---------------------------------------------------------------------
     def _start_redis(self) -> tuple[str, str | None]:
@@ -173,6 +176,10 @@ class ClusterRun:
             try:
                 if not self.resume:
                     self._refuse_a_taken_run_id(redis_url, password)
+                # One driver per run (before Ray: a second one is a usage error, not a fault).
+                self.lease = DriverLease(connect(redis_url, password=password,
+                                                 policy=OutagePolicy(outage_s=self.config.redis.outage_s)),
+                                         self.run_id).acquire()
                 if self.redis is not None:
                     keeper = threading.Thread(target=self._keep_redis, args=(keeper_stop,), name="redis-keeper",
                                               daemon=True)
@@ -226,6 +233,8 @@ class ClusterRun:
             while not (loop.should_stop() or self._stop_requested):
                 if self._redis_failure is not None:
                     raise self._redis_failure
+                if self.lease is not None:
+                    self.lease.renew()
                 self.supervisor.start_due()
                 for ref in self._wait():
                     self._dispatch(ref)
@@ -237,7 +246,7 @@ class ClusterRun:
                     reporting.report()
         except KeyboardInterrupt:
             self.log("interrupted: stopping cleanly")
-        except (CrashLoop, RedisUnavailable) as e:
+        except (CrashLoop, RedisUnavailable, LeaseLost) as e:
             loop.error = str(e)
             self.log(f"stopping: {e}")
         if self._stop_requested:
@@ -263,6 +272,8 @@ class ClusterRun:
                 self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
         self.promotion.finish()
         self.reporting.final()
+        if self.lease is not None:
+            self.lease.release()
         return self.loop.summary()
 
     # -- what came back ---------------------------------------------------------------

@@ -26,6 +26,8 @@ class RunKeys:
         self.best = f"{self.prefix}:best"  # string: the best version
         self.ladder = f"{self.prefix}:ladder"  # list: JSON promotion records, oldest first
         self.promotions = f"{self.prefix}:promotions"  # pub/sub channel
+        self.decisions = f"{self.prefix}:decisions"  # hash: gating match id -> its verdict (JSON)
+        self.driver = f"{self.prefix}:driver"  # string with a TTL: the lease of the run's one driver (JSON)
         self.status_prefix = f"{self.prefix}:status:"
         self.desired_workers = f"{self.prefix}:control:workers"  # string: `tengen scale` asks for N
 

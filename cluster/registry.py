@@ -14,11 +14,13 @@ import redis
 
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_client import RedisLike, call_with_retry
+from tengen.engine.gating import GatingSummary
 from tengen.engine.interfaces import LadderEntry, ModelMetadata, ModelRegistryLike, PromotionResult
 from tengen.run.json_values import dumps
 from tengen.run.model_registry import (
     already_published,
     blob_sha256,
+    check_best_unchanged,
     ladder_entry,
     not_held,
     notification,
@@ -101,6 +103,43 @@ class ModelRegistry(ModelRegistryLike):
             pipe.execute()
 
         call_with_retry(self.client, promote_once)
+
+    def decision(self, match: str) -> GatingSummary | None:
+        recorded = self.client.hget(self.keys.decisions, match)
+        return None if recorded is None else json.loads(recorded)
+
+    def decide(self, match: str, summary: GatingSummary, *, elo: float | None) -> GatingSummary:
+        """Record ``match``'s verdict once and, on a "promote", make its candidate the
+        best in the same MULTI/EXEC, WATCHing the best and the verdicts: a concurrent
+        promotion or verdict makes the transaction fail and be tried again against it."""
+        promote = summary["decision"] == "promote"
+        version = int(summary["candidate"])
+        sha256 = self.sha256(version) if promote else ""
+        record = dumps(summary)
+
+        def decide_once(client: redis.Redis) -> GatingSummary:
+            while True:
+                with client.pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(self.keys.best, self.keys.decisions)
+                        earlier: Any = pipe.hget(self.keys.decisions, match)
+                        if earlier is not None:
+                            return json.loads(earlier)
+                        if promote:
+                            best: Any = pipe.get(self.keys.best)
+                            check_best_unchanged(summary, None if best is None else int(best))
+                        pipe.multi()
+                        pipe.hset(self.keys.decisions, match, record)
+                        if promote:
+                            pipe.set(self.keys.best, version)
+                            pipe.rpush(self.keys.ladder, dumps(ladder_entry(version, sha256, elo, summary, None)))
+                            pipe.publish(self.keys.promotions, notification(version, sha256))
+                        pipe.execute()
+                        return summary
+                    except redis.WatchError:
+                        continue  # another client changed the best or the verdicts: read them again
+
+        return call_with_retry(self.client, decide_once)
 
     def best_version(self) -> int | None:
         best = self.client.get(self.keys.best)

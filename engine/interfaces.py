@@ -31,6 +31,7 @@ __all__ = [
     "InitialPromotion",
     "PromotionResult",
     "LadderEntry",
+    "match_id",
     "ModelRegistryLike",
 ]
 
@@ -136,6 +137,13 @@ class Subscription(Protocol):
     def close(self) -> None: ...
 
 
+def match_id(candidate: int, best: int) -> str:
+    """A gating match's id: the pair it plays (``000012-000010``). A candidate is gated
+    against one best once (the newest candidate is gated, a rejected one discarded), so
+    the pair names the match, and a match played again has the same id."""
+    return f"{int(candidate):06d}-{int(best):06d}"
+
+
 class ModelRegistryLike(WeightSource, CandidateSink, Protocol):
     """The run's model registry: candidates, the best version, the Elo ladder, and
     promotions with a notification to subscribers."""
@@ -143,6 +151,18 @@ class ModelRegistryLike(WeightSource, CandidateSink, Protocol):
     def promote(self, version: int, *, elo: float | None, result: PromotionResult, at: float | None = None) -> None:
         """Make ``version`` the best and append it to the ladder, once (a repeat is a no-op);
         ``at`` is the promotion's time when a ladder is rebuilt (default now)."""
+        ...
+
+    def decision(self, match: str) -> GatingSummary | None:
+        """The verdict recorded for ``match`` (``match_id``), or None."""
+        ...
+
+    def decide(self, match: str, summary: GatingSummary, *, elo: float | None) -> GatingSummary:
+        """Record ``summary`` as ``match``'s verdict, once, and on a "promote" make its
+        candidate the best with ``elo`` in the same step, if the best is still the one
+        it played (``RegistryError`` if not). Returns the verdict recorded: this one, or
+        the one an earlier call recorded (a gatekeeper replaying a match whose reply was
+        lost, which then must not record another)."""
         ...
 
     def ladder(self) -> list[LadderEntry]: ...

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from tengen.engine.gating import GatingSummary
 from tengen.engine.interfaces import LadderEntry, ModelMetadata, ModelRegistryLike, PromotionResult, Subscription
 from tengen.run.json_values import dumps
 from tengen.run.run_dir import check_run_id, version_id
@@ -101,6 +102,14 @@ def notification(version: int, sha256: str) -> str:
     return dumps({"version": int(version), "id": version_id(version), "sha256": sha256})
 
 
+def check_best_unchanged(summary: GatingSummary, best: int | None) -> None:
+    """A promotion stands only against the best its match played: another one may have
+    come in between (a second driver, which the lease refuses, or a replayed match)."""
+    if best != int(summary["best"]):
+        raise RegistryError(f"candidate {version_id(summary['candidate'])} played {version_id(summary['best'])}, "
+                            f"but the best is {'none' if best is None else version_id(best)} now: not promoted")
+
+
 def parse_promotion(message: dict | None) -> dict | None:
     """``{"version", "id", "sha256"}`` from a pub/sub message of ``subscribe()`` (None
     for anything that is not a promotion)."""
@@ -147,6 +156,7 @@ class LocalModelRegistry(ModelRegistryLike):
         self._models: dict[int, dict] = {}  # version -> {"blob", "sha256", "metadata" (JSON)}
         self._best: int | None = None
         self._ladder: list[str] = []
+        self._decisions: dict[str, str] = {}  # match id -> verdict (JSON)
         self._subscribers: list[LocalSubscription] = []
         self._lock = threading.Lock()
 
@@ -200,6 +210,29 @@ class LocalModelRegistry(ModelRegistryLike):
             subscribers = list(self._subscribers)
         for sub in subscribers:
             sub._deliver(note)
+
+    def decision(self, match: str) -> GatingSummary | None:
+        with self._lock:
+            recorded = self._decisions.get(match)
+        return None if recorded is None else json.loads(recorded)
+
+    def decide(self, match: str, summary: GatingSummary, *, elo: float | None) -> GatingSummary:
+        promote = summary["decision"] == "promote"
+        version = int(summary["candidate"])
+        sha256 = self.sha256(version) if promote else ""
+        with self._lock:
+            if match in self._decisions:
+                return json.loads(self._decisions[match])
+            if promote:
+                check_best_unchanged(summary, self._best)
+                self._best = version
+                self._ladder.append(dumps(ladder_entry(version, sha256, elo, summary, None)))
+                subscribers = list(self._subscribers)
+            self._decisions[match] = dumps(summary)
+        if promote:
+            for sub in subscribers:
+                sub._deliver(notification(version, sha256))
+        return summary
 
     def best_version(self) -> int | None:
         return self._best

@@ -207,6 +207,8 @@ def _roots(result, candidate):
 
 def test_the_gatekeeper_keeps_each_networks_answers_while_it_plays_and_only_theirs(tmp_path):
     # The models load TensorFlow: this test and the worker's do.
+    import keras
+
     from tengen.engine.network import CompiledModel, weights_to_bytes
     from tengen.run.model_registry import LocalModelRegistry
     from tengen.workers.gatekeeper import Gatekeeper
@@ -215,10 +217,12 @@ def test_the_gatekeeper_keeps_each_networks_answers_while_it_plays_and_only_thei
                            "mcts": {"simulations": 16},
                            "gating": {"rule": "threshold", "games": 4, "games_in_flight": 4}, "seed": 5})
     spec = config.network_spec()
+    keras.utils.set_random_seed(0)  # networks whose matches go as the comments say
     nets = [spec.build() for _ in range(3)]  # three different fresh networks
     registry = LocalModelRegistry("cache")
     for version, net in enumerate(nets):
         registry.publish(version, weights_to_bytes(net, metadata={"version": version}), {"step": version})
+    registry.promote(0, elo=0.0, result={"initial": True})  # as a run begins
     gatekeeper = Gatekeeper(game=C4, network=spec, registry=registry, options=config.gating_options(), seed=6)
     values = [CompiledModel(net) for net in nets]
 
@@ -226,8 +230,10 @@ def test_the_gatekeeper_keeps_each_networks_answers_while_it_plays_and_only_thei
         return gatekeeper.evaluators[gatekeeper.loaded.index(version)].cache
 
     first = gatekeeper.gate(1, 0)
+    assert first["decision"] == "promote"
     assert all(isinstance(side, CachedEvaluator) and side.hits > 0 for side in gatekeeper.evaluators)
     second = gatekeeper.gate(2, 1)  # 1 was promoted: it plays on as the best, 0's network now holds 2
+    assert second["decision"] == "reject"
     assert cache_of(1).lookup(_roots(first, True)).found.all()  # its answers from the first match
     for version, roots, before in ((2, _roots(second, True), 0), (1, _roots(second, False), 0)):
         leaves = cache_of(version).lookup(roots)

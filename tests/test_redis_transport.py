@@ -22,7 +22,6 @@ import zstandard
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tengen.cluster import codec
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_server import (
     AOF_FILE,
@@ -37,8 +36,10 @@ from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
+from tengen.engine.interfaces import match_id
 from tengen.engine.mcts import SearchSettings, uniform_evaluator
 from tengen.engine.selfplay import GameRecord, SelfPlay, SelfPlaySettings
+from tengen.run import codec
 from tengen.run.codec import SampleFormatError, decode_game, decode_game_meta, encode_game, game_decoder
 from tengen.run.model_registry import LocalModelRegistry, RegistryError, parse_promotion
 from tengen.run.sample_stream import LocalSampleStream
@@ -741,6 +742,40 @@ def test_registry_writes_can_be_repeated(registry):
     registry.promote(5, elo=10.0, result={})
     registry.promote(5, elo=10.0, result={})
     assert [e["version"] for e in registry.ladder()] == [5] and registry.best_version() == 5
+
+
+def verdict(candidate: int, best: int, decision: str, wins: int = 30) -> dict:
+    return {"candidate": candidate, "best": best, "decision": decision, "wins": wins, "draws": 0, "losses": 10,
+            "elo": 35.0, "elo_low": 10.0, "elo_high": 60.0, "llr": None, "by": "threshold"}
+
+
+def test_a_matchs_verdict_is_recorded_once_with_the_promotion_it_makes(registry):
+    for version in (0, 1):
+        registry.publish(version, f"weights-{version}".encode(), {})
+    registry.promote(0, elo=0.0, result={"initial": True})
+    match = match_id(1, 0)
+    assert match == "000001-000000" and registry.decision(match) is None
+    promoted = verdict(1, 0, "promote")
+    assert registry.decide(match, promoted, elo=35.0) == promoted
+    assert registry.best_version() == 1 and registry.decision(match) == promoted
+    # The match played again (its gatekeeper killed before it replied) and lost this
+    # time: the verdict recorded first stands, and the ladder has one promotion.
+    assert registry.decide(match, verdict(1, 0, "reject", wins=5), elo=None) == promoted
+    assert [e["version"] for e in registry.ladder()] == [0, 1]
+
+
+def test_a_promotion_against_a_best_that_changed_is_refused(registry):
+    for version in (0, 1, 2):
+        registry.publish(version, f"weights-{version}".encode(), {})
+    registry.promote(0, elo=0.0, result={"initial": True})
+    registry.decide(match_id(1, 0), verdict(1, 0, "promote"), elo=35.0)
+    # A second driver's gatekeeper played 2 against 0 meanwhile: its win is against a
+    # best that is no longer the best.
+    with pytest.raises(RegistryError, match="played 000000, but the best is 000001 now"):
+        registry.decide(match_id(2, 0), verdict(2, 0, "promote"), elo=70.0)
+    assert registry.best_version() == 1 and registry.decision(match_id(2, 0)) is None
+    # a rejection needs no particular best
+    assert registry.decide(match_id(2, 0), verdict(2, 0, "reject"), elo=None)["decision"] == "reject"
 
 
 def test_pruning_keeps_the_best_the_newest_and_what_is_in_use(registry):

@@ -18,7 +18,7 @@ import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.gating import Decision, GatingSummary
-from tengen.engine.interfaces import ModelRegistryLike
+from tengen.engine.interfaces import ModelRegistryLike, match_id
 from tengen.engine.mcts import CachedEvaluator, Evaluator
 from tengen.engine.network import CompiledModel
 from tengen.engine.network_spec import NetworkSpec
@@ -62,7 +62,16 @@ class Gatekeeper:
     def gate(self, candidate: int, best: int) -> GatingResult:
         """Play ``candidate`` against ``best``; promote on a pass. Returns the result,
         with ``games``: each finished game's moves and whether the candidate moved first
-        (kept off the ladder, which holds the rest)."""
+        (kept off the ladder, which holds the rest).
+
+        The verdict is recorded once, by the match's id, with the promotion it makes
+        (``registry.decide``): a gatekeeper killed after deciding and before replying,
+        whose match the driver then asks for again, gets the verdict it recorded back
+        (without its games), not a second one from a replayed match."""
+        match = match_id(candidate, best)
+        recorded = self.registry.decision(match)
+        if recorded is not None:
+            return {**recorded, "games": []}
         # A network that holds one of the two versions plays it, with its cache: the best
         # after a rejected candidate, and a promoted candidate as the new best. Versions
         # never change, so nothing kept is stale.
@@ -89,9 +98,12 @@ class Gatekeeper:
             "llr": self.rule.llr(result.wins, result.draws, result.losses) if self.rule.kind == "sprt" else None,
             "by": self.rule.decided_by(result.wins, result.draws, result.losses),
         }
+        elo = None
         if result.decision == Decision.PROMOTE:
             ladder = self.registry.ladder()
-            base = (ladder[-1].get("elo") or 0.0) if ladder else 0.0
-            self.registry.promote(candidate, elo=base + (result.elo.elo if result.games else 0.0), result=summary)
+            elo = ((ladder[-1].get("elo") or 0.0) if ladder else 0.0) + (result.elo.elo if result.games else 0.0)
+        decided = self.registry.decide(match, summary, elo=elo)
+        if decided != summary:  # recorded while this match was played: that verdict stands
+            return {**decided, "games": []}
         return {**summary, "games": [{"moves": list(g.moves), "candidate_black": g.first_is_black}
                                      for g in result.played]}
