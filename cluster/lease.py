@@ -86,8 +86,7 @@ class DriverLease:
             holder = self.current()
             if holder is not None and _dead_here(holder):
                 # its driver was a process of this machine that is gone (a SIGKILL, a crash)
-                left = json.dumps(holder, sort_keys=True)
-                call_with_retry(self.client, lambda c, left=left: c.eval(_RELEASE, 1, self.key, left))
+                self._release(json.dumps(holder, sort_keys=True))
                 continue
             if self.clock() >= deadline:
                 raise RunDirError(f"run {self.run_id} already has a driver: {self.describe(self.current())}; "
@@ -133,6 +132,10 @@ class DriverLease:
     def release(self) -> None:
         """Give the lease up at a clean stop (a resumed run need not wait for it)."""
         try:
-            call_with_retry(self.client, lambda c: c.eval(_RELEASE, 1, self.key, self.holder), wait=False)
+            self._release(self.holder, wait=False)
         except redis.ConnectionError:
             pass  # it expires by itself
+
+    def _release(self, holder: str, *, wait: bool = True) -> None:
+        """Delete the lease if ``holder`` still holds it."""
+        call_with_retry(self.client, lambda c: c.eval(_RELEASE, 1, self.key, holder), wait=wait)
