@@ -1,0 +1,27 @@
+"""Status lines as the training loop writes them (run/records.py's ``StatusLine``),
+for the tests that read them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tengen.run.records import StatusLine
+
+
+def status_line(i: int = 0, **changes: Any) -> StatusLine:
+    """The ``i``-th line of a Ray run that reports every 5 s, with its 200 worker
+    counters (what makes a line kilobytes); ``changes`` replace fields."""
+    line = StatusLine(
+        time=1_800_000_000.0 + 5 * i, elapsed_s=5.0 * i, games=10 * i,
+        totals={"games": 10 * i, "positions": 300 * i, "evaluations": 9000 * i, "cache_hits": 3000 * i,
+                "moves": 310 * i},
+        games_per_s=2.0, moves_per_s=62.0, positions_per_s=60.0, evaluations_per_s=1800, cache_hit_share=0.333,
+        learner_step=3 * i, loss=2.0 - i * 1e-5, losses={"loss": 2.0, "policy_loss": 1.4, "value_loss": 0.6},
+        window=min(20 * i, 20000), window_capacity=20000, best="000003", promotions=3, last_gating=None,
+        bad_entries=0, duplicate_games=0, error=None, final=False,
+        reported_games={f"w{k:03d}.abcdef": 1000 + i for k in range(200)},
+        wiring={"mean_batch": 118.5, "workers": 16, "target_workers": 16, "inference_servers": 1,
+                "stream_length": 4000, "redis_outage_s": 0.0},
+    )
+    return dataclasses.replace(line, **changes)
