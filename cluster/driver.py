@@ -600,7 +600,7 @@ class ClusterRun:
             redis_outage_s=round(self.client.outage_seconds, 1) if self.client else 0.0,
             redis_memory=memory, components=self.supervisor.report())
         if redis:
-            self._try_redis(lambda: status.set_status("driver", line, wait=False))
+            self._try_redis(lambda: status.set_status("driver", line.to_json(), wait=False))
 
     def log(self, line: str) -> None:
         self._print(line)
