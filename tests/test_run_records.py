@@ -10,7 +10,6 @@ import os
 import re
 
 import pytest
-from status_lines import status_line
 
 from tengen.engine.gating import GatingSummary
 from tengen.engine.interfaces import LadderEntry
@@ -34,6 +33,7 @@ from tengen.run.records import (
     write_status,
 )
 from tengen.run.run_dir import RunDir
+from tengen.testing.run_files import status_line
 
 #: a gating match's verdict as the gatekeeper gives it
 PROMOTED: GatingSummary = {"candidate": 4, "best": 3, "decision": "promote", "wins": 25, "draws": 3, "losses": 12,
