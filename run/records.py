@@ -95,30 +95,37 @@ class _Check:
     test: Callable[[Any], bool]
 
 
-def _object(values: _Check) -> _Check:
-    return _Check(f"an object whose values are {values.words}",
-                  lambda v: isinstance(v, dict) and all(values.test(x) for x in v.values()))
+def _typed(words: str, *types: type) -> _Check:
+    """A value of one of ``types`` exactly (a bool is no integer here)."""
+    return _Check(words, lambda v: type(v) in types)
+
+
+def _object(words: str, *types: type) -> _Check:
+    """An object whose values are of ``types`` (checked in C: a line holds hundreds)."""
+    allowed = set(types)
+    return _Check(f"an object whose values are {words}",
+                  lambda v: type(v) is dict and set(map(type, v.values())) <= allowed)
 
 
 def _or_null(check: _Check) -> _Check:
     return _Check(f"{check.words} or null", lambda v: v is None or check.test(v))
 
 
-_INT = _Check("an integer", lambda v: type(v) is int)
+_INT = _typed("an integer", int)
 _VERSION = _Check("a model version (an integer >= 0)", lambda v: type(v) is int and v >= 0)
-_NUMBER = _Check("a number", lambda v: type(v) in (int, float))
-_STR = _Check("a string", lambda v: type(v) is str)
-_BOOL = _Check("true or false", lambda v: type(v) is bool)
+_NUMBER = _typed("a number", int, float)
+_STR = _typed("a string", str)
+_BOOL = _typed("true or false", bool)
 _VERSION_ID = _Check("a model version id (000042)", lambda v: type(v) is str and bool(re.fullmatch(r"\d{6,}", v)))
 _DECISION = _Check('"promote" or "reject"', lambda v: v in ("promote", "reject"))
-_ANY_OBJECT = _Check("an object", lambda v: isinstance(v, dict))
+_ANY_OBJECT = _typed("an object", dict)
 
 #: a field's type as annotated below -> its check (the fields are checked by their annotation)
 _BY_TYPE: dict[str, _Check] = {
     "int": _INT, "float": _NUMBER, "str": _STR, "bool": _BOOL,
     "float | None": _or_null(_NUMBER), "str | None": _or_null(_STR), "int | None": _or_null(_INT),
-    "dict[str, int]": _object(_INT), "dict[str, float]": _object(_NUMBER),
-    "dict[Total, int]": _object(_INT), "dict[str, dict[str, Any]]": _object(_ANY_OBJECT),
+    "dict[str, int]": _object("integers", int), "dict[str, float]": _object("numbers", int, float),
+    "dict[Total, int]": _object("integers", int), "dict[str, dict[str, Any]]": _object("objects", dict),
     "GatingSummary | None": _or_null(_ANY_OBJECT),  # and then read as one (_summary)
 }
 #: the fields whose annotation says less than what they hold
@@ -133,26 +140,29 @@ def _kind(value: object) -> str:
         type(value), "a number")
 
 
-def _version(data: object, where: str, what: str, newest: int) -> int:
-    """The format of a record read as JSON (0: none given), refused past ``newest``."""
-    if not isinstance(data, dict):
-        raise RecordError(f"{where}: {what} is a JSON object, not {_kind(data)}")
-    version = data.get("format", 0)
-    if type(version) is not int or version < 0:
-        raise RecordError(f"{where}: {what}'s format must be a version number, not {version!r}")
-    if version > newest:
-        raise RecordError(f"{where}: {what} of format {version}, newer than this tengen reads (format {newest} "
-                          "at most): read it with the tengen that wrote it, or a newer one")
-    return version
-
-
 class _Fields:
-    """One JSON object read as a record of ``version``: each field taken once and
-    checked; in format 0 a missing field with an ``old`` value reads as that."""
+    """One JSON object read as (part of) a record of ``version``: each field taken once
+    and checked; in format 0 a missing field with an ``old`` value reads as that.
+    ``where`` and ``what`` name the file (and line) and the record in errors."""
 
-    def __init__(self, data: dict, where: str, what: str, version: int):
+    def __init__(self, data: object, where: str, what: str, version: int):
+        if not isinstance(data, dict):
+            raise RecordError(f"{where}: {what} is a JSON object, not {_kind(data)}")
         self.data, self.where, self.what, self.version = data, where, what, version
-        self.taken = {"format"}
+        self.taken: set[str] = set()
+
+    @classmethod
+    def record(cls, data: object, where: str, what: str, newest: int) -> _Fields:
+        """A whole record, its format its ``format`` (0: none given), refused past ``newest``."""
+        version = data.get("format", 0) if isinstance(data, dict) else 0
+        if type(version) is not int or version < 0:
+            raise RecordError(f"{where}: {what}'s format must be a version number, not {version!r}")
+        if version > newest:
+            raise RecordError(f"{where}: {what} of format {version}, newer than this tengen reads (format {newest} "
+                              "at most): read it with the tengen that wrote it, or a newer one")
+        f = cls(data, where, what, version)
+        f.taken.add("format")
+        return f
 
     def take(self, key: str, check: _Check, old: Any = _NEEDED) -> Any:
         self.taken.add(key)
@@ -178,10 +188,7 @@ class _Fields:
 
 def _summary(value: object, where: str, version: int) -> GatingSummary:
     """A gating match's verdict (``engine.gating.GatingSummary``), inside a record of ``version``."""
-    if not isinstance(value, dict):
-        raise RecordError(f"{where}: a gating result is a JSON object, not {_kind(value)}")
-    f = _Fields(value, where, "a gating result", version)
-    f.taken.discard("format")  # a summary has no format of its own: its record's
+    f = _Fields(value, where, "a gating result", version)  # of its record's format, none of its own
     summary = {"candidate": f.take("candidate", _VERSION), "best": f.take("best", _VERSION),
                "decision": f.take("decision", _DECISION), "wins": f.take("wins", _INT),
                "draws": f.take("draws", _INT), "losses": f.take("losses", _INT), "elo": f.take("elo", _NUMBER),
@@ -255,13 +262,12 @@ class StatusLine:
         """The line in ``data`` (a status line as read from JSON); ``where`` names it in
         errors; ``written``: when the file was written, the time of a format-0 line
         from before lines had one."""
-        version = _version(data, where, "a status line", STATUS_FORMAT)
-        f = _Fields(cast(dict, data), where, "a status line", version)
+        f = _Fields.record(data, where, "a status line", STATUS_FORMAT)
         old = _STATUS_OLD if written is None else {**_STATUS_OLD, "time": round(written, 1)}
         values = {name: f.take(name, check, old.get(name, _NEEDED)) for name, check in _STATUS_CHECKS.items()}
         values["totals"] = _totals(values["totals"], values["games"], f)
         if values["last_gating"] is not None:
-            values["last_gating"] = _summary(values["last_gating"], f"{where}: last_gating", version)
+            values["last_gating"] = _summary(values["last_gating"], f"{where}: last_gating", f.version)
         wiring = {key: f.take(key, check) for key, check in _WIRING_CHECKS.items() if key in f.data}
         f.done()
         return cls(**values, wiring=cast(WiringStatus, wiring))
@@ -299,11 +305,10 @@ class GatingLine:
 
     @classmethod
     def from_json(cls, data: object, where: str) -> GatingLine:
-        version = _version(data, where, "a gating line", GATING_FORMAT)
-        f = _Fields(cast(dict, data), where, "a gating line", version)
-        time = f.take("time", _NUMBER)
+        f = _Fields.record(data, where, "a gating line", GATING_FORMAT)
+        at = f.take("time", _NUMBER)
         rest = {key: value for key, value in f.data.items() if key not in f.taken}  # the summary's, checked there
-        return cls(time=time, summary=_summary(rest, where, version))
+        return cls(time=at, summary=_summary(rest, where, f.version))
 
 
 # -- the ladder ---------------------------------------------------------------------------------
@@ -319,10 +324,7 @@ def ladder_entry(version: int, sha256: str, elo: float | None, result: Promotion
 def ladder_entry_from_json(data: object, where: str, *, version: int = 0) -> LadderEntry:
     """A ladder entry read back, checked (from Redis or a ladder file of ``version``;
     Redis's entries are read as format 0, which every entry written so far is)."""
-    if not isinstance(data, dict):
-        raise RecordError(f"{where}: a ladder entry is a JSON object, not {_kind(data)}")
-    f = _Fields(data, where, "a ladder entry", version)
-    f.taken.discard("format")  # an entry has its ladder's format
+    f = _Fields(data, where, "a ladder entry", version)  # of its ladder's format, none of its own
     number = f.take("version", _VERSION)
     entry_id = f.take("id", _STR)
     if entry_id != version_id(number):
@@ -355,11 +357,10 @@ class Ladder:
                                   "strings, no sha256), which this tengen does not read: start a new run (its "
                                   "best/ model still loads with --checkpoint)")
             return cls(tuple(ladder_entry_from_json(e, f"{where}, entry {i}") for i, e in enumerate(data)))
-        version = _version(data, where, "a ladder", LADDER_FORMAT)
-        f = _Fields(cast(dict, data), where, "a ladder", version)
+        f = _Fields.record(data, where, "a ladder", LADDER_FORMAT)
         entries = f.take("entries", _Check("a list", lambda v: isinstance(v, list)))
         f.done()
-        return cls(tuple(ladder_entry_from_json(e, f"{where}, entry {i}", version=version)
+        return cls(tuple(ladder_entry_from_json(e, f"{where}, entry {i}", version=f.version)
                          for i, e in enumerate(entries)))
 
     @property
