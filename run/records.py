@@ -11,7 +11,7 @@ tests. run/run_dir.py names the files; this module says what they hold.
 
 A record of format 1 holds its fields and no others, each of its type. Format 0 is
 what tengen wrote before its records had a version (no ``format`` key); its files
-still read, as they were:
+still read, as they were (a key no reader knows is passed over):
 
 - a status line: the keys the first cluster run wrote (``elapsed_s``, ``games``, the
   rates, ``learner_step``, ``loss``, ``window``, ``best``, ``promotions``,
