@@ -96,8 +96,9 @@ def _node_fault(base: Path, results: list) -> None:
         cluster.remove_node(nodes[0])
         removed = time.monotonic()
         view.games_flow(after=view.games() + 20, timeout_s=WINDOW_S)
-        chaos.wait_for(lambda: view.status().get("workers") == 3, timeout_s=WINDOW_S, what="3 workers again")
-        assert thread.is_alive() and view.status().get("error") is None
+        chaos.wait_for(lambda: view.workers() == 3, timeout_s=WINDOW_S, what="3 workers again")
+        last = view.status()
+        assert thread.is_alive() and last is not None and last.error is None
         return time.monotonic() - removed
 
     try:

@@ -20,7 +20,6 @@ from the run's report. In the same process it measures:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import tempfile
 import time
@@ -31,6 +30,7 @@ import numpy as np
 from tengen.cluster.driver import ClusterRun
 from tengen.engine.network import CompiledModel
 from tengen.run.config import load_config
+from tengen.run.records import StatusLine, read_status
 from tengen.run.run_dir import RunDir
 
 
@@ -92,11 +92,11 @@ def batch1_loop_evaluations_per_s(config, seconds: float = 30.0) -> float:
     return model.calls / (time.perf_counter() - start)
 
 
-def run_rates(config, workers: int, seconds: float) -> dict:
+def run_rates(config, workers: int, seconds: float) -> StatusLine:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / f"bench-{workers}w"
         ClusterRun(config, run_dir, minutes=seconds / 60, workers=workers, log=lambda line: None).run()
-        return json.loads(RunDir(run_dir).status.read_text())
+        return read_status(RunDir(run_dir))
 
 
 def main() -> None:
@@ -109,17 +109,18 @@ def main() -> None:
     loop = batch1_loop_evaluations_per_s(config)
     print(f"raw compiled call at batch 128: {raw:,.0f} evaluations/s; batch-1 loop: {loop:,.0f} evaluations/s "
           f"(so at most {raw / loop:.1f}x from batching on this machine)", flush=True)
-    best = {}
+    best: StatusLine | None = None
     for workers in (1, 2):
         rates = run_rates(config, workers, args.seconds)
-        print(f"{workers} worker(s): {rates['evaluations_per_s']:,} evaluations/s, {rates['moves_per_s']} moves/s "
-              f"({rates['positions_per_s']} recorded positions/s), {rates['games_per_s']} games/s, mean batch "
-              f"{rates['mean_batch']}", flush=True)
-        if not best or rates["evaluations_per_s"] > best["evaluations_per_s"]:
+        print(f"{workers} worker(s): {rates.evaluations_per_s:,} evaluations/s, {rates.moves_per_s} moves/s "
+              f"({rates.positions_per_s} recorded positions/s), {rates.games_per_s} games/s, mean batch "
+              f"{rates.wiring.get('mean_batch')}", flush=True)
+        if best is None or rates.evaluations_per_s > best.evaluations_per_s:
             best = rates
+    assert best is not None
     # The run's last report: rates over its last interval, after start-up.
-    print(f"RATIO selfplay_model_busy_vs_raw {best['evaluations_per_s'] / raw:.2f} vs raw_compiled_call target 0.5")
-    print(f"RATIO selfplay_vs_batch1_loop {best['evaluations_per_s'] / loop:.1f} vs batch1_loop target 50")
+    print(f"RATIO selfplay_model_busy_vs_raw {best.evaluations_per_s / raw:.2f} vs raw_compiled_call target 0.5")
+    print(f"RATIO selfplay_vs_batch1_loop {best.evaluations_per_s / loop:.1f} vs batch1_loop target 50")
 
 
 if __name__ == "__main__":

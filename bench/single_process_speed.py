@@ -30,7 +30,6 @@ Ends with (this code's rate over the baseline's, medians over the rounds):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -38,6 +37,9 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from tengen.run.records import StatusLine, read_status_history
+from tengen.run.run_dir import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,16 +50,16 @@ class Rates:
     positions_per_min: float
 
 
-def rates(status_lines: list[dict], from_minute: float) -> Rates:
+def rates(status_lines: list[StatusLine], from_minute: float) -> Rates:
     """Steps and positions per minute from the first status at or after ``from_minute``
     to the last one (``status.jsonl``'s lines, oldest first)."""
-    start = next((s for s in status_lines if s["elapsed_s"] >= from_minute * 60), None)
+    start = next((s for s in status_lines if s.elapsed_s >= from_minute * 60), None)
     end = status_lines[-1] if status_lines else None
-    if start is None or end is None or end["elapsed_s"] - start["elapsed_s"] < 60:
+    if start is None or end is None or end.elapsed_s - start.elapsed_s < 60:
         raise ValueError(f"the run has no full minute of status after minute {from_minute}")
-    minutes = (end["elapsed_s"] - start["elapsed_s"]) / 60
-    return Rates(steps_per_min=(end["learner_step"] - start["learner_step"]) / minutes,
-                 positions_per_min=(end["totals"]["positions"] - start["totals"]["positions"]) / minutes)
+    minutes = (end.elapsed_s - start.elapsed_s) / 60
+    return Rates(steps_per_min=(end.learner_step - start.learner_step) / minutes,
+                 positions_per_min=(end.totals["positions"] - start.totals["positions"]) / minutes)
 
 
 def spread(values: list[float]) -> float:
@@ -68,11 +70,13 @@ def spread(values: list[float]) -> float:
     return max(values) / min(values) - 1.0 if len(values) > 1 else 0.0
 
 
-def read_status(run_dir: Path) -> list[dict]:
-    path = run_dir / "status.jsonl"
-    if not path.exists():
-        raise RuntimeError(f"{run_dir}: the run wrote no status.jsonl")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def read_status(run_dir: Path) -> list[StatusLine]:
+    """The run's status lines, whichever tengen wrote them (the baseline's may be of
+    an older format: run/records.py reads those too)."""
+    try:
+        return read_status_history(RunDir(run_dir))
+    except FileNotFoundError:
+        raise RuntimeError(f"{run_dir}: the run wrote no status.jsonl") from None
 
 
 def worktree(commit: str, parent: Path) -> Path:
@@ -101,7 +105,7 @@ def environment(code: Path) -> dict[str, str]:
     return env
 
 
-def train(code: Path, config: str, minutes: float, run_dir: Path, log: Path) -> list[dict]:
+def train(code: Path, config: str, minutes: float, run_dir: Path, log: Path) -> list[StatusLine]:
     if run_dir.exists():
         raise RuntimeError(f"{run_dir} exists: a run there would resume, not start from scratch")
     command = [sys.executable, "-m", "tengen.cli", "train", config, "--single-process",
@@ -142,7 +146,7 @@ def main() -> None:
                     got = rates(status, args.from_minute)
                     measured[name].append(got)
                     print(f"  {got.steps_per_min:.1f} steps/min, {got.positions_per_min:.0f} positions/min "
-                          f"(minutes {args.from_minute:g}-{status[-1]['elapsed_s'] / 60:.1f})", flush=True)
+                          f"(minutes {args.from_minute:g}-{status[-1].elapsed_s / 60:.1f})", flush=True)
         finally:
             remove_worktree(base)
     steps = statistics.median(c.steps_per_min / b.steps_per_min

@@ -32,7 +32,6 @@ seconds, so 0.5 means twice the peer's time):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -42,8 +41,7 @@ import time
 from pathlib import Path
 
 from tengen.cluster.redis_server import EmbeddedRedis, redis_executable
-from tengen.run.config import load_config
-from tengen.run.run_dir import RunDir
+from tengen.testing.run_files import stopped_run
 
 ROOT = Path(__file__).resolve().parent.parent
 TENGEN = [sys.executable, "-m", "tengen.cli"]
@@ -71,19 +69,6 @@ def paired(command: list[str], peer: list[str], *, runs: int, env: dict[str, str
     return statistics.median(ours), statistics.median(theirs), ratio
 
 
-def make_run(path: Path, server: EmbeddedRedis | None) -> RunDir:
-    """A run directory as a run leaves it: identity, config, last report, ladder, and
-    (for a live run) the connection file of its Redis."""
-    files = RunDir(path)
-    files.create_identity()
-    files.config.write_text(load_config("tictactoe").to_yaml())
-    files.status.write_text(json.dumps({"games": 12, "learner_step": 3, "best": "000000", "components": {}}))
-    files.ladder.write_text(json.dumps([{"version": 0, "elo": 0.0}]))
-    if server is not None:
-        files.write_private(files.connection, json.dumps({"url": server.url, "password": server.password}).encode())
-    return files
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="timed pairs per command (default: 7)")
@@ -92,8 +77,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tengen-startup-") as tmp, \
             EmbeddedRedis(data_dir=Path(tmp) / "redis") as server:
         env[PASSWORD_ENV] = server.password
-        stopped = make_run(Path(tmp) / "stopped", None)
-        live = make_run(Path(tmp) / "live", server)
+        stopped = stopped_run(Path(tmp) / "stopped")
+        live = stopped_run(Path(tmp) / "live", redis_url=server.url, password=server.password)
         import_redis = [sys.executable, "-c", "import redis"]
         ping = [sys.executable, "-c", f"import os, redis; redis.Redis(host={server.host!r}, port={server.port}, "
                 f"password=os.environ[{PASSWORD_ENV!r}]).ping()"]

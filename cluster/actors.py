@@ -41,7 +41,7 @@ from tengen.workers.selfplay_worker import WorkerStats
 
 if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow: only where they run
     from tengen.learner.learner import LearnerStats, LearnerStep
-    from tengen.run.loop import Total
+    from tengen.run.records import Total
     from tengen.workers.gatekeeper import GatingResult
 
 __all__ = ["ActorSetup", "SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerLost",

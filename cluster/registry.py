@@ -21,13 +21,14 @@ from tengen.run.model_registry import (
     already_published,
     blob_sha256,
     check_best_unchanged,
-    ladder_entry,
     not_held,
     notification,
     promoted_already,
+    read_ladder_entry,
     read_model,
     spared_versions,
 )
+from tengen.run.records import ladder_entry
 from tengen.run.run_dir import version_id
 
 __all__ = ["ModelRegistry"]
@@ -146,7 +147,8 @@ class ModelRegistry(ModelRegistryLike):
         return None if best is None else int(best)
 
     def ladder(self) -> list[LadderEntry]:
-        return [json.loads(entry) for entry in self.client.lrange(self.keys.ladder, 0, -1)]
+        return [read_ladder_entry(entry, f"Redis's {self.keys.ladder}, entry {i}")
+                for i, entry in enumerate(self.client.lrange(self.keys.ladder, 0, -1))]
 
     def candidates(self) -> list[int]:
         """Every published version, in order."""

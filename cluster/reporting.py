@@ -93,4 +93,4 @@ class Reporting:
             redis_outage_s=round(client.outage_seconds, 1), redis_memory=self.memory,
             components=self.supervisor.report())
         if redis:
-            client.try_once(lambda: self.status.set_status("driver", line, wait=False))
+            client.try_once(lambda: self.status.set_status("driver", line.to_json(), wait=False))

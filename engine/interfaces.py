@@ -99,7 +99,8 @@ PromotionResult = GatingSummary | InitialPromotion
 
 class LadderEntry(TypedDict):
     """One promotion on the ladder, as the registries store it (``cluster.registry``)
-    and the run directory's ladder.json holds it."""
+    and the run directory's ladder.json holds it; run/records.py makes it
+    (``ladder_entry``) and checks it when it is read back, from Redis or the file."""
 
     version: int
     id: str  # the version's spelling, ``000042``

@@ -13,10 +13,12 @@ and rates, its stop conditions and its status lines have one implementation.
 A run directory ends up with the same files either way (run/run_dir.py):
 ``best/``, ``models/<version>.safetensors`` (every promoted model, as the registry's
 blob), ``ladder.json`` (the registry's ladder), ``status.json`` and ``status.jsonl``
-(the last status line, and all of them), ``learner/learner.ckpt``, and ``games/``:
+(the last status line, and all of them), ``gating.jsonl`` (every match's result),
+``learner/learner.ckpt``, and ``games/``:
 a sample of finished self-play games (``keep_games``, which each wiring calls with
 its stream on its status pass) and the games of the latest gating matches
-(run/game_sample.py).
+(run/game_sample.py). The status lines, the gating lines and the ladder are
+run/records.py's records, written through it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
 
 from tengen.engine.gating import GatingSummary
 from tengen.engine.interfaces import ModelRegistryLike
@@ -34,6 +36,19 @@ from tengen.engine.network import weights_from_bytes, weights_to_bytes, write_at
 from tengen.run.config import TengenConfig
 from tengen.run.game_sample import GameSample, NewestEntries
 from tengen.run.model_registry import blob_sha256
+from tengen.run.records import (
+    TOTALS,
+    GatingLine,
+    Ladder,
+    StatusLine,
+    Total,
+    WiringStatus,
+    append_gating,
+    read_ladder,
+    read_status,
+    write_ladder,
+    write_status,
+)
 from tengen.run.run_dir import RunDir, RunDirError, version_id
 
 if TYPE_CHECKING:
@@ -41,12 +56,7 @@ if TYPE_CHECKING:
     from tengen.workers.gatekeeper import GatingResult
     from tengen.workers.selfplay_worker import WorkerStats
 
-__all__ = ["TrainingLoop", "TOTALS", "Total", "Gauges", "stop_on_sigterm"]
-
-#: one of the run's totals: a counter every self-play worker reports (``WorkerStats``)
-Total = Literal["games", "positions", "evaluations", "cache_hits", "moves"]
-#: the run's totals (kept by the run: a lost worker's games stay counted)
-TOTALS: tuple[Total, ...] = ("games", "positions", "evaluations", "cache_hits", "moves")
+__all__ = ["TrainingLoop", "Gauges", "stop_on_sigterm"]
 
 
 class Gauges(Protocol):
@@ -119,30 +129,28 @@ class TrainingLoop:
         """Publish and promote, in order, every model on ladder.json from models/
         (their blobs, so their sha256 is the one on the ladder); the best version."""
         try:
-            ladder = json.loads(self.files.ladder.read_text())
-        except (OSError, ValueError):
+            ladder = read_ladder(self.files).entries
+        except FileNotFoundError:
             return None
         for entry in ladder:
-            version = int(entry["version"])
+            version = entry["version"]
             path = self.files.model(version)
             if not path.exists():
                 raise RunDirError(f"{path} is missing: the ladder of {self.files.path} cannot be rebuilt")
             blob = path.read_bytes()
-            if entry.get("sha256") and blob_sha256(blob) != entry["sha256"]:
+            if blob_sha256(blob) != entry["sha256"]:
                 raise RunDirError(f"{path} does not hold the model the ladder names (sha256 differs)")
-            self.registry.publish(version, blob, {"step": entry.get("result", {}).get("step", 0),
-                                                  "game": self.game.name})
-            self.registry.promote(version, elo=entry.get("elo"), result=entry.get("result", {}), at=entry.get("time"))
+            # the learner step the weights are from is the registry's metadata, not the ladder's: unknown here
+            self.registry.publish(version, blob, {"step": 0, "game": self.game.name})
+            self.registry.promote(version, elo=entry["elo"], result=entry["result"], at=entry["time"])
         self.log(f"the ladder ({len(ladder)} models) is back from {self.files.models}")
-        return int(ladder[-1]["version"]) if ladder else None
+        return ladder[-1]["version"] if ladder else None
 
     def _restore_totals(self) -> None:
         try:
-            last = json.loads(self.files.status.read_text())
-        except (OSError, ValueError):
-            return
-        for key in TOTALS:
-            self.totals[key] = int(last.get("totals", {}).get(key, last.get(key, 0)) or 0)
+            self.totals = dict(read_status(self.files).totals)
+        except FileNotFoundError:
+            return  # stopped before its first report
 
     # -- what the parts report ------------------------------------------------------------
     def worker_reported(self, worker: str, incarnation: str, stats: WorkerStats) -> None:
@@ -185,8 +193,7 @@ class TrainingLoop:
         # The result less its games: the summary the gatekeeper put on the ladder.
         summary = cast(GatingSummary, {key: value for key, value in result.items() if key != "games"})
         self.last_gating = summary
-        with open(self.files.gating_history, "a", encoding="utf-8") as history:
-            history.write(json.dumps({"time": round(time.time(), 1), **summary}) + "\n")
+        append_gating(self.files, GatingLine(time=round(time.time(), 1), summary=summary))
         self.log(f"gating {version_id(summary['candidate'])} vs {version_id(summary['best'])}: "
                  f"{summary['wins']}-{summary['draws']}-{summary['losses']}, Elo {summary['elo']:+.0f} "
                  f"-> {summary['decision']}")
@@ -225,7 +232,7 @@ class TrainingLoop:
         if not files.model(self.best_version).exists():
             write_atomically(files.model(self.best_version), blob)
         files.best_config.write_text(self.config.to_yaml())
-        write_atomically(files.ladder, json.dumps(self.registry.ladder(), indent=2).encode())
+        write_ladder(files, Ladder(tuple(self.registry.ladder())))
 
     def keep_games(self, stream: NewestEntries) -> int:
         """Keep the sample's games among those the stream got since the last call;
@@ -241,10 +248,10 @@ class TrainingLoop:
             return True
         return stop.promotions is not None and self.promotions >= stop.promotions
 
-    def report(self, *, final: bool = False, **parts: Any) -> dict:
+    def report(self, *, final: bool = False, **wiring: Unpack[WiringStatus]) -> StatusLine:
         """The status line: rates over the last interval (start-up and slow phases do
-        not dilute them), totals since the start, and ``parts`` (what the wiring adds:
-        workers, servers, Redis); written to status.json and appended to status.jsonl.
+        not dilute them), totals since the start, and what the wiring adds (workers,
+        servers, Redis); written to status.json and appended to status.jsonl.
         ``final`` marks the run's last line, so that a reader (the run page) can tell a
         finished run from one that has stopped reporting."""
         now = time.monotonic()
@@ -254,35 +261,32 @@ class TrainingLoop:
         self._last_totals = (dict(self.totals), now)
         learner = self.learner_stats
         losses = learner.get("losses", {}) if learner is not None else {}
-        line = {
-            "time": round(time.time(), 1), "elapsed_s": round(now - self.started, 1),
-            "games": self.totals["games"], "totals": dict(self.totals),
-            "games_per_s": round(rate["games"], 2), "moves_per_s": round(rate["moves"], 1),
-            "positions_per_s": round(rate["positions"], 1), "evaluations_per_s": round(rate["evaluations"]),
-            # the share of the leaves that the workers' evaluation caches answered
-            "cache_hit_share": round(rate["cache_hits"] / rate["evaluations"], 3) if rate["evaluations"] else 0.0,
-            "learner_step": self.learner_step,
-            "loss": round(losses.get("loss", float("nan")), 3) if losses else None,
-            "losses": {k: round(v, 4) for k, v in losses.items()},
-            "window": learner.get("window", 0) if learner is not None else 0,
-            "window_capacity": self.config.train.replay_window,
-            "best": version_id(self.best_version), "promotions": self.promotions, "last_gating": self.last_gating,
-            "bad_entries": learner.get("bad_entries", 0) if learner is not None else 0,
-            "duplicate_games": learner.get("duplicate_games", 0) if learner is not None else 0,
-            "error": self.error, "final": final,
-            "reported_games": dict(list(self.reported_games.items())[-200:]),
-        } | parts
-        text = json.dumps(line)
-        write_atomically(self.files.status, json.dumps(line, indent=2).encode())
-        with open(self.files.status_history, "a", encoding="utf-8") as history:
-            history.write(text + "\n")
+        line = StatusLine(
+            time=round(time.time(), 1), elapsed_s=round(now - self.started, 1),
+            games=self.totals["games"], totals=dict(self.totals),
+            games_per_s=round(rate["games"], 2), moves_per_s=round(rate["moves"], 1),
+            positions_per_s=round(rate["positions"], 1), evaluations_per_s=round(rate["evaluations"]),
+            cache_hit_share=round(rate["cache_hits"] / rate["evaluations"], 3) if rate["evaluations"] else 0.0,
+            learner_step=self.learner_step,
+            loss=round(losses.get("loss", float("nan")), 3) if losses else None,
+            losses={k: round(v, 4) for k, v in losses.items()},
+            window=learner.get("window", 0) if learner is not None else 0,
+            window_capacity=self.config.train.replay_window,
+            best=version_id(self.best_version), promotions=self.promotions, last_gating=self.last_gating,
+            bad_entries=learner.get("bad_entries", 0) if learner is not None else 0,
+            duplicate_games=learner.get("duplicate_games", 0) if learner is not None else 0,
+            error=self.error, final=final,
+            reported_games=dict(list(self.reported_games.items())[-200:]),
+            wiring=wiring,
+        )
+        write_status(self.files, line)
         gating = self.last_gating
         gate = f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-"
-        self.log(f"{line['elapsed_s']:6.0f}s games {line['games']} ({line['games_per_s']}/s) "
-                 f"moves/s {line['moves_per_s']} pos/s {line['positions_per_s']} eval/s {line['evaluations_per_s']} "
-                 f"cached {line['cache_hit_share']:.0%} "
-                 f"batch {line.get('mean_batch', '-')} step {line['learner_step']} loss {line['loss']} "
-                 f"window {line['window']}/{line['window_capacity']} best {line['best']} gate {gate}")
+        self.log(f"{line.elapsed_s:6.0f}s games {line.games} ({line.games_per_s}/s) "
+                 f"moves/s {line.moves_per_s} pos/s {line.positions_per_s} eval/s {line.evaluations_per_s} "
+                 f"cached {line.cache_hit_share:.0%} "
+                 f"batch {wiring.get('mean_batch', '-')} step {line.learner_step} loss {line.loss} "
+                 f"window {line.window}/{line.window_capacity} best {line.best} gate {gate}")
         return line
 
     def summary(self) -> dict:

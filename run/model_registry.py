@@ -8,7 +8,8 @@ twin only stores: versions are immutable (``already_published``), a blob is chec
 against its sha256 on every fetch (``read_model``), pruning spares the best, the
 newest candidates and what is in use (``spared_versions``), a promotion is recorded once
 (``promoted_already``), and the ladder entries and notifications are the same JSON
-(``ladder_entry``, ``notification``). Both are ``engine.interfaces.ModelRegistryLike``.
+(``ladder_entry`` and ``ladder_entry_from_json``, run/records.py's, since the ladder
+is also ladder.json's; ``notification``). Both are ``engine.interfaces.ModelRegistryLike``.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import hashlib
 import json
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from tengen.engine.gating import GatingSummary
 from tengen.engine.interfaces import LadderEntry, ModelMetadata, ModelRegistryLike, PromotionResult, Subscription
 from tengen.run.json_values import dumps
+from tengen.run.records import ladder_entry, ladder_entry_from_json
 from tengen.run.run_dir import check_run_id, version_id
 
 __all__ = [
@@ -91,11 +92,9 @@ def promoted_already(version: int, best: int | None, last_entry: bytes | str | N
     return best == int(version) and last_entry is not None and json.loads(last_entry)["version"] == int(version)
 
 
-def ladder_entry(version: int, sha256: str, elo: float | None, result: PromotionResult,
-                 at: float | None) -> LadderEntry:
-    return {"version": int(version), "id": version_id(version), "sha256": sha256,
-            "elo": None if elo is None else float(elo), "result": result,
-            "time": time.time() if at is None else float(at)}
+def read_ladder_entry(entry: bytes | str, where: str) -> LadderEntry:
+    """A ladder entry as a registry stored it, checked."""
+    return ladder_entry_from_json(json.loads(entry), where)
 
 
 def notification(version: int, sha256: str) -> str:
@@ -201,7 +200,8 @@ class LocalModelRegistry(ModelRegistryLike):
 
     def promote(self, version: int, *, elo: float | None, result: PromotionResult, at: float | None = None) -> None:
         sha256 = self.sha256(version)
-        entry, note = dumps(ladder_entry(version, sha256, elo, result, at)), notification(version, sha256)
+        entry = dumps(ladder_entry(version, sha256, elo, result, at))
+        note = notification(version, sha256)
         with self._lock:
             if promoted_already(version, self._best, self._ladder[-1] if self._ladder else None):
                 return  # as idempotent as the Redis registry
@@ -239,7 +239,8 @@ class LocalModelRegistry(ModelRegistryLike):
 
     def ladder(self) -> list[LadderEntry]:
         with self._lock:
-            return [json.loads(entry) for entry in self._ladder]
+            return [read_ladder_entry(entry, f"the ladder of {self.run_id}, entry {i}")
+                    for i, entry in enumerate(self._ladder)]
 
     def candidates(self) -> list[int]:
         with self._lock:

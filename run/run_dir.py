@@ -1,4 +1,6 @@
-"""A run directory: the one place that names the files of a run, and the run's identity.
+"""A run directory: the one place that names the files of a run, and the run's identity
+(what status.json, status.jsonl, ladder.json and gating.jsonl hold, and in which
+format, is run/records.py's).
 
     run.json                the run's id (unique, made when the run is created), format version
     config.yaml             the config used, every default spelled out

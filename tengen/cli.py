@@ -400,11 +400,12 @@ def _run_status(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from tengen.run.run_dir import RunDirError
     from tengen.run_control import read_status
 
     try:
         status = read_status(Path(args.run_dir))
-    except FileNotFoundError as e:
+    except (FileNotFoundError, RunDirError) as e:  # RunDirError: a record it does not read, named
         return _fail("status", e)
     print(json.dumps(status, indent=2, default=str))
     return 0

@@ -18,13 +18,13 @@ play/game_records.py), named by its game id.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tengen.cluster.live_run import live_client, outage_s
 from tengen.cluster.redis_client import RedisUnavailable
+from tengen.run import records
 from tengen.run.run_dir import RunDir, game_file_name, version_id
 
 # The registry and stream modules, the codec and the game records are imported where
@@ -38,16 +38,23 @@ STATUS_WAIT_S = 3.0
 
 
 def read_status(run_dir: Path) -> dict:
-    """What a run is doing or did: live from Redis, else from ``status.json``."""
+    """What a run is doing or did: live from Redis, else from ``status.json`` and
+    ``ladder.json`` (run/records.py's; ``RecordError`` for one this tengen does not
+    read)."""
     files = RunDir(run_dir)
     if not files.holds_run():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
     status: dict = {"run_dir": str(run_dir), "run_id": files.run_id(), "live": False}
-    if files.status.exists():
-        status["last_report"] = json.loads(files.status.read_text())
-        status["components"] = status["last_report"].get("components", {})
-    if files.ladder.exists():
-        status["ladder"] = json.loads(files.ladder.read_text())
+    try:
+        last = records.read_status(files)
+        status["last_report"] = last.to_json()
+        status["components"] = last.wiring.get("components", {})
+    except FileNotFoundError:
+        pass  # stopped before its first report
+    try:
+        status["ladder"] = list(records.read_ladder(files).entries)
+    except FileNotFoundError:
+        pass
     client = live_client(files, wait_s=STATUS_WAIT_S)
     if client is not None:
         from tengen.cluster.registry import ModelRegistry

@@ -29,6 +29,7 @@ from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_server import EmbeddedRedis, connect
 from tengen.engine.games import make_game
 from tengen.run.codec import decode_game_meta
+from tengen.run.records import StatusLine, read_ladder, read_status
 from tengen.run.run_dir import RunDir
 from tengen.run.sample_stream import ENTRY_FIELD
 
@@ -136,11 +137,12 @@ class Run:
         assert self.process is not None
         return self.process.pid
 
-    def status(self) -> dict:
+    def status(self) -> StatusLine | None:
+        """The run's last status line (None before its first)."""
         try:
-            return json.loads(RunDir(self.run_dir).status.read_text())
-        except (OSError, ValueError):
-            return {}
+            return read_status(RunDir(self.run_dir))
+        except FileNotFoundError:
+            return None
 
     def log(self) -> str:
         try:
@@ -149,10 +151,20 @@ class Run:
             return ""
 
     def games(self) -> int:
-        return int(self.status().get("games", 0))
+        last = self.status()
+        return last.games if last is not None else 0
+
+    def learner_step(self) -> int:
+        last = self.status()
+        return last.learner_step if last is not None else 0
+
+    def workers(self) -> int | None:
+        """How many self-play workers the last status line counted (None: no line yet)."""
+        last = self.status()
+        return last.wiring.get("workers") if last is not None else None
 
     def wait_until_playing(self, *, timeout_s: float = 300, games: int = 1, steps: int = 0) -> None:
-        wait_for(lambda: self.games() >= games and self.status().get("learner_step", 0) >= steps,
+        wait_for(lambda: self.games() >= games and self.learner_step() >= steps,
                  timeout_s=timeout_s, what=f"{games} games and {steps} learner steps\n{self.log()[-3000:]}")
 
     def games_flow(self, *, after: int, timeout_s: float) -> float:
@@ -175,8 +187,8 @@ class Run:
 
     def ladder_versions(self) -> list[int]:
         try:
-            return [e["version"] for e in json.loads(RunDir(self.run_dir).ladder.read_text())]
-        except (OSError, ValueError):
+            return read_ladder(RunDir(self.run_dir)).versions
+        except FileNotFoundError:
             return []
 
 
@@ -203,7 +215,8 @@ def finished_games_lost(run: Run, password: str | None, url: str | None = None) 
             break
         start = "(" + page[-1][0].decode()
     client.close()
-    reported = run.status().get("reported_games", {})
+    last = run.status()
+    reported = last.reported_games if last is not None else {}
     return [f"{inc}:{n}" for inc, count in reported.items() for n in range(count) if f"{inc}:{n}" not in stored]
 
 
@@ -215,13 +228,13 @@ WORKER_LOST = re.compile(r"worker w\d+ (lost|failed)")
 
 def kill_a_worker(run: Run, *, timeout_s: float) -> float:
     """SIGKILL a self-play worker: the run is back to its worker count, games flowing."""
-    workers, log_before = run.status()["workers"], len(run.log())
+    workers, log_before = run.workers(), len(run.log())
     run.kill("ray::SelfPlayActor")
     killed = time.monotonic()
     before = run.games()
     wait_for(lambda: WORKER_LOST.search(run.log()[log_before:]), timeout_s=timeout_s, what="the loss logged")
     run.games_flow(after=before + 10, timeout_s=timeout_s)
-    wait_for(lambda: run.status().get("workers") == workers and
+    wait_for(lambda: run.workers() == workers and
              len(actor_pids(run.pid, "ray::SelfPlayActor")) == workers, timeout_s=timeout_s,
              what=f"{workers} workers again")
     return time.monotonic() - killed
@@ -229,24 +242,24 @@ def kill_a_worker(run: Run, *, timeout_s: float) -> float:
 
 def kill_the_inference_server(run: Run, *, timeout_s: float) -> float:
     """SIGKILL the inference server: a new one with the same workers, games flowing."""
-    workers, log_before = run.status()["workers"], len(run.log())
+    workers, log_before = run.workers(), len(run.log())
     run.kill("ray::InferenceServer")
     killed = time.monotonic()
     wait_for(lambda: f"restarted with {workers} workers" in run.log()[log_before:], timeout_s=timeout_s,
              what="the server restarted with its workers\n" + run.log()[-2000:])
     run.games_flow(after=run.games() + 10, timeout_s=timeout_s)
     assert not WORKER_LOST.search(run.log()[log_before:]), "a worker was lost with its server"
-    assert run.status()["workers"] == workers
+    assert run.workers() == workers
     return time.monotonic() - killed
 
 
 def kill_the_learner(run: Run, *, timeout_s: float) -> float:
     """SIGKILL the learner: a new one steps past where the old one was, no version repeated."""
-    step = run.status()["learner_step"]
+    step = run.learner_step()
     run.kill("ray::LearnerActor")
     killed = time.monotonic()
     wait_for(lambda: "learner lost" in run.log(), timeout_s=timeout_s, what="the loss logged")
-    wait_for(lambda: run.status().get("learner_step", 0) > step, timeout_s=timeout_s,
+    wait_for(lambda: run.learner_step() > step, timeout_s=timeout_s,
              what=f"learner steps past {step}\n{run.log()[-2000:]}")
     assert unique(run.ladder_versions())
     return time.monotonic() - killed
@@ -309,7 +322,7 @@ def sigterm_then_resume(run: Run, *, timeout_s: float) -> float:
     """SIGTERM the driver: a clean stop (final checkpoint, best model, then Redis);
     ``tengen train --resume`` continues from its checkpoint and stream. Returns the
     seconds from the resume until the learner steps past where it stopped."""
-    steps = run.status()["learner_step"]
+    steps = run.learner_step()
     assert run.stop(signal.SIGTERM) == 0, run.log()[-3000:]
     log = run.log()
     assert "SIGTERM: stopping cleanly" in log and "final learner checkpoint failed" not in log, log[-2000:]
@@ -317,7 +330,7 @@ def sigterm_then_resume(run: Run, *, timeout_s: float) -> float:
     assert not (RunDir(run.run_dir).redis / "redis.pid").exists()  # Redis stopped, last
     resumed = time.monotonic()
     run.start(resume=True)
-    wait_for(lambda: run.status().get("learner_step", 0) > steps and "resumed" in run.log(),
+    wait_for(lambda: run.learner_step() > steps and "resumed" in run.log(),
              timeout_s=timeout_s, what=f"the resumed learner past step {steps}\n{run.log()[-2000:]}")
     return time.monotonic() - resumed
 

@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from tengen.run.run_dir import CONFIG_FILE, MODEL_FILE, RunDir, version_id
+from tengen.run.records import read_ladder, read_status, read_status_history
+from tengen.run.run_dir import CONFIG_FILE, MODEL_FILE, RunDir
 from tengen.testing.cpu_by_part import CpuByPart, table
 
 __all__ = ["MARKS", "TARGET_CLUSTER_VS_SINGLE", "train", "save_marks", "marks_in", "ratio_lines_cluster_vs_single"]
@@ -43,11 +44,11 @@ def train(mode: str, *, config: str, run_dir: Path, minutes: float, every: float
     seconds = cpu.stop()
     if code != 0:
         raise SystemExit(f"{mode}: tengen train exited with {code}; see {RunDir(run_dir).log}")
-    last = json.loads(RunDir(run_dir).status.read_text())
-    minutes = last["elapsed_s"] / 60
-    rates = {"mode": mode, "run_dir": run_dir, "minutes": minutes, "games": last["games"],
-             "steps": last["learner_step"], "games_per_min": last["games"] / minutes,
-             "steps_per_min": last["learner_step"] / minutes, "promotions": last["promotions"]}
+    last = read_status(RunDir(run_dir))
+    minutes = last.elapsed_s / 60
+    rates = {"mode": mode, "run_dir": run_dir, "minutes": minutes, "games": last.games,
+             "steps": last.learner_step, "games_per_min": last.games / minutes,
+             "steps_per_min": last.learner_step / minutes, "promotions": last.promotions}
     print(f"{mode}: {rates['games']} games, {rates['steps']} learner steps, {rates['promotions']} promotions in "
           f"{minutes:.1f} min: {rates['games_per_min']:.0f} games/min, {rates['steps_per_min']:.0f} steps/min")
     for line in table(seconds, wall_s, os.cpu_count() or 1):
@@ -60,11 +61,11 @@ def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
     """The best model at every ``every`` minutes of the run and at its end, from its
     ladder, models/ and status history, as ``marks/<minutes>min/`` directories."""
     files = RunDir(run_dir)
-    statuses = [json.loads(line) for line in files.status_history.read_text().splitlines() if line.strip()]
-    ladder = json.loads(files.ladder.read_text())
-    started = statuses[0]["time"] - statuses[0]["elapsed_s"]
+    statuses = read_status_history(files)
+    ladder = read_ladder(files).entries
+    started = statuses[0].time - statuses[0].elapsed_s
     marks, at = [], every
-    times, end = [], statuses[-1]["elapsed_s"] / 60
+    times, end = [], statuses[-1].elapsed_s / 60
     while at < minutes - 1e-6 and at < end - every / 4:  # the end's own mark follows
         times.append(at)
         at += every
@@ -72,17 +73,15 @@ def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
     for at in times:
         until = started + at * 60
         best = [entry for entry in ladder if entry["time"] <= until][-1]
-        before = [line for line in statuses if line["time"] <= until + 1e-6]
-        status = before[-1] if before else {"games": 0, "learner_step": 0}
+        before = [line for line in statuses if line.time <= until + 1e-6]
+        games, steps = (before[-1].games, before[-1].learner_step) if before else (0, 0)
         mark = run_dir / MARKS / f"{at:06.1f}min"
         mark.mkdir(parents=True, exist_ok=True)
-        shutil.copy(files.model(int(best["version"])), mark / MODEL_FILE)  # a checkpoint directory, as best/
+        shutil.copy(files.model(best["version"]), mark / MODEL_FILE)  # a checkpoint directory, as best/
         shutil.copy(files.config, mark / CONFIG_FILE)
         (mark / "mark.json").write_text(json.dumps({
-            "trained_minutes": round(at, 2), "version": version_id(int(best["version"])),
-            "games": status["games"], "step": status["learner_step"]}, indent=2))
-        print(f"  {at:5.1f} min: games {status['games']} steps {status['learner_step']} best "
-              f"{version_id(int(best['version']))} -> {mark}", flush=True)
+            "trained_minutes": round(at, 2), "version": best["id"], "games": games, "step": steps}, indent=2))
+        print(f"  {at:5.1f} min: games {games} steps {steps} best {best['id']} -> {mark}", flush=True)
         marks.append(mark)
     return marks
 

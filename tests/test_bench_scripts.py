@@ -11,6 +11,7 @@ import pytest
 from bench_scripts import BENCH, load
 
 from tengen.testing.cpu_by_part import CpuByPart, part_of
+from tengen.testing.run_files import status_line
 from tengen.testing.training_run import ratio_lines_cluster_vs_single
 
 rates, spread = load("single_process_speed").rates, load("single_process_speed").spread
@@ -65,7 +66,8 @@ def test_an_exited_actor_not_yet_reaped_still_counts_as_its_part():
 
 def test_speed_rates_leave_the_start_out():
     def status(seconds, steps, positions):
-        return {"elapsed_s": seconds, "learner_step": steps, "totals": {"positions": positions}}
+        return status_line(elapsed_s=seconds, learner_step=steps,
+                           totals={**status_line().totals, "positions": positions})
 
     # compiling for two minutes, then 100 steps and 5,000 positions a minute
     lines = [status(60, 0, 0), status(120, 0, 500)] + [status(120 + 60 * m, 100 * m, 500 + 5000 * m)

@@ -64,8 +64,8 @@ def test_no_finished_game_was_lost_and_the_run_says_what_it_went_through(externa
     chaos.wait_for(lambda: not chaos.finished_games_lost(run, server.password, server.url), timeout_s=30,
                    what="every game a worker reported in the stream")
     status = run.status()
-    assert status["error"] is None
-    components = status["components"]
+    assert status is not None and status.error is None
+    components = status.wiring["components"]
     assert components["learner"]["restarts"] >= 1 and components["gatekeeper"]["restarts"] >= 1
     assert components["inference cpu"]["restarts"] >= 1 and components["learner"]["last_error"]
 

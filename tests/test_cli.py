@@ -100,15 +100,18 @@ def test_train_refuses_a_run_dir_that_already_holds_a_run(connect4_run, tmp_path
 
 
 def test_resume_continues_a_run_from_its_checkpoint(connect4_run, tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(connect4_run, run)
-    ladder = json.loads((run / "ladder.json").read_text())
+    from tengen.run.records import read_ladder
+    from tengen.run.run_dir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    shutil.copytree(connect4_run, run.path)
+    ladder = read_ladder(run).entries
     # The run stopped at its 8 steps; a config that only moves the stop goes on.
     config = tiny_config(tmp_path, {"name": "connect4"}, stop={"steps": 16})
-    done = tengen("train", str(config), "--resume", "--single-process", "--run-dir", str(run))
+    done = tengen("train", str(config), "--resume", "--single-process", "--run-dir", str(run.path))
     assert done.returncode == 0, done.stderr
     assert "resumed at step 8" in done.stdout and '"steps": 16' in done.stdout
-    assert json.loads((run / "ladder.json").read_text())[:len(ladder)] == ladder
+    assert read_ladder(run).entries[:len(ladder)] == ladder
 
 
 def test_a_run_directory_of_the_old_single_process_format_is_refused_on_resume(connect4_run, tmp_path):
@@ -251,31 +254,27 @@ def tengen_loading(tmp_path, *args):
 
 
 def _stopped_run(tmp_path):
-    """A run directory as a finished Ray run leaves it: identity, config, last report,
-    ladder, and the connection file of its Redis, now gone."""
-    from tengen.run.config import load_config
-    from tengen.run.run_dir import RunDir
+    """A run directory as a finished Ray run leaves it, with the connection file of its
+    Redis, now gone."""
+    from tengen.testing.run_files import stopped_run
 
-    files = RunDir(tmp_path / "run")
-    run_id = files.create_identity()
-    files.config.write_text(load_config("tictactoe").to_yaml())
-    files.status.write_text(json.dumps({"games": 12, "learner_step": 3, "best": "000000",
-                                        "components": {"learner": {"restarts": 1, "last_error": "ValueError: x"}}}))
-    files.ladder.write_text(json.dumps([{"version": 0, "elo": 0.0}]))
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    files.write_private(files.connection, json.dumps({"url": f"redis://127.0.0.1:{port}/0", "password": "x"}).encode())
-    return files, run_id
+    files = stopped_run(tmp_path / "run", redis_url=f"redis://127.0.0.1:{port}/0", password="x")
+    return files, files.run_id()
 
 
 def test_status_and_scale_of_a_stopped_run_import_neither_tensorflow_nor_ray(tmp_path):
+    from tengen.run.records import read_status
+
     files, run_id = _stopped_run(tmp_path)
     done, loaded = tengen_loading(tmp_path, "status", "--run-dir", str(files.path))
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
-    assert status["run_id"] == run_id and status["live"] is False and status["last_report"]["games"] == 12
-    assert status["components"]["learner"]["restarts"] == 1
+    last = read_status(files)
+    assert status["run_id"] == run_id and status["live"] is False and status["last_report"] == last.to_json()
+    assert status["components"] == last.wiring["components"] and status["components"]["learner"]["restarts"] == 1
     # Not even numba or numpy: reading a directory needs none of the engine.
     assert loaded == [], loaded
     # With no Redis named at all, scale says the run is not running, at once.
@@ -283,6 +282,14 @@ def test_status_and_scale_of_a_stopped_run_import_neither_tensorflow_nor_ray(tmp
     done, loaded = tengen_loading(tmp_path, "scale", "--run-dir", str(files.path), "--workers", "3")
     assert done.returncode == 2 and "is not running" in done.stderr, done.stderr
     assert loaded == [], loaded
+
+
+def test_status_refuses_a_record_it_does_not_read_and_names_it(tmp_path):
+    files, _ = _stopped_run(tmp_path)
+    files.ladder.write_text(json.dumps({"format": 2, "entries": []}))  # a newer tengen's
+    done = tengen("status", "--run-dir", str(files.path))
+    assert done.returncode == 2 and not done.stdout, done.stderr
+    assert f"tengen status: {files.ladder}: a ladder of format 2, newer than this tengen reads" in done.stderr
 
 
 def test_status_and_scale_of_a_live_run_import_neither_tensorflow_nor_ray(tmp_path, redis_server, redis_client):

@@ -19,6 +19,7 @@ from tengen.cluster.redis_server import EmbeddedRedis
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
+from tengen.run import records
 from tengen.run.codec import game_decoder
 from tengen.run.config import parse_config, stream_maxlen
 from tengen.run.run_dir import RunDir
@@ -71,7 +72,7 @@ def test_a_run_promotes_and_leaves_its_directory(finished_run):
     assert summary["steps"] >= 50 and summary["games"] > 0
     for name in ["config.yaml", "log.txt", "status.json", "ladder.json", "best/model.safetensors", "best/config.yaml"]:
         assert (run_dir / name).exists(), name
-    ladder = [entry["version"] for entry in json.loads((run_dir / "ladder.json").read_text())]
+    ladder = records.read_ladder(RunDir(run_dir)).versions
     # Version 0 is the initial net; the gatekeeper always takes the newest candidate.
     assert ladder[0] == 0 and len(ladder) >= 4 and ladder == sorted(set(ladder))
     assert any(f"promoted {ladder[-1]:06d}" in line for line in lines)
@@ -118,7 +119,7 @@ def test_status_reads_the_live_run_and_the_finished_one(finished_run):
 def test_a_lost_learner_is_replaced_and_resumes(finished_run):
     run_dir, summary, lines, _ = finished_run
     assert any("learner lost" in line for line in lines), "\n".join(lines)
-    ladder = [entry["version"] for entry in json.loads((run_dir / "ladder.json").read_text())]
+    ladder = records.read_ladder(RunDir(run_dir)).versions
     assert ladder == sorted(set(ladder))  # no version promoted twice, none reused
 
 
@@ -130,8 +131,9 @@ def test_scale_adds_a_worker_to_the_running_run(finished_run):
 def test_resume_continues_the_finished_run(finished_run):
     """Last in this file: it extends the run the tests above read."""
     run_dir, summary, _, _ = finished_run
-    ladder = json.loads((run_dir / "ladder.json").read_text())
-    games_in_stream = json.loads((run_dir / "status.json").read_text())["stream_length"]
+    files = RunDir(run_dir)
+    ladder = records.read_ladder(files).entries
+    games_in_stream = records.read_status(files).wiring["stream_length"]
     lines: list[str] = []
     config = parse_config({**TINY_TICTACTOE, "stop": {"promotions": 1, "minutes": 3}})
     resumed = ClusterRun(config, run_dir, resume=True, log=lines.append).run()
@@ -139,10 +141,10 @@ def test_resume_continues_the_finished_run(finished_run):
     # The learner went on from its checkpoint, the registry from the AOF: the ladder
     # grows past the old best, with no version promoted twice.
     assert resumed["promotions"] == 1 and resumed["steps"] > summary["steps"], "\n".join(lines)
-    after = json.loads((run_dir / "ladder.json").read_text())
+    after = records.read_ladder(files).entries
     assert after[:len(ladder)] == ladder and after[-1]["version"] > ladder[-1]["version"]
     # The stream survived the stop: the learner rebuilt its window from it at once. Once
     # the stream is at its cap, Redis's MAXLEN ~ trims whole nodes, so a full stream may
     # shrink a little, never below the cap.
     kept = min(games_in_stream, stream_maxlen(config))
-    assert json.loads((run_dir / "status.json").read_text())["stream_length"] >= kept
+    assert records.read_status(files).wiring["stream_length"] >= kept

@@ -1099,8 +1099,11 @@ def test_a_whole_run_as_the_tengen_acl_user(acl_redis, tmp_path, monkeypatch):
     log = "\n".join(lines)
     assert summary["error"] is None and summary["promotions"] >= 2, log
     assert "NOPERM" not in log and "failed" not in log, log
-    status = json.loads((run_dir / "status.json").read_text())
-    assert status["redis_memory"]["samples"] > 0 and status["redis_memory"]["maxmemory"] > 0
+    from tengen.run.records import read_status
+    from tengen.run.run_dir import RunDir
+
+    memory = read_status(RunDir(run_dir)).wiring["redis_memory"]
+    assert memory["samples"] > 0 and memory["maxmemory"] > 0
 
 
 #: Ray's GCS on a Redis, as KubeRay starts it on the head (RAY_REDIS_ADDRESS, a storage

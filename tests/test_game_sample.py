@@ -23,6 +23,7 @@ from tengen.play.sgf import load_sgf
 from tengen.run.codec import decode_game, encode_game, game_decoder
 from tengen.run.config import parse_config
 from tengen.run.game_sample import GameSample, game_number
+from tengen.run.records import read_ladder, read_status
 from tengen.run.run_dir import RunDir
 from tengen.run.sample_stream import LocalSampleStream
 from tengen.run.single_process import SingleProcessRun
@@ -106,7 +107,7 @@ def test_a_short_run_keeps_every_third_game_as_entry_and_sgf(go_run):
     decode = game_decoder(game)
     entries = sorted((go_run / "games").glob("*.game"))
     assert entries
-    total = json.loads((go_run / "status.json").read_text())["games"]
+    total = read_status(RunDir(go_run)).games
     # each incarnation numbers its games from 0; every third is kept, the newest may
     # come after the last scan only if the run stopped between two
     assert len(entries) == pytest.approx(total / 3, abs=2)
@@ -123,7 +124,7 @@ def test_a_short_run_keeps_every_third_game_as_entry_and_sgf(go_run):
 
 
 def test_gating_matches_keep_their_games_with_both_players(go_run):
-    ladder = json.loads((go_run / "ladder.json").read_text())
+    ladder = read_ladder(RunDir(go_run)).entries
     matches = sorted((go_run / "games" / "gating").iterdir())
     assert matches, "a match was played"
     for folder in matches:

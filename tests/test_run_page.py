@@ -8,7 +8,7 @@ pytest basetemp, in ``screenshots/`` (the path is printed)."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import shutil
 import time
 from pathlib import Path
@@ -21,6 +21,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tengen.engine.games import make_game
 from tengen.run.codec import decode_game
+from tengen.run.records import read_gating_history, read_ladder, read_status, read_status_history, write_status
+from tengen.run.run_dir import RunDir
 
 TTT = make_game("tictactoe")
 #: seconds for the page to load and draw its first poll
@@ -75,7 +77,7 @@ def stones(driver) -> dict[tuple[int, int], int]:
 
 def test_the_ladder_plot_has_a_point_per_promotion_and_says_what_it_is(browser, page, short_run_dir, shots):
     open_page(browser, page.url)
-    ladder = json.loads((short_run_dir / "ladder.json").read_text())
+    ladder = read_ladder(RunDir(short_run_dir)).entries
     assert len(ladder) >= 2
     assert plotted(browser, "ladder-plot", "ladder") == len(ladder)
     assert len(browser.find_elements(By.CSS_SELECTOR, "#ladder-plot .marker")) == len(ladder)
@@ -91,8 +93,8 @@ def test_the_ladder_plot_has_a_point_per_promotion_and_says_what_it_is(browser, 
 
 def test_the_loss_curve_and_the_rates_follow_the_status_lines(browser, page, short_run_dir):
     open_page(browser, page.url)
-    lines = [json.loads(line) for line in (short_run_dir / "status.jsonl").read_text().splitlines()]
-    with_loss = [line for line in lines if line["losses"]]
+    lines = read_status_history(RunDir(short_run_dir))
+    with_loss = [line for line in lines if line.losses]
     assert len(with_loss) >= 2, "the short run reported fewer than two losses"
     assert plotted(browser, "loss-plot", "total") == len(with_loss)
     assert plotted(browser, "loss-plot", "policy") == len(with_loss)
@@ -104,12 +106,12 @@ def test_the_loss_curve_and_the_rates_follow_the_status_lines(browser, page, sho
     assert texts(browser, "#batch-plot .plot-empty") == ["not reported: a single-process run has no inference server"]
     for plot in ("loss-plot", "steps-plot", "evaluations-plot"):
         assert texts(browser, f"#{plot} .plot-title") and len(texts(browser, f"#{plot} .axis-label")) == 2
-    assert browser.find_element(By.ID, "now-learner-step").text == str(lines[-1]["learner_step"])
+    assert browser.find_element(By.ID, "now-learner-step").text == str(lines[-1].learner_step)
     assert browser.find_element(By.ID, "now-self-play-workers").text == "1"
-    gating = lines[-1]["last_gating"]
-    assert browser.find_element(By.ID, "last-gating").text.startswith(
+    gating = lines[-1].last_gating
+    assert gating is not None and browser.find_element(By.ID, "last-gating").text.startswith(
         f"{gating['candidate']:06d} vs {gating['best']:06d}: {gating['wins']}-{gating['draws']}-{gating['losses']}")
-    matches = (short_run_dir / "gating.jsonl").read_text().splitlines()
+    matches = read_gating_history(RunDir(short_run_dir))
     assert len(browser.find_elements(By.CSS_SELECTOR, "#gating-list li")) == min(len(matches), 10)
     # the run ended: its last status line says so
     assert browser.find_element(By.ID, "liveness").get_attribute("data-state") == "finished"
@@ -151,21 +153,20 @@ def test_a_self_play_game_replays_move_by_move_with_its_value(browser, page, sho
 
 
 def test_a_line_the_run_appends_shows_without_a_reload(browser, short_run_dir, tmp_path, shots):
-    run_dir = tmp_path / "run"
-    shutil.copytree(short_run_dir, run_dir)
-    server = PageServer("serve", "--run-dir", str(run_dir), "--port", "0")
+    files = RunDir(tmp_path / "run")
+    shutil.copytree(short_run_dir, files.path)
+    server = PageServer("serve", "--run-dir", str(files.path), "--port", "0")
     try:
         open_page(browser, server.url)
         before = plotted(browser, "loss-plot", "total")
         browser.execute_script("window.notReloaded = true")
-        last = json.loads((run_dir / "status.json").read_text())
-        new = {**last, "time": round(time.time(), 1), "final": False, "learner_step": last["learner_step"] + 50,
-               "losses": {**last["losses"], "loss": last["losses"]["loss"] - 0.1}}
-        with open(run_dir / "status.jsonl", "a", encoding="utf-8") as f:  # as TrainingLoop.report appends
-            f.write(json.dumps(new) + "\n")
+        last = read_status(files)
+        new = dataclasses.replace(last, time=round(time.time(), 1), final=False, learner_step=last.learner_step + 50,
+                                  losses={**last.losses, "loss": last.losses["loss"] - 0.1})
+        write_status(files, new)  # as TrainingLoop.report writes it
         WebDriverWait(browser, 20).until(lambda d: plotted(d, "loss-plot", "total") == before + 1)
         assert browser.execute_script("return window.notReloaded") is True
-        assert browser.find_element(By.ID, "now-learner-step").text == str(new["learner_step"])
+        assert browser.find_element(By.ID, "now-learner-step").text == str(new.learner_step)
         assert browser.find_element(By.ID, "liveness").get_attribute("data-state") == "live"
     finally:
         assert server.close() == 0, server.stderr()

@@ -1,10 +1,12 @@
 """``tengen serve``'s JSON API over real HTTP, on the directory of a short real run
 (tests/short_run.py): the command started as a person starts it, called with urllib.
 What it answers is checked against the run's own files, read here with the
-engine's readers; a live run's Redis stream against the session's real Redis."""
+run's own readers (run/records.py, the codec, the game records); a live run's Redis
+stream against the session's real Redis."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import socket
@@ -19,6 +21,7 @@ from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.play.game_records import read_plain
 from tengen.run.codec import decode_game
+from tengen.run.records import read_gating_history, read_ladder, read_status, read_status_history, write_status
 from tengen.run.run_dir import RunDir, version_id
 
 TTT = make_game("tictactoe")
@@ -66,41 +69,41 @@ def test_the_server_loads_neither_tensorflow_nor_ray(page):
 
 
 def test_the_status_history_is_the_runs_status_lines(page, short_run_dir):
-    lines = [json.loads(line) for line in (short_run_dir / "status.jsonl").read_text().splitlines()]
+    files = RunDir(short_run_dir)
+    lines = read_status_history(files)
     status, history = page.get("/api/status")
     assert status == 200 and not history["reset"]
-    assert [p["time"] for p in history["points"]] == [line["time"] for line in lines]
-    assert [p.get("losses") for p in history["points"]] == [line["losses"] for line in lines]
-    assert history["latest"]["learner_step"] == json.loads((short_run_dir / "status.json").read_text())["learner_step"]
+    assert [p["time"] for p in history["points"]] == [line.time for line in lines]
+    assert [p.get("losses") for p in history["points"]] == [line.losses for line in lines]
+    assert history["latest"]["learner_step"] == read_status(files).learner_step
     assert "reported_games" not in history["latest"]
-    assert history["latest"]["last_gating"] == with_ids(lines[-1]["last_gating"])
+    assert lines[-1].last_gating is not None and history["latest"]["last_gating"] == with_ids(lines[-1].last_gating)
     assert history["next"] == (short_run_dir / "status.jsonl").stat().st_size
     status, later = page.get(f"/api/status?after={history['next']}")
     assert status == 200 and later["points"] == [] and later["latest"] is None
 
 
 def test_a_live_run_sends_only_its_new_status_lines(short_run_dir, tmp_path):
-    run_dir = tmp_path / "run"
-    shutil.copytree(short_run_dir, run_dir)
-    server = serve(run_dir)
+    files = RunDir(tmp_path / "run")
+    shutil.copytree(short_run_dir, files.path)
+    server = serve(files.path)
     try:
         _, first = server.get("/api/status")
-        last = json.loads((run_dir / "status.json").read_text())
-        new = {**last, "time": last["time"] + 10, "learner_step": last["learner_step"] + 7}
-        with open(run_dir / "status.jsonl", "a", encoding="utf-8") as f:  # as TrainingLoop.report appends
-            f.write(json.dumps(new) + "\n")
+        last = read_status(files)
+        new = dataclasses.replace(last, time=last.time + 10, learner_step=last.learner_step + 7)
+        write_status(files, new)  # as TrainingLoop.report writes it
         _, later = server.get(f"/api/status?after={first['next']}")
-        assert [p["learner_step"] for p in later["points"]] == [new["learner_step"]]
-        assert later["latest"]["time"] == new["time"]
+        assert [p["learner_step"] for p in later["points"]] == [new.learner_step]
+        assert later["latest"]["time"] == new.time
     finally:
         assert server.close() == 0, server.stderr()
 
 
 def test_the_ladder_is_ladder_json_sent_from_what_the_page_knows(page, short_run_dir):
-    ladder = json.loads((short_run_dir / "ladder.json").read_text())
+    ladder = read_ladder(RunDir(short_run_dir)).entries
     assert len(ladder) >= 2, "the short run promoted nothing"
     # the initial network's entry has no gating result; each promotion's has its ids
-    sent = ladder[:1] + [{**e, "result": with_ids(e["result"])} for e in ladder[1:]]
+    sent = [*ladder[:1], *({**e, "result": with_ids(e["result"])} for e in ladder[1:])]
     _, answer = page.get("/api/ladder")
     assert answer["entries"] == sent and answer["count"] == len(ladder)
     assert answer["entries"][1]["result"]["best_id"] == "000000"  # the first promotion beat the initial network
@@ -111,8 +114,8 @@ def test_the_ladder_is_ladder_json_sent_from_what_the_page_knows(page, short_run
 
 
 def test_gating_lists_every_match_newest_first_rejections_too(page, short_run_dir, tmp_path):
-    matches = [json.loads(line) for line in (short_run_dir / "gating.jsonl").read_text().splitlines()]
-    ladder = json.loads((short_run_dir / "ladder.json").read_text())
+    matches = [line.to_json() for line in read_gating_history(RunDir(short_run_dir))]
+    ladder = read_ladder(RunDir(short_run_dir)).entries
     # every promotion on the ladder was a match that passed
     assert sum(m["decision"] == "promote" for m in matches) == len(ladder) - 1
     _, answer = page.get("/api/gating")
@@ -126,6 +129,19 @@ def test_gating_lists_every_match_newest_first_rejections_too(page, short_run_di
     try:
         _, answer = server.get("/api/gating")
         assert answer["matches"] == [with_ids(m) for m in matches[::-1][:10]]
+    finally:
+        assert server.close() == 0, server.stderr()
+
+
+def test_a_record_this_tengen_does_not_read_is_refused_by_its_files_name(short_run_dir, tmp_path):
+    files = RunDir(tmp_path / "run")
+    shutil.copytree(short_run_dir, files.path)
+    files.ladder.write_text(json.dumps({"format": 2, "entries": []}))  # as a newer tengen might write it
+    server = serve(files.path)
+    try:
+        status, answer = server.get("/api/ladder")
+        assert status == 500 and answer["error"].startswith(f"{files.ladder}: a ladder of format 2, newer than")
+        assert server.get("/api/status")[0] == 200  # the rest of the page still reads
     finally:
         assert server.close() == 0, server.stderr()
 

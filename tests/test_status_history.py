@@ -5,29 +5,20 @@ when it opens, then only the lines appended since, and never half a line."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from tengen.run.records import RecordError
+from tengen.testing.run_files import status_line
 from tengen.web.status_history import MAX_POINTS, POINT_FIELDS, read_history
 
 
-def status_line(i: int) -> dict:
-    """A status line as run/loop.py's TrainingLoop.report writes one every few
-    seconds, with its 200 worker counters (what makes a line kilobytes)."""
-    return {"time": 1_800_000_000.0 + 5 * i, "elapsed_s": 5.0 * i, "games": 10 * i,
-            "totals": {"games": 10 * i, "positions": 300 * i, "evaluations": 9000 * i, "moves": 310 * i},
-            "games_per_s": 2.0, "moves_per_s": 62.0, "positions_per_s": 60.0, "evaluations_per_s": 1800,
-            "learner_step": 3 * i, "loss": 2.0 - i * 1e-5,
-            "losses": {"loss": 2.0, "policy_loss": 1.4, "value_loss": 0.6},
-            "window": min(20 * i, 20000), "window_capacity": 20000, "best": "000003", "promotions": 3,
-            "last_gating": None, "error": None, "mean_batch": 118.5, "workers": 16, "inference_servers": 1,
-            "reported_games": {f"w{k:03d}.abcdef": 1000 + i for k in range(200)}}
-
-
 def write_lines(path, lines) -> None:
+    """Status lines appended as TrainingLoop.report appends them."""
     with open(path, "a", encoding="utf-8") as f:
         for line in lines:
-            f.write(json.dumps(line) + "\n")
+            f.write(json.dumps(line.to_json()) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +38,7 @@ def test_a_big_history_goes_out_as_at_most_max_points_small_points(long_run):
     assert len(answer) < 500_000, "a first request must not send megabytes"
     times = [p["time"] for p in history.points]
     assert MAX_POINTS * 0.9 <= len(times) <= MAX_POINTS
-    assert times[0] == status_line(0)["time"] and times[-1] == status_line(5999)["time"]
+    assert times[0] == status_line(0).time and times[-1] == status_line(5999).time
     assert times == sorted(times) and len(set(times)) == len(times)
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert max(gaps) <= 3 * (times[-1] - times[0]) / len(gaps), "the sample is spread over the whole run"
@@ -64,7 +55,7 @@ def test_later_polls_get_only_the_lines_appended_and_never_half_a_line(tmp_path)
     assert [p["learner_step"] for p in first.points] == [3 * i for i in range(10)]  # small: every line
     assert read_history(path, after=first.next).points == []
     write_lines(path, [status_line(10)])
-    half = json.dumps(status_line(11)) + "\n"
+    half = json.dumps(status_line(11).to_json()) + "\n"
     with open(path, "a", encoding="utf-8") as f:
         f.write(half[:100])  # the run is writing its next line
     later = read_history(path, after=first.next)
@@ -91,7 +82,7 @@ def test_the_sampled_and_the_whole_reading_agree_on_the_ends(tmp_path):
     whole = read_history(path, max_points=50)
     sampled = read_history(path, max_points=50, read_all_bytes=1000)
     for h in (whole, sampled):
-        assert h.points[0]["time"] == status_line(0)["time"] and h.points[-1]["time"] == status_line(399)["time"]
+        assert h.points[0]["time"] == status_line(0).time and h.points[-1]["time"] == status_line(399).time
         assert 40 <= len(h.points) <= 50 and h.next == path.stat().st_size
     assert whole.latest == sampled.latest
 
@@ -107,8 +98,23 @@ def test_a_replaced_file_or_a_missing_one_starts_afresh(tmp_path):
 
 def test_a_line_cut_by_a_crash_is_skipped(tmp_path):
     path = tmp_path / "status.jsonl"
-    path.write_text(json.dumps(status_line(0)) + "\n" + '{"time": 18000' + "\n" + json.dumps(status_line(2)) + "\n")
+    write_lines(path, [status_line(0)])
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"time": 18000' + "\n")
+    write_lines(path, [status_line(2)])
     assert [p["learner_step"] for p in read_history(path).points] == [0, 6]
+
+
+def test_a_line_of_a_newer_tengen_is_refused_not_skipped(tmp_path):
+    path = tmp_path / "status.jsonl"
+    write_lines(path, [status_line(0)])
+    offset = path.stat().st_size
+    with open(path, "a", encoding="utf-8") as f:  # the run was resumed by a newer tengen
+        f.write(json.dumps({**status_line(1).to_json(), "format": 2}) + "\n")
+    for after in (None, offset):
+        with pytest.raises(RecordError, match=re.escape(f"{path}, the line at byte {offset}: a status line of "
+                                                        "format 2, newer than this tengen reads")):
+            read_history(path, after=after)
 
 
 def test_bad_requests_are_refused(tmp_path):

@@ -1,12 +1,16 @@
 """The training loop's decisions, driven by hand with the in-process registry: what
 both wirings do with what their parts report."""
 
+import json
+
 import pytest
 
 from tengen.run.config import parse_config
 from tengen.run.loop import TrainingLoop
 from tengen.run.model_registry import LocalModelRegistry, RegistryError
+from tengen.run.records import read_status
 from tengen.run.run_dir import RunDir
+from tengen.testing.run_files import status_line
 
 CONFIG = parse_config({"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8},
                        "redis": {"keep_candidates": 3}})
@@ -63,3 +67,25 @@ def test_a_match_cut_off_is_played_again_on_the_newest_candidate(loop):
         loop.learner_reported({"step": 10 * version, "published": [version]})
     assert loop.next_match() == 7
     assert held(registry) == {0, 5, 6, 7}
+
+
+def test_a_run_directory_an_older_tengen_wrote_resumes(tmp_path):
+    files = RunDir(tmp_path / "run")
+    files.path.mkdir()
+    first = TrainingLoop(CONFIG, files, LocalModelRegistry("older"), log=lambda line: None)
+    first.begin(resume=False)
+    ladder = first.registry.ladder()
+    # What the tengen before run/records.py left: ladder.json a bare list, status lines
+    # without a format, from before the evaluation cache (no cache hits counted).
+    files.ladder.write_text(json.dumps(ladder, indent=2))
+    line = status_line(7).to_json()
+    del line["format"], line["cache_hit_share"], line["totals"]["cache_hits"]
+    files.status.write_text(json.dumps(line, indent=2))
+    # The in-process registry is gone with its process: the ladder comes back from disk.
+    resumed = TrainingLoop(CONFIG, files, LocalModelRegistry("older"), log=lambda line: None)
+    assert resumed.begin(resume=True) == 0
+    assert resumed.registry.ladder() == ladder
+    assert resumed.totals == {**line["totals"], "cache_hits": 0}
+    # and its next status line is of this tengen's format, counting on
+    resumed.report(workers=1, inference_servers=0, stream_length=0)
+    assert json.loads(files.status.read_text())["format"] == 1 and read_status(files).totals == resumed.totals

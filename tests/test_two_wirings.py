@@ -19,7 +19,9 @@ import pytest
 from tengen.cluster.driver import ClusterRun
 from tengen.learner.learner import CHECKPOINT_FILE
 from tengen.learner.trainer import Trainer
+from tengen.run import records
 from tengen.run.config import parse_config
+from tengen.run.run_dir import RunDir
 from tengen.run.single_process import SingleProcessRun
 from tengen.run_control import read_status
 
@@ -68,7 +70,7 @@ def test_both_leave_the_same_files(game, runs):
     for name, (run_dir, _) in runs.items():
         missing = [path for path in ARTIFACTS if not (run_dir / path).exists()]
         assert not missing, (name, missing)
-        promoted = json.loads((run_dir / "ladder.json").read_text())[-1]["version"]
+        promoted = records.read_ladder(RunDir(run_dir)).versions[-1]
         # models/ holds each promoted model exactly as the registry held it
         assert (run_dir / "models" / f"{promoted:06d}.safetensors").read_bytes() == (
             run_dir / "best" / "model.safetensors").read_bytes()
@@ -79,19 +81,21 @@ def test_both_leave_the_same_files(game, runs):
 
 
 def test_the_ladder_and_status_have_one_format(runs):
-    (single, _), (cluster, _) = runs["single"], runs["cluster"]
-    ladders = [json.loads((d / "ladder.json").read_text()) for d in (single, cluster)]
-    assert [set(e) for e in ladders[0]] == [set(e) for e in ladders[1]]
-    assert [e["version"] for e in ladders[0]][0] == 0 and ladders[0][0]["result"] == {"initial": True}
-    statuses = [json.loads((d / "status.json").read_text()) for d in (single, cluster)]
-    shared = {"games", "totals", "learner_step", "loss", "window", "best", "promotions", "last_gating",
-              "workers", "inference_servers", "stream_length", "error", "elapsed_s", "games_per_s"}
-    assert shared <= statuses[0].keys() and shared <= statuses[1].keys()
-    for d in (single, cluster):  # every line of the history is a status line
-        lines = [json.loads(line) for line in (d / "status.jsonl").read_text().splitlines()]
-        assert lines and lines[-1] == json.loads((d / "status.json").read_text())
+    files = [RunDir(runs[name][0]) for name in ("single", "cluster")]
+    # run/records.py reads both wirings' records (and refuses anything but its format)
+    ladders = [records.read_ladder(f) for f in files]
+    assert ladders[0].versions[0] == ladders[1].versions[0] == 0
+    assert ladders[0].entries[0]["result"] == ladders[1].entries[0]["result"] == {"initial": True}
+    statuses = [records.read_status(f) for f in files]
+    # both wirings give what the run page shows of them
+    for status in statuses:
+        assert {"workers", "inference_servers", "stream_length"} <= status.wiring.keys()
+    assert statuses[0].wiring["mode"] == "single-process" and "mode" not in statuses[1].wiring
+    for f, status in zip(files, statuses, strict=True):  # every line of the history is a status line
+        lines = records.read_status_history(f)
+        assert lines and lines[-1] == status
         # the last line, and only it, marks the run's end (the run page tells finished from silent by it)
-        assert [line["final"] for line in lines] == [False] * (len(lines) - 1) + [True]
+        assert [line.final for line in lines] == [False] * (len(lines) - 1) + [True]
 
 
 def test_the_learner_checkpoint_is_one_format(game, runs):

@@ -2,7 +2,8 @@
 
 The page (web/static/run.html, run.js, with plot.js's SVG plots and board.js's
 boards) polls this JSON API every few seconds; every answer is JSON, a refusal is
-``{"error": message}``:
+``{"error": message}`` (500 with run/records.py's message, which names the file,
+for a record of the run this tengen does not read: a newer format, or damaged):
 
 - ``GET /api/info``: the run's id and directory, its game (``board_view.game_info``)
   and the config's main settings;
@@ -39,6 +40,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from tengen.run.records import RecordError
 from tengen.web.run_view import RunView, UnknownGame
 from tengen.web.server import ApiError, add_static, is_loopback, json_errors, require_token, run_app, static_page
 from tengen.web.status_history import MAX_POINTS
@@ -79,7 +81,10 @@ class RunPage:
         self._reader.shutdown(wait=False, cancel_futures=True)
 
     async def _read(self, call: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._reader, call)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._reader, call)
+        except RecordError as e:
+            raise ApiError(500, str(e)) from None
 
     async def _info(self, request: web.Request) -> web.Response:
         return web.json_response(self.view.info())

@@ -1,5 +1,8 @@
 """A run as the run page reads it: its directory (run/run_dir.py names every
-file) and, while it goes, its Redis stream. Read-only: nothing here writes.
+file, run/records.py reads the status lines, the gating lines and the ladder) and,
+while it goes, its Redis stream. Read-only: nothing here writes. A record this
+tengen does not read (a newer format, or damaged) raises ``RecordError``, naming
+the file.
 
 - ``info()``: the run's id, its game (``board_view.game_info``) and the config's
   main settings;
@@ -12,7 +15,7 @@ file) and, while it goes, its Redis stream. Read-only: nothing here writes.
 
 A gating result (in ``gating()``, on a ladder entry, as a status line's
 ``last_gating``) goes out with ``candidate_id`` and ``best_id`` beside its version
-numbers: the ids as ``cluster.keys.version_id`` spells them (``000042``), which the
+numbers: the ids as ``run.run_dir.version_id`` spells them (``000042``), which the
 page shows as sent.
 
 The newest self-play games come from the run's Redis stream when its Redis answers
@@ -30,11 +33,10 @@ Not thread-safe: the page's server calls it from one thread.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ from tengen.play.sgf import SgfError
 from tengen.run.codec import SampleFormatError
 from tengen.run.config import load_config
 from tengen.run.game_sample import ENTRY_SUFFIX
+from tengen.run.records import GatingLine, parse_line, read_ladder
 from tengen.run.run_dir import RunDir, version_id
 from tengen.web.board_view import game_info
 from tengen.web.replay import entry_game, file_game, replay, summary
@@ -121,7 +124,7 @@ class RunView:
     def history(self, *, after: int | None = None, max_points: int = MAX_POINTS) -> History:
         history = read_history(self.files.status_history, after=after, max_points=max_points)
         latest = history.latest
-        if latest is None or not isinstance(latest.get("last_gating"), dict):
+        if latest is None or latest["last_gating"] is None:
             return history
         return dataclasses.replace(history, latest={**latest, "last_gating": _with_ids(latest["last_gating"])})
 
@@ -131,22 +134,17 @@ class RunView:
         if known < 0:
             raise ValueError(f"known must be >= 0, not {known}")
         try:
-            entries = json.loads(self.files.ladder.read_text())
+            entries = read_ladder(self.files).entries  # written atomically: never half of it
         except FileNotFoundError:
-            entries = []
-        except ValueError:  # mid-rewrite never happens (it is written atomically); a damaged file
-            entries = []
-        if not isinstance(entries, list):
-            entries = []
+            entries = ()
         reset = known > len(entries)
         start = 0 if reset else known
-        sent = [{**e, "result": _with_ids(e["result"])} if isinstance(e, dict) and isinstance(e.get("result"), dict)
-                else e for e in entries[start:]]
+        sent = [{**e, "result": _with_ids(e["result"])} for e in entries[start:]]
         return {"entries": sent, "start": start, "count": len(entries), "reset": reset}
 
     def gating(self, *, count: int = GATING_RESULTS_SHOWN) -> dict[str, Any]:
         """The newest ``count`` gating results, newest first (a line cut short by a write
-        in progress, or damaged, is skipped)."""
+        in progress, or by a crash, is skipped)."""
         try:
             with open(self.files.gating_history, "rb") as f:
                 size = f.seek(0, 2)
@@ -160,12 +158,9 @@ class RunView:
             lines = lines[1:]  # begins mid-line
         matches = []
         for line in reversed(lines):
-            try:
-                result = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(result, dict):
-                matches.append(_with_ids(result))
+            match = parse_line(line, GatingLine, f"{self.files.gating_history}, near its end")
+            if match is not None:
+                matches.append(_with_ids(match.to_json()))
             if len(matches) == count:
                 break
         return {"matches": matches}
@@ -296,15 +291,10 @@ class _Held:
     shown: dict[str, Any]
 
 
-def _with_ids(result: dict[str, Any]) -> dict[str, Any]:
-    """A gating result with ``candidate_id`` and ``best_id`` beside the version numbers
-    it has (a damaged number gets no id)."""
-    ids = {}
-    for name in ("candidate", "best"):
-        try:
-            ids[f"{name}_id"] = version_id(result[name])
-        except (KeyError, ValueError):
-            continue
+def _with_ids(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A gating result with ``candidate_id`` and ``best_id`` beside its version numbers
+    (the initial network's mark on the ladder has none, and gets none)."""
+    ids = {f"{name}_id": version_id(result[name]) for name in ("candidate", "best") if name in result}
     return {**result, **ids}
 
 

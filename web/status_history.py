@@ -1,6 +1,6 @@
 """The run's status lines (``status.jsonl``, one JSON object a line, appended by
-run/loop.py's ``TrainingLoop.report``) as the run page plots them, without
-sending megabytes per poll.
+run/loop.py's ``TrainingLoop.report``, each read as run/records.py's ``StatusLine``)
+as the run page plots them, without sending megabytes per poll.
 
 A run of days writes a line every few seconds, each a few kilobytes (its
 ``reported_games`` alone can be 200 entries), so the file reaches hundreds of
@@ -19,17 +19,20 @@ byte offset to ask from next time:
   ``reset``.
 
 A line still being written (no newline yet) is never read: the next offset stops
-before it. The newest complete line goes out whole as ``latest`` (without
-``reported_games``), for what the page shows as it is now.
+before it; a line a crash cut short is skipped. A line of a format this tengen does
+not read, or a damaged one, is refused (``RecordError``, naming the file). The
+newest complete line goes out whole as ``latest`` (without ``reported_games``), for
+what the page shows as it is now.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from tengen.run.records import StatusLine, parse_line
 
 __all__ = ["POINT_FIELDS", "MAX_POINTS", "MAX_READ_BYTES", "READ_ALL_BYTES", "History", "read_history", "point"]
 
@@ -63,24 +66,27 @@ class History:
                 "more": self.more, "size": self.size}
 
 
-def point(line: dict[str, Any]) -> dict[str, Any]:
-    """The plotted numbers of one status line (fields it lacks are left out)."""
-    return {key: line[key] for key in POINT_FIELDS if key in line}
+def point(line: StatusLine) -> dict[str, Any]:
+    """The plotted numbers of one status line (a wiring's it lacks, ``mean_batch`` of a
+    single-process run, are left out)."""
+    data = line.to_json()
+    return {key: data[key] for key in POINT_FIELDS if key in data}
 
 
-def _latest(line: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if line is None else {k: v for k, v in line.items() if k not in _NOT_LATEST}
+def _latest(line: StatusLine | None) -> dict[str, Any] | None:
+    return None if line is None else {k: v for k, v in line.to_json().items() if k not in _NOT_LATEST}
 
 
-def _parse(raw: bytes) -> dict[str, Any] | None:
-    try:
-        line = json.loads(raw)
-    except ValueError:
-        return None  # a line cut by a crash mid-write; the rest of the history stands
-    return line if isinstance(line, dict) else None
+def _parse(raw: bytes, path: Path, offset: int) -> StatusLine | None:
+    """A status line, None for one a crash cut short (the rest of the history stands)."""
+    return parse_line(raw, StatusLine, f"{path}, the line at byte {offset}")
 
 
-def _thin(lines: list[dict[str, Any]], max_points: int) -> list[dict[str, Any]]:
+def _parsed(raw: list[tuple[int, bytes]], path: Path) -> list[StatusLine]:
+    return [line for offset, data in raw if (line := _parse(data, path, offset)) is not None]
+
+
+def _thin(lines: list[StatusLine], max_points: int) -> list[StatusLine]:
     """``max_points`` lines evenly spaced, the oldest and the newest among them."""
     if len(lines) <= max_points:
         return lines
@@ -88,26 +94,32 @@ def _thin(lines: list[dict[str, Any]], max_points: int) -> list[dict[str, Any]]:
     return [lines[round(i * last / (max_points - 1))] for i in range(max_points)]
 
 
-def _complete_lines(data: bytes) -> tuple[list[bytes], int]:
-    """The complete lines of ``data`` and how many bytes they span."""
+def _complete_lines(data: bytes, start: int) -> tuple[list[tuple[int, bytes]], int]:
+    """The complete lines of ``data``, read from the file's byte ``start``, each with
+    its offset in the file, and how many bytes they span."""
     end = data.rfind(b"\n") + 1
-    return [raw for raw in data[:end].split(b"\n") if raw.strip()], end
+    lines, offset = [], start
+    for raw in data[:end].split(b"\n"):
+        if raw.strip():
+            lines.append((offset, raw))
+        offset += len(raw) + 1
+    return lines, end
 
 
-def _read_all(f: BinaryIO, max_points: int) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None]:
-    raw, end = _complete_lines(f.read())
-    lines = [line for line in map(_parse, raw) if line is not None]
+def _read_all(f: BinaryIO, path: Path, max_points: int) -> tuple[list[StatusLine], int, StatusLine | None]:
+    raw, end = _complete_lines(f.read(), 0)
+    lines = _parsed(raw, path)
     return _thin(lines, max_points), end, lines[-1] if lines else None
 
 
-def _sampled(f: BinaryIO, size: int, max_points: int) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None]:
+def _sampled(f: BinaryIO, path: Path, size: int, max_points: int) -> tuple[list[StatusLine], int, StatusLine | None]:
     """One line at each of ``max_points`` evenly spaced offsets, and the last one."""
     tail = min(size, _TAIL_BYTES)
     f.seek(size - tail)
-    last_raw, tail_end = _complete_lines(f.read(tail))
+    last_raw, tail_end = _complete_lines(f.read(tail), size - tail)
     end = size - tail + tail_end  # past the last complete line
     starts_seen: set[int] = set()
-    lines: list[dict[str, Any]] = []
+    lines: list[StatusLine] = []
     for i in range(max_points - 1):
         offset = i * end // (max_points - 1)
         if offset:
@@ -121,10 +133,10 @@ def _sampled(f: BinaryIO, size: int, max_points: int) -> tuple[list[dict[str, An
         if start >= end or start in starts_seen:
             continue
         starts_seen.add(start)
-        parsed = _parse(f.readline())
+        parsed = _parse(f.readline(), path, start)
         if parsed is not None:
             lines.append(parsed)
-    last = _parse(last_raw[-1]) if last_raw else None
+    last = _parse(last_raw[-1][1], path, last_raw[-1][0]) if last_raw else None
     if last is not None and (not lines or lines[-1] != last):
         lines.append(last)
     return lines, end, last
@@ -148,14 +160,14 @@ def read_history(path: Path, *, after: int | None = None, max_points: int = MAX_
         if after is not None and after <= size:
             f.seek(after)
             chunk = f.read(MAX_READ_BYTES)
-            raw, span = _complete_lines(chunk)
-            lines = [line for line in map(_parse, raw) if line is not None]
+            raw, span = _complete_lines(chunk, after)
+            lines = _parsed(raw, path)
             more = len(chunk) == MAX_READ_BYTES and after + span < size
             return History([point(line) for line in _thin(lines, max_points)], after + span,
                            _latest(lines[-1] if lines else None), reset=False, more=more, size=size)
         if size <= read_all_bytes:
-            lines, end, last = _read_all(f, max_points)
+            lines, end, last = _read_all(f, path, max_points)
         else:
-            lines, end, last = _sampled(f, size, max_points)
+            lines, end, last = _sampled(f, path, size, max_points)
         return History([point(line) for line in lines], end, _latest(last), reset=after is not None, more=False,
                        size=size)
