@@ -112,6 +112,7 @@ class ClusterRun:
         self.learner: Any = None
         self._learner_ref: Any = None
         self._setup: ActorSetup | None = None
+        self._log_file: Any = None
         #: this driver's hold on the run (cluster/lease.py), once run() took it
         self.lease: DriverLease | None = None
 
@@ -119,9 +120,6 @@ class ClusterRun:
     def _start_redis(self) -> tuple[str, str | None]:
         files = self.files
         if self.redis_url:
-            # `tengen status` and `tengen scale` find the run's Redis here (a --redis URL
-            # is not in the config file); its password stays in the environment.
-            files.write_private(files.connection, json.dumps({"url": self.redis_url}).encode())
             return self.redis_url, resolve_password()
         # On a Ray cluster, workers on other nodes must reach it: bind the node's address
         # too (the password guards it). Locally, loopback only.
@@ -132,10 +130,16 @@ class ClusterRun:
         self.redis.start()
         if self.redis.stopped_orphan:
             self.log(f"stopped the Redis (pid {self.redis.stopped_orphan}) that a dead driver left on {files.redis}")
-        # `tengen status` reads the live run with these; readable by the owner only.
-        files.write_private(files.connection,
-                            json.dumps({"url": self.redis.url, "password": self.redis.password}).encode())
         return self.redis.url, self.redis.password
+
+    def _record_connection(self, redis_url: str) -> None:
+        """Where `tengen status`, `tengen scale` and `tengen serve` find the live run's
+        Redis (owner-readable only): the embedded server's URL and password, or an
+        external one's URL (not in the config file when it came from --redis; its
+        password stays in the environment)."""
+        connection = {"url": redis_url} if self.redis is None else {"url": self.redis.url,
+                                                                      "password": self.redis.password}
+        self.files.write_private(self.files.connection, json.dumps(connection).encode())
 
     def _start_ray(self) -> None:
         env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}}  # no secret here: Ray shows runtime_env to anyone
@@ -166,8 +170,6 @@ class ClusterRun:
         files = self.files
         files.path.mkdir(parents=True, exist_ok=True)
         self.run_id = files.create_identity()
-        files.config.write_text(self.config.to_yaml())
-        self._log_file = open(files.log, "a", encoding="utf-8")  # noqa: SIM115
         restore: Callable[[], None] = lambda: None  # noqa: E731
         keeper_stop = threading.Event()
         keeper: threading.Thread | None = None
@@ -176,10 +178,14 @@ class ClusterRun:
             try:
                 if not self.resume:
                     self._refuse_a_taken_run_id(redis_url, password)
-                # One driver per run (before Ray: a second one is a usage error, not a fault).
+                # One driver per run, before it writes anything into the run directory (a
+                # second one is a usage error, not a fault).
                 self.lease = DriverLease(connect(redis_url, password=password,
                                                  policy=OutagePolicy(outage_s=self.config.redis.outage_s)),
                                          self.run_id).acquire()
+                files.write(files.config, self.config.to_yaml().encode())
+                self._log_file = open(files.log, "a", encoding="utf-8")  # noqa: SIM115
+                self._record_connection(redis_url)
                 if self.redis is not None:
                     keeper = threading.Thread(target=self._keep_redis, args=(keeper_stop,), name="redis-keeper",
                                               daemon=True)
@@ -199,7 +205,8 @@ class ClusterRun:
                     self.redis.stop()  # last: the final checkpoint and save needed it
         finally:
             restore()
-            self._log_file.close()
+            if self._log_file is not None:
+                self._log_file.close()
 
     def _loop(self, redis_url: str, password: str | None) -> dict:
         cfg = self.config

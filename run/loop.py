@@ -231,7 +231,7 @@ class TrainingLoop:
         write_atomically(files.best_model, blob)
         if not files.model(self.best_version).exists():
             write_atomically(files.model(self.best_version), blob)
-        files.best_config.write_text(self.config.to_yaml())
+        files.write(files.best_config, self.config.to_yaml().encode())
         write_ladder(files, Ladder(tuple(self.registry.ladder())))
 
     def keep_games(self, stream: NewestEntries) -> int:

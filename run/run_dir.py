@@ -211,11 +211,19 @@ class RunDir:
         return run_id
 
     def write(self, path: Path, data: bytes) -> None:
-        """Write a file of the run atomically (a reader never sees half of it)."""
+        """Write a file of the run atomically: a reader, or a run resumed after a crash
+        or a full disk, sees the file before or after, never half of one or an empty one
+        (the bytes reach the disk before the rename; a write that fails leaves nothing)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def write_private(self, path: Path, data: bytes) -> None:
         """Write a file readable by the owner alone, from its first byte (never briefly

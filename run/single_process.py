@@ -60,7 +60,7 @@ class SingleProcessRun:
                               "start a new run (its best/ model still loads with --checkpoint)")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_id = self.files.create_identity()
-        self.files.config.write_text(config.to_yaml())
+        self.files.write(self.files.config, config.to_yaml().encode())
         self._log_file = open(self.files.log, "a", encoding="utf-8")  # noqa: SIM115
         self._print = log
         self.resume = resume

@@ -180,3 +180,25 @@ def test_the_learners_node_preempted_the_run_goes_on_from_its_checkpoint(cpu_bed
         assert "already published" not in run.log()
     finally:
         assert run.stop() == 0, run.log()[-3000:]
+
+
+def test_a_second_driver_of_a_run_is_refused_and_the_first_goes_on(cpu_bed):
+    bed, redis = cpu_bed
+    run = bed.run("two-drivers", BED_RUN, redis=redis).start(minutes=20)
+    try:
+        run.wait_until_playing(timeout_s=600, games=20)
+        # The same run started again (a scheduler that restarted a job whose driver still
+        # ran): it waits out the lease's TTL for a dead holder, then refuses, naming the
+        # live one; it writes nothing into the run directory meanwhile.
+        config_before = RunDir(run.run_dir).config.read_bytes()
+        second = bed.run("two-drivers", BED_RUN, redis=redis)
+        second.start(resume=True, minutes=20)
+        assert second.process is not None
+        assert second.process.wait(timeout=300) == 2
+        said = bed.log_tail(bed.nodes["head"], "run-two-drivers", chars=20_000)
+        assert "already has a driver" in said and "pid" in said
+        assert RunDir(run.run_dir).config.read_bytes() == config_before
+        games = run.games()
+        run.games_flow(after=games + 10, timeout_s=300)  # the first goes on
+    finally:
+        assert run.stop() == 0, run.log()[-3000:]
