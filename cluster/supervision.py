@@ -10,6 +10,9 @@ the run with that error rather than restarting forever. A success resets the cou
 
 The driver keeps no per-part state of its own beyond this: ``report()`` is what
 ``tengen status`` shows per part (restarts, the last error, when it last reported).
+
+Whether failures come "in a row" is read from ``clock`` (``time.monotonic`` unless
+given: a test passes its own and moves it, rather than sleeping past ``window_s``).
 """
 
 from __future__ import annotations
@@ -66,12 +69,17 @@ class _Part:
 
 
 class Supervisor:
-    def __init__(self, *, failures: int, window_s: float, log: Callable[[str], None]):
+    """Counts each part's failures in a row (see the module's docstring). ``clock``
+    gives seconds on a monotonic scale; ``window_s`` is measured on it."""
+
+    def __init__(self, *, failures: int, window_s: float, log: Callable[[str], None],
+                 clock: Callable[[], float] = time.monotonic):
         if failures < 1:
             raise ValueError(f"failures must be at least 1, got {failures}")
         self.failures = failures
         self.window_s = window_s
         self.log = log
+        self._clock = clock
         self._parts: dict[str, _Part] = {}
 
     def _part(self, name: str) -> _Part:
@@ -81,7 +89,7 @@ class Supervisor:
         """Record a failure of ``name``; returns the seconds to wait before replacing
         it. Raises CrashLoop when it has failed ``failures`` times in a row."""
         part = self._part(name)
-        now = time.monotonic()
+        now = self._clock()
         streak = part.failures_in_a_row + 1 if now - part.last_failure <= self.window_s else 1
         part.failures_in_a_row, part.last_failure = streak, now
         summary = describe_error(error)
