@@ -15,8 +15,11 @@ class FakeClock:
         self.now = float(start)
         #: every sleep the part asked for, in order
         self.sleeps: list[float] = []
+        #: how many times the part has read the clock (it looked, and decided)
+        self.reads = 0
 
     def __call__(self) -> float:
+        self.reads += 1
         return self.now
 
     def advance(self, seconds: float) -> None:
