@@ -22,7 +22,6 @@ import zstandard
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tengen.cluster import codec
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_server import (
     AOF_FILE,
@@ -39,6 +38,7 @@ from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.engine.mcts import uniform_evaluator
 from tengen.engine.selfplay import GameRecord, SelfPlay
+from tengen.run import codec
 from tengen.run.codec import SampleFormatError, decode_game, decode_game_meta, encode_game, game_decoder
 from tengen.run.model_registry import LocalModelRegistry, RegistryError, parse_promotion
 from tengen.run.sample_stream import LocalSampleStream
