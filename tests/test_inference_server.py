@@ -304,6 +304,7 @@ def client_class(ray):
     return Client
 
 
+@pytest.mark.slow
 def test_ray_actor_merges_requests_from_client_actors(ray_cluster, nets):
     ray = ray_cluster
     (model, blob), (model_b, blob_b) = nets

@@ -22,6 +22,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from tengen.engine.games import make_game
 from tengen.run.codec import decode_game
 
+pytestmark = pytest.mark.slow  # chromium fetched, a real run shown
+
 TTT = make_game("tictactoe")
 #: seconds for the page to load and draw its first poll
 LOAD_TIMEOUT = 60

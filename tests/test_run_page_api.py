@@ -22,6 +22,8 @@ from tengen.run.codec import decode_game
 from tengen.run.run_dir import RunDir, version_id
 from tengen.web import run_view
 
+pytestmark = pytest.mark.slow  # a real short run (tests/short_run.py) and the page server on it
+
 TTT = make_game("tictactoe")
 
 

@@ -69,6 +69,7 @@ def test_an_error_is_described_by_its_root_cause():
     assert describe_error(Wrapper(OSError("disk full"))) == "OSError: disk full"
 
 
+@pytest.mark.slow
 def test_a_run_whose_learner_cannot_start_stops_with_the_reason(tmp_path):
     """A config that cannot work (checkpoints to a place that cannot be written):
     the learner fails, is replaced, fails again, and the run stops saying why."""
