@@ -23,6 +23,9 @@ the learner deduplicates, registry writes check before they write).
 on a transient failure, for callers that have something better to do than wait: a
 self-play worker keeps its games in a buffer and plays on; ``try_once(op)`` gives None
 then, for the driver's loop.
+
+An outage is measured on ``clock`` and waited out with ``sleep`` (``time.monotonic``
+and ``time.sleep`` unless given: a test passes a clock it moves itself).
 """
 
 from __future__ import annotations
@@ -122,16 +125,17 @@ def _rebuild_unavailable(message: str, seconds: float, expired: bool, out_of_mem
 class _Outage:
     """When the current outage started (None: Redis answers), shared by all threads."""
 
-    def __init__(self, label: str, log: Callable[[str], None] | None):
+    def __init__(self, label: str, log: Callable[[str], None] | None, clock: Callable[[], float]):
         self.label = label
         self.log = log
+        self._clock = clock
         self.since: float | None = None
         self.last_error: BaseException | None = None
         self._lock = threading.Lock()
 
     def failed(self, error: BaseException) -> float:
         """Record a failure; returns how long the outage has lasted."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             self.last_error = error
             if self.since is None:
@@ -146,13 +150,13 @@ class _Outage:
         with self._lock:
             if self.since is None:
                 return
-            seconds, self.since = time.monotonic() - self.since, None
+            seconds, self.since = self._clock() - self.since, None
         if self.log is not None:
             self.log(f"redis {self.label}: answering again after {seconds:.1f} s")
 
     def seconds(self) -> float:
         since = self.since
-        return 0.0 if since is None else time.monotonic() - since
+        return 0.0 if since is None else self._clock() - since
 
 
 def _describe(error: BaseException) -> str:
@@ -172,10 +176,12 @@ class ResilientRedis:
     """
 
     def __init__(self, client: redis.Redis, *, policy: OutagePolicy = DEFAULT_POLICY, label: str = "",
-                 log: Callable[[str], None] | None = None, rng: random.Random | None = None):
+                 log: Callable[[str], None] | None = None, rng: random.Random | None = None,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
         self.raw = client
         self.policy = policy
-        self._outage = _Outage(label or _label(client), log)
+        self._outage = _Outage(label or _label(client), log, clock)
+        self._sleep = sleep
         # jitter only spreads reconnects out; it needs no seed
         self._rng = rng or random.Random()
         self._local = threading.local()
@@ -228,7 +234,7 @@ class ResilientRedis:
                 if expired or not wait:
                     raise self._unavailable(error, seconds, expired) from error
                 delay = min(self.policy.backoff_cap_s, self.policy.backoff_base_s * 2 ** min(attempt, 30))
-                time.sleep(min(self._rng.uniform(0, delay), self.policy.outage_s - seconds))
+                self._sleep(min(self._rng.uniform(0, delay), self.policy.outage_s - seconds))
                 attempt += 1
                 continue
             self._outage.ended()

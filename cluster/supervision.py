@@ -13,6 +13,10 @@ The driver keeps no per-part state of its own beyond this: ``report()`` is what
 and the replacements waiting out their pause are here too (``replace``, started by
 ``start_due`` on the driver's next pass), so that every part (workers, servers, the
 learner, the gatekeeper) is replaced alike, whichever class of the driver holds it.
+
+Whether failures come "in a row", and when a pause is over, is read from ``clock``
+(``time.monotonic`` unless given: a test passes its own and moves it, rather than
+sleeping past ``window_s``).
 """
 
 from __future__ import annotations
@@ -74,12 +78,17 @@ class _Part:
 
 
 class Supervisor:
-    def __init__(self, *, failures: int, window_s: float, log: Callable[[str], None]):
+    """Counts each part's failures in a row (see the module's docstring). ``clock``
+    gives seconds on a monotonic scale; ``window_s`` is measured on it."""
+
+    def __init__(self, *, failures: int, window_s: float, log: Callable[[str], None],
+                 clock: Callable[[], float] = time.monotonic):
         if failures < 1:
             raise ValueError(f"failures must be at least 1, got {failures}")
         self.failures = failures
         self.window_s = window_s
         self.log = log
+        self._clock = clock
         self._parts: dict[str, _Part] = {}
         #: parts to start again once their pause is over: name -> (when, how)
         self._due: dict[str, tuple[float, Callable[[], None]]] = {}
@@ -91,7 +100,7 @@ class Supervisor:
         """Record a failure of ``name``; returns the seconds to wait before replacing
         it. Raises CrashLoop when it has failed ``failures`` times in a row."""
         part = self._part(name)
-        now = time.monotonic()
+        now = self._clock()
         streak = part.failures_in_a_row + 1 if now - part.last_failure <= self.window_s else 1
         part.failures_in_a_row, part.last_failure = streak, now
         summary = describe_error(error)
@@ -123,7 +132,7 @@ class Supervisor:
 
     def schedule(self, name: str, delay: float, restart: Callable[[], None]) -> None:
         """Call ``restart`` from ``start_due`` ``delay`` seconds from now."""
-        self._due[name] = (time.monotonic() + delay, restart)
+        self._due[name] = (self._clock() + delay, restart)
 
     def waiting(self) -> list[str]:
         """The parts whose replacement waits out its pause."""
@@ -131,7 +140,7 @@ class Supervisor:
 
     def start_due(self) -> None:
         """Start the replacements whose pause is over."""
-        now = time.monotonic()
+        now = self._clock()
         for name, (when, start) in list(self._due.items()):
             if when <= now:
                 del self._due[name]

@@ -255,10 +255,10 @@ def kill_the_inference_server(run: Run, *, timeout_s: float) -> float:
 
 def kill_the_learner(run: Run, *, timeout_s: float) -> float:
     """SIGKILL the learner: a new one steps past where the old one was, no version repeated."""
-    step = run.learner_step()
+    step, log_before = run.learner_step(), len(run.log())
     run.kill("ray::LearnerActor")
     killed = time.monotonic()
-    wait_for(lambda: "learner lost" in run.log(), timeout_s=timeout_s, what="the loss logged")
+    wait_for(lambda: "learner lost" in run.log()[log_before:], timeout_s=timeout_s, what="the loss logged")
     wait_for(lambda: run.learner_step() > step, timeout_s=timeout_s,
              what=f"learner steps past {step}\n{run.log()[-2000:]}")
     assert unique(run.ladder_versions())
@@ -270,11 +270,11 @@ def kill_the_gatekeeper_mid_match(run: Run, *, timeout_s: float) -> float:
     decided once."""
     wait_for(lambda: actor_pids(run.pid, "ray::GatekeeperActor.gate"), timeout_s=timeout_s, every_s=0.05,
              what="a gating match in progress")
-    decisions = run.log().count("\ngating ")
+    log_before = len(run.log())
     run.kill("ray::GatekeeperActor.gate")
     killed = time.monotonic()
-    wait_for(lambda: "gatekeeper lost" in run.log(), timeout_s=timeout_s, what="the loss logged")
-    wait_for(lambda: run.log().count("\ngating ") > decisions, timeout_s=timeout_s,
+    wait_for(lambda: "gatekeeper lost" in run.log()[log_before:], timeout_s=timeout_s, what="the loss logged")
+    wait_for(lambda: "\ngating " in run.log()[log_before - 1:], timeout_s=timeout_s,
              what="a match decided after the loss\n" + run.log()[-2000:])
     assert unique(run.ladder_versions())  # one decision per match: no version promoted twice
     return time.monotonic() - killed
@@ -309,10 +309,11 @@ def kill_redis_and_restart_it(run: Run, server: EmbeddedRedis, *, down_s: float,
 
 def kill_the_embedded_redis(run: Run, *, timeout_s: float) -> float:
     """SIGKILL the main job's own Redis: its driver starts it again on its AOF."""
-    old = redis_pid(run)
+    old, log_before = redis_pid(run), len(run.log())
     os.kill(old, signal.SIGKILL)
     killed = time.monotonic()
-    wait_for(lambda: "the run's Redis is back" in run.log(), timeout_s=timeout_s, what="Redis restarted")
+    wait_for(lambda: "the run's Redis is back" in run.log()[log_before:], timeout_s=timeout_s,
+             what="Redis restarted")
     run.games_flow(after=run.games() + 10, timeout_s=timeout_s)
     assert redis_pid(run) != old and alive(redis_pid(run))
     return time.monotonic() - killed
@@ -322,15 +323,15 @@ def sigterm_then_resume(run: Run, *, timeout_s: float) -> float:
     """SIGTERM the driver: a clean stop (final checkpoint, best model, then Redis);
     ``tengen train --resume`` continues from its checkpoint and stream. Returns the
     seconds from the resume until the learner steps past where it stopped."""
-    steps = run.learner_step()
+    steps, log_before = run.learner_step(), len(run.log())
     assert run.stop(signal.SIGTERM) == 0, run.log()[-3000:]
-    log = run.log()
+    log = run.log()[log_before:]
     assert "SIGTERM: stopping cleanly" in log and "final learner checkpoint failed" not in log, log[-2000:]
     assert '"error": null' in log.rsplit("done: ", 1)[1]
     assert not (RunDir(run.run_dir).redis / "redis.pid").exists()  # Redis stopped, last
-    resumed = time.monotonic()
+    resumed, log_before = time.monotonic(), len(run.log())
     run.start(resume=True)
-    wait_for(lambda: run.learner_step() > steps and "resumed" in run.log(),
+    wait_for(lambda: run.learner_step() > steps and "resumed" in run.log()[log_before:],
              timeout_s=timeout_s, what=f"the resumed learner past step {steps}\n{run.log()[-2000:]}")
     return time.monotonic() - resumed
 
@@ -346,14 +347,33 @@ def sigkill_then_resume(run: Run, *, timeout_s: float) -> tuple[float, set[int]]
     ladder = run.ladder_versions()
     run.stop(signal.SIGKILL)
     wait_for(lambda: not alive(redis), timeout_s=30, what="the driver's Redis gone with it")
-    resumed = time.monotonic()
+    resumed, log_before = time.monotonic(), len(run.log())
     run.start(resume=True)  # at once: the old Redis no longer holds the AOF
     run.wait_until_playing(games=run.games() + 10, timeout_s=timeout_s)
     seconds = time.monotonic() - resumed
-    assert "stopped the Redis" not in run.log()  # none was left to stop
+    assert "stopped the Redis" not in run.log()[log_before:]  # none was left to stop
     wait_for(lambda: len(run.ladder_versions()) >= len(ladder), timeout_s=timeout_s, what="the ladder back")
     assert unique(run.ladder_versions()) and run.ladder_versions()[:len(ladder)] == ladder
     return seconds, children - {redis}
+
+
+def components(run: Run) -> dict:
+    """Each part's restarts and last error, as the last status line has them."""
+    last = run.status()
+    return last.wiring.get("components", {}) if last is not None else {}
+
+
+def restarts(run: Run, part: str) -> int:
+    """How many times the run has replaced ``part`` (``learner``, ``gatekeeper``,
+    ``inference cpu``, ``redis``; ``worker`` counts every worker), from status.json."""
+    return sum(c.get("restarts", 0) for name, c in components(run).items()
+               if name == part or name.startswith(part + " "))
+
+
+def last_errors(run: Run, part: str) -> list[str]:
+    """The last error status.json shows for ``part`` (each worker's, for ``worker``)."""
+    return [c["last_error"] for name, c in components(run).items()
+            if (name == part or name.startswith(part + " ")) and c.get("last_error")]
 
 
 def unique(versions: list[int]) -> bool:

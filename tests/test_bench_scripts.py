@@ -84,6 +84,7 @@ def test_speed_spread_is_how_far_one_codes_runs_differ():
     assert spread([160.0]) == 0.0
 
 
+@pytest.mark.slow
 def test_the_train_step_bench_times_both_steps_and_prints_its_ratio(capsys):
     train_step = load("train_step")
 
@@ -94,6 +95,7 @@ def test_the_train_step_bench_times_both_steps_and_prints_its_ratio(capsys):
     assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "plain_tf_function", "target", "1.0"]
 
 
+@pytest.mark.slow
 def test_the_train_step_bench_compares_mixed_precision_with_float32(capsys):
     train_step = load("train_step")
 
@@ -111,6 +113,7 @@ def test_the_train_step_bench_compares_mixed_precision_with_float32(capsys):
     assert "--mixed-precision is for --compare xla" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_self_play_evaluation_bench_times_the_three_ways_and_prints_their_ratios(capsys):
     selfplay_evaluation = load("selfplay_evaluation")
 
@@ -144,6 +147,7 @@ def test_network_flops_count_two_operations_per_multiply_add_of_the_convolutions
     assert network_flops(model) == 2 * (6 * 7 * 3 * 3 * 3 * 8 + 6 * 7 * 8)
 
 
+@pytest.mark.slow
 def test_the_inference_flops_bench_times_the_network_and_the_matrix_product(capsys):
     inference_flops = load("inference_flops")
 
@@ -156,6 +160,7 @@ def test_the_inference_flops_bench_times_the_network_and_the_matrix_product(caps
     assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "numpy_sgemm", "target", "0.5"]
 
 
+@pytest.mark.slow
 def test_the_gating_match_bench_plays_the_same_match_with_and_without_the_caches(capsys):
     gating_match = load("gating_match")
 

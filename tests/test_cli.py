@@ -45,12 +45,14 @@ def connect4_run(tmp_path_factory):
     return tmp / "run"
 
 
+@pytest.mark.slow
 def test_single_process_training_leaves_a_run_directory(connect4_run):
     for name in ["run.json", "config.yaml", "log.txt", "ladder.json", "learner/learner.ckpt", "best/model.safetensors"]:
         assert (connect4_run / name).exists(), name
     assert "done:" in (connect4_run / "log.txt").read_text()
 
 
+@pytest.mark.slow
 def test_bestmove_answers_every_line_and_survives_bad_ones(connect4_run):
     lines = ["", "4453", "4444444", "x9", "1212121", "7"]
     for sims in ("0", "24"):
@@ -64,6 +66,7 @@ def test_bestmove_answers_every_line_and_survives_bad_ones(connect4_run):
         assert "not legal" in done.stderr and "'x'" in done.stderr and "game is over" in done.stderr
 
 
+@pytest.mark.slow
 def test_bestmove_refuses_a_model_of_another_shape(connect4_run, tmp_path):
     other = tiny_config(tmp_path, {"name": "connect4"}, network={"blocks": 2, "filters": 8})
     done = tengen("bestmove", "--config", str(other), "--checkpoint", str(connect4_run / "best"), stdin="4\n")
@@ -77,6 +80,7 @@ def test_train_stops_at_start_on_a_bad_config(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_gtp_plays_with_a_trained_go_model(tmp_path):
     config = tiny_config(tmp_path, {"name": "go", "size": 5, "history_length": 2},
                          stop={"steps": 1}, train={"batch_size": 16, "min_positions": 16, "candidate_every": 100})
@@ -90,6 +94,7 @@ def test_gtp_plays_with_a_trained_go_model(tmp_path):
     assert vertex != "C3" and (vertex == "pass" or vertex[0] in "ABCDE")
 
 
+@pytest.mark.slow
 def test_train_refuses_a_run_dir_that_already_holds_a_run(connect4_run, tmp_path):
     checkpoint = connect4_run / "learner" / "learner.ckpt"
     before = checkpoint.read_bytes()
@@ -99,6 +104,7 @@ def test_train_refuses_a_run_dir_that_already_holds_a_run(connect4_run, tmp_path
     assert checkpoint.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_resume_continues_a_run_from_its_checkpoint(connect4_run, tmp_path):
     from tengen.run.records import read_ladder
     from tengen.run.run_dir import RunDir
@@ -114,6 +120,7 @@ def test_resume_continues_a_run_from_its_checkpoint(connect4_run, tmp_path):
     assert read_ladder(run).entries[:len(ladder)] == ladder
 
 
+@pytest.mark.slow
 def test_a_run_directory_of_the_old_single_process_format_is_refused_on_resume(connect4_run, tmp_path):
     old = tmp_path / "old"
     old.mkdir()
@@ -125,6 +132,7 @@ def test_a_run_directory_of_the_old_single_process_format_is_refused_on_resume(c
     assert sorted(p.name for p in old.iterdir()) == ["checkpoint.safetensors", "config.yaml", "ladder.json"]
 
 
+@pytest.mark.slow
 def test_resume_needs_a_run_and_the_same_network(connect4_run, tmp_path):
     done = tengen("train", "--resume", "--single-process", "--run-dir", str(tmp_path / "nothing"))
     assert done.returncode == 2 and "holds no run to resume" in done.stderr
@@ -150,6 +158,7 @@ STARTUP_NOISE = re.compile(r"absl::InitializeLog|oneDNN|cuda|cuInit|^[IWEF]\d{4}
                            r"Token authentication|Connecting to existing Ray cluster", re.M | re.I)
 
 
+@pytest.mark.slow
 def test_train_says_first_what_it_does_and_keeps_the_terminal_quiet(tmp_path):
     done = tengen("train", "tictactoe", "--single-process", "--run-dir", str(tmp_path / "run"), "--minutes", "0.2")
     assert done.returncode == 0, done.stderr
@@ -211,6 +220,7 @@ def test_config_show_spells_out_every_key_of_the_packaged_config():
     assert _keys(shown) == _schema_keys()
 
 
+@pytest.mark.slow
 def test_verbose_lets_tensorflow_start_up_through(tmp_path):
     # What this machine's TensorFlow prints when nothing holds it back (on some machines, nothing).
     bare = subprocess.run([sys.executable, "-c", "import tensorflow as tf; tf.config.list_physical_devices()"],
@@ -223,6 +233,7 @@ def test_verbose_lets_tensorflow_start_up_through(tmp_path):
     assert expected <= {m.group(0).lower() for m in STARTUP_NOISE.finditer(done.stderr)}, done.stderr
 
 
+@pytest.mark.slow
 def test_a_ray_run_says_first_what_it_does_and_keeps_the_terminal_quiet(tmp_path):
     config = tiny_config(tmp_path, {"name": "tictactoe"}, cluster={"workers": 1, "games_per_worker": 8})
     done = tengen("train", str(config), "--run-dir", str(tmp_path / "run"), "--minutes", "0.1")

@@ -25,6 +25,8 @@ from tengen.run.config import parse_config, stream_maxlen
 from tengen.run.run_dir import RunDir
 from tengen.run_control import read_status, request_workers
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # Ray starts, a run promotes, a learner is killed
+
 TINY_TICTACTOE = {
     "game": {"name": "tictactoe"},
     "network": {"blocks": 1, "filters": 8},

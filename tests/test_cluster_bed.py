@@ -1,7 +1,8 @@
 """The cluster bed itself (testing/cluster_bed.py): real Ray nodes on this machine,
 each with its own network and its own files, Ray's token on every one, and the faults
 that the run's tests and the soak inject. Marked ``bed``: a quick local run leaves
-these out (``-m "not bed"``); CI runs them, as root."""
+these out (``-m "not bed"``, or ``-m "not slow"`` with the other slow tests); CI runs
+them, as root."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tengen.run.run_dir import RunDir
 from tengen.testing.chaos import CHAOS_CONFIG, unique, wait_for
 from tengen.testing.cluster_bed import FAST_NODE_DEATH, ClusterBed, unavailable_reason
 
-pytestmark = pytest.mark.bed
+pytestmark = [pytest.mark.bed, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 #: a Ray program run on a node: where 6 one-CPU tasks ran, by the bed's node names
 WHERE_TASKS_RUN = """

@@ -1075,6 +1075,7 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
             denied()
 
 
+@pytest.mark.slow
 def test_a_whole_run_as_the_tengen_acl_user(acl_redis, tmp_path, monkeypatch):
     """Every actor method and the driver, against the manifest's ACL: what the grant
     leaves out fails here, not on the first learner step on Kubernetes."""
@@ -1143,6 +1144,7 @@ assert cleanup_redis_storage(host=host, port=int(port), username="raygcs", passw
 """
 
 
+@pytest.mark.slow
 def test_gcs_user_runs_rays_gcs_on_a_real_redis(acl_redis):
     from tengen.cluster.redis_server import connect
 

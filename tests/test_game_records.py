@@ -169,6 +169,7 @@ def sabaki_read(modules: Path, *paths: Path) -> list[dict]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_sgf_that_tengen_writes_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path):
     game = make_game("go", size=9, komi=7.5)
     selfplay = SelfPlay(game, games=2, seed=8, model_version=42,
@@ -259,6 +260,7 @@ def gnugo() -> Path:
     return fetch_gnugo()
 
 
+@pytest.mark.slow
 def test_a_tengen_match_record_loads_in_sabaki_without_loss(sabaki_sgf, gnugo, tmp_path):
     # A player is named by its engine's file name, which may hold SGF's closing bracket
     # and letters beyond ASCII: Sabaki must unescape the one and decode the other as
@@ -293,6 +295,7 @@ def test_a_tengen_match_record_loads_in_sabaki_without_loss(sabaki_sgf, gnugo, t
     assert all(g["cleanup_moves"] for g in played)
 
 
+@pytest.mark.slow
 def test_a_gating_match_record_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path):
     # The models and the match load TensorFlow: only this test does.
     from tengen.engine.network import weights_to_bytes
@@ -340,6 +343,7 @@ def test_a_gating_match_record_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path
     # no move yet: only PL says that white is to play
     ("fixed_handicap 2", []),
 ])
+@pytest.mark.slow
 def test_printsgf_after_a_handicap_loads_in_sabaki_without_loss(sabaki_sgf, tmp_path, setup, commands):
     engine = GtpEngine(size=9, komi=0.5, seed=2)
     game = engine.game

@@ -101,6 +101,7 @@ def go_run(tmp_path_factory) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_a_short_run_keeps_every_third_game_as_entry_and_sgf(go_run):
     config = parse_config(GO5)
     game = config.game.make()
@@ -123,6 +124,7 @@ def test_a_short_run_keeps_every_third_game_as_entry_and_sgf(go_run):
         assert [m[2] for m in marks if m] == record.full_search.tolist()
 
 
+@pytest.mark.slow
 def test_gating_matches_keep_their_games_with_both_players(go_run):
     ladder = read_ladder(RunDir(go_run)).entries
     matches = sorted((go_run / "games" / "gating").iterdir())
@@ -138,6 +140,7 @@ def test_gating_matches_keep_their_games_with_both_players(go_run):
     assert len(ladder) >= 1
 
 
+@pytest.mark.slow
 def test_tengen_games_exports_a_finished_runs_sample(go_run, tmp_path):
     done = tengen("games", "--run-dir", str(go_run), "--last", "2", "--export", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
@@ -170,6 +173,7 @@ def test_tengen_games_reads_a_live_runs_stream(redis_server, redis_client, tmp_p
     assert read_plain(line, TTT)[0].players == ("000000", "000000")
 
 
+@pytest.mark.slow
 def test_tengen_games_loads_neither_tensorflow_nor_ray(go_run, tmp_path):
     done, modules = tengen_loading(tmp_path, "games", "--run-dir", str(go_run), "--last", "1")
     assert done.returncode == 0, done.stderr

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from gtp_referee import Engine, GtpFailure, fetch_gnugo, play_game, tengen_command
 
+pytestmark = pytest.mark.slow  # GNU Go fetched, whole games
+
 
 @pytest.fixture(scope="module")
 def gnugo() -> list[str]:

@@ -15,6 +15,8 @@ import yaml
 from gtp_referee import ROOT, Engine, GtpFailure, fetch_gnugo, play_game, tengen_command
 from test_gtp import DEAD_STONES
 
+pytestmark = pytest.mark.slow  # Keras models written, then loaded by a tengen gtp child process per test
+
 MAIN_TIME = 20.0  # seconds of absolute time for tengen's whole game
 
 

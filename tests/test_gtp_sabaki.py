@@ -18,6 +18,8 @@ from gtp_referee import ROOT, tengen_command
 
 from tengen.play.gtp import GtpEngine
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # npm packages fetched, then node drives the engine
+
 PACKAGE = "@sabaki/gtp@3"  # tested with 3.0.0
 
 

@@ -16,6 +16,8 @@ from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu
 from tengen.engine.network import weights_to_bytes
 from tengen.run.config import parse_config
 
+pytestmark = pytest.mark.slow  # Ray clusters
+
 CONFIG = parse_config({"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8}})
 
 

@@ -2,14 +2,18 @@
 
 First as a plain object on an asyncio loop (``asyncio.run``: no pytest-asyncio here),
 then as a real Ray actor fed by client actors.
+
+The flush rules' timeout is read from a clock the tests move (tests/fake_clock.py);
+what must wait is checked once the server is seen waiting (its own state), never
+after a sleep, and what must happen is awaited within a generous bound.
 """
 
 import asyncio
 import threading
-import time
 
 import numpy as np
 import pytest
+from fake_clock import FakeClock
 
 from tengen.cluster.metrics import RunMetrics
 from tengen.engine.network import CompiledModel, blob_sha256, weights_to_bytes
@@ -19,6 +23,17 @@ from tengen.workers.inference_server import InferenceServer
 # connect4-shaped planes, a one-block net: small enough to trace in well under a second
 NET = NetworkSpec(input_shape=(6, 7, 3), num_actions=7, blocks=1, filters=8, l2=1e-4, value_hidden=16, ownership=False)
 LONG_MS = 30_000.0  # a timeout that never fires within a test
+#: how long the server may take to do what a test waits for (a shared, slow machine)
+PATIENCE_S = 120.0
+
+
+async def until(condition, what: str) -> None:
+    """Yield to the server's tasks until ``condition()``; AssertionError past PATIENCE_S."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PATIENCE_S
+    while not condition():
+        assert loop.time() < deadline, f"not within {PATIENCE_S:.0f} s: {what}"
+        await asyncio.sleep(0.005)
 
 
 def net_and_blob(seed: int):
@@ -51,15 +66,14 @@ def assert_rows_match(result, reference):
 
 def test_four_clients_merge_into_one_model_call_with_the_same_answers(nets):
     (model, blob), _ = nets
-    server = server_for(blob, clients=4, batch_timeout_ms=LONG_MS)
+    # The server's clock stands still: its timeout cannot fire, only the client count.
+    server = server_for(blob, clients=4, batch_timeout_ms=150, clock=FakeClock())
     requests = [planes(n, seed) for seed, n in enumerate((3, 5, 2, 6))]
 
     async def clients():
-        return await asyncio.gather(*(server.evaluate(p) for p in requests))
+        return await asyncio.wait_for(asyncio.gather(*(server.evaluate(p) for p in requests)), PATIENCE_S)
 
-    start = time.perf_counter()
     results = asyncio.run(clients())
-    assert time.perf_counter() - start < 10, "flushed on the client count, not the timeout"
 
     stats = server.stats()
     assert stats["batches"] == 1 and stats["evaluations"] == 16 and stats["mean_batch_size"] == 16
@@ -78,16 +92,25 @@ def test_four_clients_merge_into_one_model_call_with_the_same_answers(nets):
 
 def test_fewer_clients_than_attached_flush_on_the_timeout(nets):
     (model, blob), _ = nets
-    server = server_for(blob, clients=4, batch_timeout_ms=150)
+    clock = FakeClock()
+    server = server_for(blob, clients=4, batch_timeout_ms=150, clock=clock)
     a, b = planes(4, 10), planes(4, 11)
 
     async def two_clients():
-        start = time.perf_counter()
-        results = await asyncio.gather(server.evaluate(a), server.evaluate(b))
-        return results, time.perf_counter() - start
+        answers = asyncio.gather(server.evaluate(a), server.evaluate(b))
+        await until(lambda: server.stats()["queue_depth"] == 2 or server.stats()["batches"], "both requests queued")
+        # Short of the deadline on the server's clock, the two wait for the other clients:
+        # each time the batcher has looked at its clock again, nothing has gone.
+        for seconds in (0.0, 0.149):
+            clock.advance(seconds)
+            reads = clock.reads
+            await until(lambda reads=reads: clock.reads > reads or server.stats()["batches"],
+                        "the batcher to look again")
+            assert server.stats()["queue_depth"] == 2 and server.stats()["batches"] == 0, seconds
+        clock.advance(0.01)  # past it: they go as one batch
+        return await asyncio.wait_for(answers, PATIENCE_S)
 
-    results, waited = asyncio.run(two_clients())
-    assert waited >= 0.14, "the two requests waited for the other clients until the timeout"
+    results = asyncio.run(two_clients())
     assert server.stats()["batches"] == 1
     direct = CompiledModel(model)
     assert_rows_match(results[0], direct(a))
@@ -169,14 +192,14 @@ def test_set_clients_changes_the_flush_rule(nets):
 
 class HeldModel:
     """The server's compiled model, with a hook that runs in the model thread before
-    each call (to hold a call inside the model while the test looks)."""
+    each call, given its rows (to hold a call inside the model while the test looks)."""
 
     def __init__(self, compiled: CompiledModel, before_call):
         self.compiled = compiled
         self.before_call = before_call
 
     def __call__(self, planes):
-        self.before_call()
+        self.before_call(planes.shape[0])
         return self.compiled(planes)
 
     def __getattr__(self, name):
@@ -189,8 +212,8 @@ def test_two_model_calls_put_a_second_batch_into_the_model_beside_the_first(nets
     server = server_for(blob, clients=1, batch_timeout_ms=LONG_MS, max_batch=4, model_calls=2)
     # Each call waits for the other inside the model: calls that took turns would
     # break the barrier after its timeout instead.
-    both_inside = threading.Barrier(2, timeout=20)
-    server._model = HeldModel(server._model, both_inside.wait)
+    both_inside = threading.Barrier(2, timeout=PATIENCE_S)
+    server._model = HeldModel(server._model, lambda rows: both_inside.wait())
     a, b = planes(3, 50), planes(4, 51)
 
     async def two_requests():
@@ -207,29 +230,42 @@ def test_a_hot_swap_waits_for_the_call_in_flight_and_holds_the_next_one_back(net
     (model_a, blob_a), (model_b, blob_b) = nets
     server = server_for(blob_a, version=1, clients=1, batch_timeout_ms=LONG_MS, model_calls=2)
     first_inside, let_first_go = threading.Event(), threading.Event()
+    entered: list[int] = []  # the rows of each call that got into the model
 
-    def hold_the_first_call():
+    def hold_the_first_call(rows: int) -> None:
+        entered.append(rows)
         if not first_inside.is_set():
             first_inside.set()
-            assert let_first_go.wait(20)
+            assert let_first_go.wait(PATIENCE_S)
 
     server._model = HeldModel(server._model, hold_the_first_call)
+    use = server._model_use
     a, b = planes(3, 60), planes(4, 61)
 
     async def swap_between():
         loop = asyncio.get_running_loop()
         first = asyncio.ensure_future(server.evaluate(a))
-        assert await loop.run_in_executor(None, first_inside.wait, 20)
+        assert await loop.run_in_executor(None, first_inside.wait, PATIENCE_S)
         swap = loop.run_in_executor(None, server.load_weights, blob_b, blob_sha256(blob_b), 2)
-        await asyncio.sleep(0.3)
-        assert not swap.done(), "the swap waits for the call in the model"
+        # The swap has begun while the first call is in the model: it must wait for it.
+        await until(lambda: use.snapshot()["swapping"] or swap.done(), "the swap to begin")
+        assert not swap.done() and use.snapshot()["calls"] == 1, "the swap waits for the call in the model"
         second = asyncio.ensure_future(server.evaluate(b))
-        await asyncio.sleep(0.3)
-        assert not second.done(), "a call that came after the swap waits for it"
+        # The second call reaches the model's door: held there, or (wrongly) let in.
+        await until(lambda: use.snapshot()["calls_held"] or len(entered) > 1 or second.done(),
+                    "the second call to reach the model")
+        assert entered == [3] and not second.done(), "a call that came after the swap waits for it"
+        assert not swap.done()
         let_first_go.set()
         return await first, await swap, await second
 
-    first, version, second = asyncio.run(swap_between())
+    async def swap_between_then_let_go():
+        try:
+            return await swap_between()
+        finally:
+            let_first_go.set()  # a failed check must not leave the model thread held
+
+    first, version, second = asyncio.run(swap_between_then_let_go())
     assert version == 2
     assert_rows_match(first, CompiledModel(model_a)(a))
     assert_rows_match(second, CompiledModel(model_b)(b))
@@ -268,6 +304,7 @@ def client_class(ray):
     return Client
 
 
+@pytest.mark.slow
 def test_ray_actor_merges_requests_from_client_actors(ray_cluster, nets):
     ray = ray_cluster
     (model, blob), (model_b, blob_b) = nets

@@ -132,6 +132,7 @@ def connect4():
     return make_game("connect4")
 
 
+@pytest.mark.slow
 def test_a_tiny_net_overfits_a_fixed_batch(connect4):
     trainer = Trainer(model=tiny_net(connect4), optimizer="adam", learning_rate=1e-2)
     batch = fixed_batch(connect4, 16, seed=0)
@@ -146,6 +147,7 @@ def test_a_tiny_net_overfits_a_fixed_batch(connect4):
     assert trainer.step == 30
 
 
+@pytest.mark.slow
 def test_train_step_traces_once_for_any_batch_size(connect4):
     trainer = Trainer(model=tiny_net(connect4), learning_rate=0.01)
     for batch in (8, 16, 3):
@@ -153,6 +155,7 @@ def test_train_step_traces_once_for_any_batch_size(connect4):
     assert trainer.trace_count == 1
 
 
+@pytest.mark.slow
 def test_the_xla_step_trains_as_the_plain_step_does(connect4):
     """XLA (the default) is only a faster way to run the same step: from the same
     weights on the same batches, both trainers report the same losses and end with
@@ -172,6 +175,7 @@ def test_the_xla_step_trains_as_the_plain_step_does(connect4):
     assert not np.allclose(model.get_weights()[0], start[0])  # they did train
 
 
+@pytest.mark.slow
 def test_schedule_switches_at_the_boundary_step(connect4):
     trainer = Trainer(model=tiny_net(connect4), learning_rate=[[0, 0.1], [3, 0.01]])
     batch = fixed_batch(connect4, 4, seed=0)
@@ -188,6 +192,7 @@ def test_a_schedule_must_start_at_zero_and_increase():
         StepSchedule([[0, 0.1], [5, 0.01], [5, 0.001]])
 
 
+@pytest.mark.slow
 def test_restored_checkpoint_continues_identically(connect4):
     batches = [fixed_batch(connect4, 8, seed=s) for s in range(5)]
     config = {"optimizer": "sgd", "learning_rate": [[0, 0.05], [4, 0.01]]}
@@ -221,6 +226,7 @@ def test_a_checkpoint_must_match_the_optimizer_and_format(connect4):
         sgd.restore_from_bytes(weights_to_bytes(sgd.model, metadata={}))
 
 
+@pytest.mark.slow
 def test_a_position_without_a_policy_target_trains_the_value_alone(connect4):
     planes, policy, value = fixed_batch(connect4, 8, seed=4)
     has_policy = np.array([1, 1, 1, 1, 0, 0, 0, 0], np.float32)

@@ -36,6 +36,7 @@ def make_learner(stream, registry, storage):
                    decode=game_decoder(GAME), storage=storage, seed=3)
 
 
+@pytest.mark.slow
 def test_learner_reads_trains_publishes_and_resumes(redis_client, tmp_path, games):
     stream = SampleStream(redis_client, "restart", maxlen=10_000)
     registry = ModelRegistry(redis_client, "restart")
@@ -92,6 +93,7 @@ def test_a_game_written_twice_is_read_once(redis_client, tmp_path, games):
     assert stream.lag("learner") == 0  # the repeats were acknowledged too
 
 
+@pytest.mark.slow
 def test_a_learner_behind_the_registry_takes_the_next_free_version(redis_client, tmp_path, games):
     # Killed between publishing candidate 1 and checkpointing it: a new learner starts
     # from no checkpoint (or an older one), and must not publish other bytes as 000001.

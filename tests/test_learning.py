@@ -18,6 +18,8 @@ from tengen.run.checkpoint import load_model
 from tengen.run.config import load_config
 from tengen.run.single_process import SingleProcessRun
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # minutes of training before the first test
+
 SIMULATIONS = 800
 
 

@@ -16,6 +16,8 @@ from tengen.run.checkpoint import build_model, load_model
 from tengen.run.config import parse_config
 from tengen.run.single_process import SingleProcessRun
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # minutes of training before the test
+
 SIMULATIONS = 16
 
 

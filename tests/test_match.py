@@ -27,6 +27,8 @@ from tengen.play.match import PlayedGame, play_games
 from tengen.play.players import RandomPlayer
 from tengen.play.sgf import load_sgf
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # GNU Go fetched, matches of whole games
+
 #: GTP answers without a move: the engine of the forfeit test dies on its first genmove
 DYING_ENGINE = textwrap.dedent("""
     import sys

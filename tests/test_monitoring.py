@@ -285,12 +285,15 @@ def _promtool_check(promtool: Path, config: Path) -> None:
     assert "WARNING" not in check.stdout + check.stderr, check.stdout + check.stderr
 
 
+@pytest.mark.slow
 def test_local_and_compose_scrape_configs_pass_promtool(prometheus_tools):
     _, promtool = prometheus_tools
     for name in ("local.yml", "compose.yml"):
         _promtool_check(promtool, PROMETHEUS_CONFIGS / name)
 
 
+@pytest.mark.timeout(1200)  # scraped_run's setup counts: Ray, up to 300 s for data, 180 s to stop
+@pytest.mark.slow
 def test_cluster_scrape_config_passes_promtool_with_rays_discovery_file(scraped_run, prometheus_tools, tmp_path):
     """The cluster config reads the file Ray writes; promtool checks that file too,
     here the one Ray's writer made for the run's Ray."""
@@ -396,6 +399,8 @@ def test_exactly_the_panels_on_gpu_metrics_are_marked_gpu_only():
 
 
 # -- tests: the real run -------------------------------------------------------------------
+@pytest.mark.timeout(1200)  # scraped_run's setup counts: Ray, up to 300 s for data, 180 s to stop
+@pytest.mark.slow
 def test_every_dashboard_query_has_data_from_a_real_run(scraped_run):
     prometheus, run_id = scraped_run["prometheus"], scraped_run["run_id"]
     missing, gpu_queries = [], []
@@ -410,6 +415,8 @@ def test_every_dashboard_query_has_data_from_a_real_run(scraped_run):
     assert gpu_queries and all(has == bool(scraped_run["gpus"]) for _, has in gpu_queries), gpu_queries
 
 
+@pytest.mark.timeout(1200)  # scraped_run's setup counts: Ray, up to 300 s for data, 180 s to stop
+@pytest.mark.slow
 def test_the_run_variable_lists_the_run(scraped_run):
     prometheus = scraped_run["prometheus"]
     for board in _load_dashboards().values():

@@ -13,6 +13,8 @@ from tengen.cluster.driver import ClusterRun
 from tengen.run.config import parse_config
 from tengen.run_control import read_status
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # a Ray cluster of three nodes and a run on it
+
 CONFIG = {
     "game": {"name": "tictactoe"},
     "network": {"blocks": 1, "filters": 8},

@@ -8,9 +8,10 @@ import time
 
 import numpy as np
 import pytest
+from fake_clock import FakeClock
 
 from tengen.cluster.outbox import GameOutbox
-from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable
+from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import EmbeddedRedis, connect
 from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
@@ -25,6 +26,12 @@ DECODE = game_decoder(GAME)
 QUICK = OutagePolicy(outage_s=20.0, backoff_base_s=0.01, backoff_cap_s=0.2, connect_timeout_s=0.5)
 
 
+def _on_clock(server: EmbeddedRedis, policy: OutagePolicy, clock: FakeClock) -> ResilientRedis:
+    """A client of ``server`` whose outages are measured and waited out on ``clock``."""
+    raw = connect(server.url, password=server.password, policy=policy).raw
+    return ResilientRedis(raw, policy=policy, clock=clock, sleep=clock.sleep)
+
+
 @pytest.fixture(scope="module")
 def blobs():
     settings = SelfPlaySettings(search=SearchSettings(simulations=8))
@@ -34,19 +41,19 @@ def blobs():
 
 def test_games_wait_out_an_outage_in_order(tmp_path, blobs):
     with EmbeddedRedis(data_dir=tmp_path / "redis") as server:
-        stream = SampleStream(connect(server.url, password=server.password, policy=QUICK), "run", maxlen=1000)
+        clock = FakeClock()
+        stream = SampleStream(_on_clock(server, QUICK, clock), "run", maxlen=1000)
         outbox = GameOutbox(stream.add_many, capacity=100)
         for blob in blobs[:3]:
             outbox.put(blob)
         assert len(outbox) == 0 and stream.length() == 3
         server._kill()
-        started = time.monotonic()
         for blob in blobs[3:9]:
             outbox.put(blob)  # the worker plays on: nothing waits for Redis
-        assert time.monotonic() - started < 2.0
+        assert clock.sleeps == [], "a put waited out the outage"
         assert len(outbox) == 6
         server.restart()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # the outbox's own pause between tries is real time
         while outbox.flush() and time.monotonic() < deadline:
             time.sleep(0.1)
         for blob in blobs[9:]:
@@ -59,14 +66,17 @@ def test_games_wait_out_an_outage_in_order(tmp_path, blobs):
 def test_a_full_outbox_waits_for_redis_and_gives_up_past_outage_s(tmp_path, blobs):
     with EmbeddedRedis(data_dir=tmp_path / "redis") as server:
         policy = OutagePolicy(outage_s=1.0, backoff_base_s=0.01, backoff_cap_s=0.1, connect_timeout_s=0.5)
-        stream = SampleStream(connect(server.url, password=server.password, policy=policy), "run", maxlen=1000)
+        clock = FakeClock()
+        stream = SampleStream(_on_clock(server, policy, clock), "run", maxlen=1000)
         outbox = GameOutbox(stream.add_many, capacity=3)
         server._kill()
         outbox.put(blobs[0])
         outbox.put(blobs[1])
+        assert clock.sleeps == []
         with pytest.raises(RedisUnavailable, match="unreachable for 1 s") as caught:
             outbox.put(blobs[2])  # the third fills it: the worker waits, then stops
         assert caught.value.expired and len(outbox) == 3  # nothing thrown away
+        assert sum(clock.sleeps) == pytest.approx(1.0)  # it waited out outage_s, on the client's clock
 
 
 class _Server:

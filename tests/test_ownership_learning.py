@@ -4,6 +4,7 @@ net, and the ownership error on the window's positions falls."""
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tengen.engine.games import make_game
@@ -14,6 +15,8 @@ from tengen.run.codec import encode_game, game_decoder
 from tengen.run.config import parse_config
 from tengen.run.model_registry import LocalModelRegistry
 from tengen.run.sample_stream import LocalSampleStream
+
+pytestmark = pytest.mark.slow  # a few hundred training steps
 
 CONFIG = parse_config({
     "game": {"name": "go", "size": 5, "max_moves": 40},

@@ -70,6 +70,8 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
+@pytest.mark.timeout(1200)  # the wheel's build may take its 600 s
+@pytest.mark.slow
 def test_the_wheel_holds_tengen_and_all_of_it(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     project = _project()
@@ -110,6 +112,8 @@ def _run_installed(venv: Path, cwd: Path, *args: str, timeout: float = 120) -> s
     return subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.timeout(2400)  # build 600 s, install 420 s, then a 900 s run: the bounds in this file
+@pytest.mark.slow
 def test_the_installed_wheel_runs_outside_the_repository(installed, tmp_path):
     venv = installed
     done = _run_installed(venv, tmp_path, str(venv / "bin" / "python"), "-c",

@@ -21,6 +21,8 @@ from tengen.play.solvers import tictactoe_optimal_actions
 from tengen.web.play import MAX_VISITS
 
 TTT = tictactoe()
+#: how long the server may take to do what a test waits for (a shared, slow machine)
+PATIENCE_S = 60
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def test_an_illegal_move_changes_nothing_and_says_why(ttt_server):
     status, error = ttt_server.call("POST", f"/api/games/{game}/play", {"action": 0})
     assert status == 422 and error == {"error": "it is the model's move"}
     _, view = ttt_server.call("POST", f"/api/games/{game}/reply", {"seconds": 0.2})
-    assert view["thought"]["seconds"] >= 0.2
+    assert view["thought"]["seconds"] >= 0.2 or view["thought"]["visits"] >= MAX_VISITS, view["thought"]
     status, error = ttt_server.call("POST", f"/api/games/{game}/play", {"action": 4})
     assert status == 422 and error == {"error": "5 is not legal here"}
     assert ttt_server.call("GET", f"/api/games/{game}")[1] == {**view, "thinking": False}
@@ -117,15 +119,20 @@ def test_the_server_answers_while_the_model_thinks(ttt_server):
     thinking = threading.Thread(target=lambda: replies.append(
         ttt_server.call("POST", f"/api/games/{game}/reply", {"seconds": 3})))
     thinking.start()
-    time.sleep(0.5)
-    start = time.perf_counter()
-    status, now = ttt_server.call("GET", f"/api/games/{game}")
+    # An answer that says the model is thinking came during its search: a server that
+    # stopped answering while it searched would answer only once the model had moved.
+    views = [ttt_server.call("GET", f"/api/games/{game}")]
+    deadline = time.monotonic() + PATIENCE_S
+    while not views[-1][1]["thinking"] and thinking.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+        views.append(ttt_server.call("GET", f"/api/games/{game}"))
+    status, now = views[-1]
     other = ttt_server.call("POST", "/api/games", {"person": 0})  # another game meanwhile
-    waited = time.perf_counter() - start
     refused = ttt_server.call("POST", f"/api/games/{game}/undo")
+    status_after, after = ttt_server.call("GET", f"/api/games/{game}")
     thinking.join()
-    assert status == 200 and now["thinking"] and now["moves"] == [] and other[0] == 200
-    assert waited < 1.0, f"the server took {waited:.2f} s to answer during a search"
+    assert status == 200 and now["thinking"] and now["moves"] == [], views
+    assert other[0] == 200 and status_after == 200 and after["thinking"], "the other game came after the search"
     assert refused == (409, {"error": "wait: the model is thinking"})
     status, view = replies[0]
     # Three seconds, unless the search reached its most visits first (tic-tac-toe is small).
@@ -142,9 +149,8 @@ def test_go_pass_resign_sgf_and_open(tmp_path):
     checkpoint = write_checkpoint(tmp_path / "best", {"name": "go", "size": 9, "komi": 7.5}, simulations=16)
     server = PlayServer(checkpoint, "--open", env={**os.environ, "BROWSER": str(browser)})
     try:
-        for _ in range(50):
-            if opened.exists() and opened.read_text().strip():
-                break
+        deadline = time.monotonic() + PATIENCE_S  # $BROWSER runs in the background
+        while not (opened.exists() and opened.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert opened.read_text().strip() == server.url
         go = GoGame(size=9, komi=7.5)

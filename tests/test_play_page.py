@@ -20,6 +20,8 @@ from tengen.engine.games.go import GoGame
 from tengen.engine.games.mnk import tictactoe
 from tengen.play.solvers import tictactoe_optimal_actions
 
+pytestmark = pytest.mark.slow  # chromium fetched, pages played
+
 #: seconds the page may take for one of the model's replies (a 2-core machine)
 REPLY_TIMEOUT = 120
 

@@ -1,20 +1,30 @@
 """The run's Redis clients ride out real outages of the real server: killed with
 SIGKILL and restarted on its AOF, loading its data set, refusing writes when full;
-and they stop, with a message that says so, once an outage lasts past its limit."""
+and they stop, with a message that says so, once an outage lasts past its limit.
+
+The server's faults are real; the time an outage lasts is the client's clock's, which
+the tests that check its limit move themselves (tests/fake_clock.py): they assert
+what the client did (how it waited, when it gave up), never how long the machine took.
+A fault is undone once the client is seen waiting on it, not after a guessed sleep."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
+from fake_clock import FakeClock
 
-from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable
+from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import EmbeddedRedis, connect, redis_executable
 
 QUICK = OutagePolicy(outage_s=30.0, backoff_base_s=0.01, backoff_cap_s=0.2, socket_timeout_s=2.0,
                      connect_timeout_s=1.0)
+#: how long a real server may take to do what a test waits for (a shared, slow machine)
+PATIENCE_S = 60
 
 
 @pytest.fixture
@@ -23,32 +33,54 @@ def server(tmp_path):
         yield s
 
 
+def _on_clock(server: EmbeddedRedis, policy: OutagePolicy, clock: FakeClock, **kwargs) -> ResilientRedis:
+    """A client of ``server`` as ``connect`` makes it, whose outages are measured and
+    waited out on ``clock``."""
+    raw = connect(server.url, password=server.password, policy=policy).raw
+    return ResilientRedis(raw, policy=policy, clock=clock, sleep=clock.sleep, rng=random.Random(0), **kwargs)
+
+
+def _until(condition: Callable[[], object], what: str) -> None:
+    deadline = time.monotonic() + PATIENCE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {PATIENCE_S} s: {what}"
+        time.sleep(0.01)
+
+
+def _on_disk(raw: redis.Redis) -> None:
+    """The server's AOF rewritten from memory and synced to disk, so that what it holds
+    outlives a SIGKILL (appendfsync everysec alone gives no moment to wait for)."""
+    raw.bgrewriteaof()
+    _until(lambda: not any(raw.info("persistence")[k] for k in ("aof_rewrite_in_progress",
+                                                                 "aof_rewrite_scheduled")),
+           "the AOF rewritten")
+
+
 def _in_thread(fn) -> tuple[threading.Thread, dict]:
     """Run ``fn`` in a thread; its result or error lands in the returned dict."""
     out: dict = {}
 
     def run():
-        started = time.monotonic()
         try:
             out["result"] = fn()
         except Exception as e:
             out["error"] = e
-        out["seconds"] = time.monotonic() - started
 
     thread = threading.Thread(target=run)
     thread.start()
     return thread, out
 
 
-def _outage(server: EmbeddedRedis, fn, *, down_s: float) -> dict:
+def _outage(server: EmbeddedRedis, client: ResilientRedis, fn) -> dict:
     """SIGKILL the server, call ``fn`` while it is down, restart the server on its port
-    and AOF ``down_s`` later (from this thread: the kernel stops a server whose starting
-    thread exits), and return what ``fn`` gave."""
+    and AOF once ``client`` has failed and waits (from this thread: the kernel stops a
+    server whose starting thread exits), and return what ``fn`` gave."""
+    assert client.last_error is None
     server._kill()
     thread, out = _in_thread(fn)
-    time.sleep(down_s)
+    _until(lambda: client.last_error is not None or not thread.is_alive(), "the command failing on the dead server")
     server.restart()
-    thread.join(timeout=60)
+    thread.join(timeout=PATIENCE_S)
     return out
 
 
@@ -56,10 +88,11 @@ def test_a_command_waits_through_a_restart_and_logs_the_outage_once(server):
     lines: list[str] = []
     client = connect(server.url, password=server.password, policy=QUICK, log=lines.append)
     client.set("tengen:{t}:before", "kept")
-    time.sleep(1.1)  # appendfsync everysec: the write is on disk
+    _on_disk(server.client())
     # Issued while nothing listens: retried with backoff until the server is back.
-    out = _outage(server, lambda: client.get("tengen:{t}:before"), down_s=1.5)
-    assert out["result"] == b"kept" and out["seconds"] >= 1.0
+    out = _outage(server, client, lambda: client.get("tengen:{t}:before"))
+    assert out["result"] == b"kept", out
+    assert isinstance(client.last_error, redis.ConnectionError)  # it failed, then waited
     assert client.outage_seconds == 0.0
     assert len(lines) == 2, lines
     assert "unreachable" in lines[0] and "retrying" in lines[0]
@@ -71,32 +104,37 @@ def test_a_pipeline_is_replayed_whole_after_a_restart(server):
     pipe = client.pipeline(transaction=True)
     pipe.set("tengen:{t}:a", 1)
     pipe.incr("tengen:{t}:a")
-    assert _outage(server, pipe.execute, down_s=1.0)["result"] == [True, 2]
+    assert _outage(server, client, pipe.execute)["result"] == [True, 2]
     assert client.get("tengen:{t}:a") == b"2"
 
 
 def test_past_outage_s_every_command_fails_at_once_with_the_reason(server):
+    clock = FakeClock()
     policy = OutagePolicy(outage_s=1.0, backoff_base_s=0.01, backoff_cap_s=0.1, connect_timeout_s=0.5)
-    client = connect(server.url, password=server.password, policy=policy)
+    client = _on_clock(server, policy, clock)
     client.ping()
     server._kill()
-    started = time.monotonic()
     with pytest.raises(RedisUnavailable, match=r"unreachable for 1 s \(redis.outage_s is 1\)") as caught:
         client.ping()
     assert caught.value.expired and not caught.value.out_of_memory
-    assert 1.0 <= time.monotonic() - started < 5.0
-    started = time.monotonic()
-    with pytest.raises(RedisUnavailable):
+    # Backoff with jitter, each pause under the cap, the last cut to the limit: the
+    # command waited out exactly outage_s on its clock, then gave up.
+    waits = len(clock.sleeps)
+    assert waits > 10 and all(0 <= s <= 0.1 for s in clock.sleeps), clock.sleeps
+    assert sum(clock.sleeps) == pytest.approx(1.0) and caught.value.seconds == pytest.approx(1.0)
+    with pytest.raises(RedisUnavailable, match="unreachable for 1 s") as again:
         client.get("x")
-    assert time.monotonic() - started < 1.5  # one attempt, no more waiting
+    assert again.value.expired and len(clock.sleeps) == waits  # one attempt, no more waiting
 
 
 def test_a_worker_style_call_tries_once_and_says_so(server):
-    client = connect(server.url, password=server.password, policy=QUICK)
+    clock = FakeClock()
+    client = _on_clock(server, QUICK, clock)
     server._kill()
     with pytest.raises(RedisUnavailable) as caught:
         client.call(lambda c: c.ping(), wait=False)
     assert not caught.value.expired  # a transient failure: the caller buffers and goes on
+    assert clock.sleeps == []  # and did not wait
 
 
 def test_the_drivers_call_gives_none_while_redis_is_away_and_stops_past_the_limit(server):
@@ -120,17 +158,14 @@ def test_loading_an_aof_is_waited_for(tmp_path):
     try:
         raw = server.client()
         raw.execute_command("DEBUG", "POPULATE", 500_000, "tengen:{t}:k", 10)
-        raw.bgrewriteaof()  # POPULATE bypasses the AOF: rewrite it from memory
-        time.sleep(0.2)
-        while raw.info("persistence")["aof_rewrite_in_progress"]:
-            time.sleep(0.05)
+        _on_disk(raw)  # POPULATE bypasses the AOF: rewrite it from memory
         lines: list[str] = []
         client = connect(server.url, password=server.password, policy=QUICK, log=lines.append)
         server._kill()
         server._requested_port = server.port
         server._spawn(server._executable or redis_executable(), server.port)  # no waiting for PING
         out = _in_thread(lambda: client.get("tengen:{t}:k:499999"))
-        out[0].join(timeout=60)
+        out[0].join(timeout=PATIENCE_S)
         assert out[1]["result"].startswith(b"value:4999")  # values cut to 10 bytes
         # Refused until it listens, then LOADING until the data is in: waited through both.
         assert isinstance(client.last_error, redis.exceptions.BusyLoadingError), client.last_error
@@ -148,28 +183,27 @@ def test_a_full_redis_is_waited_for_and_reported_as_full(server):
         for i in range(1000):  # fill it up with the plain client
             raw.set(f"tengen:{{t}}:fill:{i}", b"x" * 10_000)
 
-    # Someone frees memory (the registry prunes old blobs) a second later.
-    def free():
-        time.sleep(1.0)
-        raw.config_set("maxmemory", 0)
-
-    freer = threading.Thread(target=free)
-    freer.start()
-    client.set("tengen:{t}:after", b"y" * 10_000)
-    freer.join()
-    assert "out of memory" in lines[0] and "answering again" in lines[1]
+    # Someone frees memory (the registry prunes old blobs) while the write waits.
+    writer, out = _in_thread(lambda: client.set("tengen:{t}:after", b"y" * 10_000))
+    _until(lambda: lines or not writer.is_alive(), "the write refused")
+    raw.config_set("maxmemory", 0)
+    writer.join(timeout=PATIENCE_S)
+    assert out == {"result": True}, out
+    assert "out of memory" in lines[0] and "answering again" in lines[1], lines
 
     raw.config_set("maxmemory", raw.info("memory")["used_memory"] + 1000)
-    short = connect(server.url, password=server.password,
-                    policy=OutagePolicy(outage_s=0.5, backoff_base_s=0.01, backoff_cap_s=0.1))
+    clock = FakeClock()
+    short = _on_clock(server, OutagePolicy(outage_s=0.5, backoff_base_s=0.01, backoff_cap_s=0.1), clock)
     with pytest.raises(RedisUnavailable, match="full for") as caught:
         short.set("tengen:{t}:more", b"z" * 100_000)
     assert caught.value.out_of_memory and caught.value.expired
+    assert sum(clock.sleeps) == pytest.approx(0.5)
 
 
 def test_a_wrong_password_is_not_an_outage(server):
-    client = connect(server.url, password="not-the-password", policy=QUICK)
-    started = time.monotonic()
+    clock = FakeClock()
+    raw = connect(server.url, password="not-the-password", policy=QUICK).raw
+    client = ResilientRedis(raw, policy=QUICK, clock=clock, sleep=clock.sleep)
     with pytest.raises(redis.AuthenticationError):
         client.ping()
-    assert time.monotonic() - started < 1.0
+    assert clock.sleeps == [] and client.last_error is None  # no waiting, no outage

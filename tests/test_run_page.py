@@ -24,6 +24,8 @@ from tengen.run.codec import decode_game
 from tengen.run.records import read_gating_history, read_ladder, read_status, read_status_history, write_status
 from tengen.run.run_dir import RunDir
 
+pytestmark = pytest.mark.slow  # chromium fetched, a real run shown
+
 TTT = make_game("tictactoe")
 #: seconds for the page to load and draw its first poll
 LOAD_TIMEOUT = 60

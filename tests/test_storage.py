@@ -191,7 +191,7 @@ def sftp_key(sftp_server, monkeypatch) -> str:
     return str(sftp_server.key_file)
 
 
-@pytest.fixture(params=["path", "file", "memory", "sftp"])
+@pytest.fixture(params=["path", "file", "memory", pytest.param("sftp", marks=pytest.mark.slow)])  # sshd fetched
 def storage_url(request, tmp_path) -> str:
     """A fresh checkpoint store: a local path, a file:// URL, fsspec's in-process
     memory:// (one put per write: no rename), an sftp:// URL."""
@@ -268,7 +268,7 @@ for i in range(10_000):
 """
 
 
-@pytest.mark.parametrize("storage_url", ["path", "sftp"], indirect=True)
+@pytest.mark.parametrize("storage_url", ["path", pytest.param("sftp", marks=pytest.mark.slow)], indirect=True)
 def test_a_killed_writer_leaves_a_whole_checkpoint(storage_url):
     """A reader sees a whole checkpoint while another process writes new ones, and
     after that process is killed mid-write (SIGKILL: no cleanup runs)."""
@@ -295,6 +295,7 @@ def test_a_killed_writer_leaves_a_whole_checkpoint(storage_url):
     assert_whole(open_storage(storage_url).read_bytes(CHECKPOINT_FILE))
 
 
+@pytest.mark.slow
 def test_sftp_reconnects_once_after_the_connection_drops(sftp_server, sftp_key):
     storage = open_storage(sftp_server.url("reconnect"))
     storage.write_bytes(CHECKPOINT_FILE, b"before")
@@ -371,6 +372,7 @@ time.sleep(600)  # killed here, after its last candidate's checkpoint
 """
 
 
+@pytest.mark.slow
 def test_a_killed_learner_resumes_from_its_sftp_checkpoint(redis_client, redis_server, sftp_server, sftp_key):
     run_id = "sftp-resume"
     stream = SampleStream(redis_client, run_id, maxlen=10_000)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from bench_scripts import load
 
 from tengen.engine.games.mnk import connect4
@@ -45,6 +46,7 @@ def test_half_of_each_batch_has_a_policy():
     assert len(rows) == 64 and samples.has_policy[rows[:32]].all()
 
 
+@pytest.mark.slow
 def test_a_short_training_saves_a_model_the_tools_load(tmp_path):
     config = load_config("connect4")
     samples = training_samples(C4, [parse_line(WIN_IN_ONE), parse_line(FOUR_FOUR_FIVE_FIVE)])

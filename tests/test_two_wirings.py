@@ -25,6 +25,8 @@ from tengen.run.run_dir import RunDir
 from tengen.run.single_process import SingleProcessRun
 from tengen.run_control import read_status
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # a Ray run and a single-process run per game
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = {
     "network": {"blocks": 1, "filters": 8},

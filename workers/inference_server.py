@@ -20,6 +20,10 @@ the event loop keeps accepting requests while it computes; no batch shape ever
 retraces (CompiledModel pads each batch to a fixed bucket size under XLA, and runs any
 size from one trace without it).
 
+The timeout is measured on ``clock`` (``time.perf_counter`` unless given): a test
+passes a clock it moves itself and sees the batch flush when that clock passes the
+deadline, whatever the machine's pace.
+
 ``model_calls`` batches may be in the model at once. On a CPU a model call cannot
 keep several cores busy (its ops are too small to split well: one TensorFlow thread
 evaluates more rows per core-second than two), so a CPU server does better running
@@ -39,10 +43,10 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -61,7 +65,7 @@ _ACCEPTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
 class _Request:
     planes: np.ndarray  # [B, H, W, C] uint8 or float32
     future: asyncio.Future
-    arrived: float = field(default_factory=time.perf_counter)
+    arrived: float  # on the server's clock
 
 
 class MetricsRecorder(Protocol):
@@ -98,6 +102,7 @@ class InferenceServer:
         mixed_precision: bool | None = None,
         model_calls: int = 1,
         metrics: MetricsRecorder | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -117,6 +122,7 @@ class InferenceServer:
         self.max_batch = int(max_batch)
         self.batch_timeout_s = float(batch_timeout_ms) / 1000.0
         self.clients = int(clients)
+        self._clock = clock
         share_gpu_memory()
         self.mixed_precision = gpu_available() if mixed_precision is None else bool(mixed_precision)
         model = network.build(mixed_precision=self.mixed_precision)
@@ -163,7 +169,7 @@ class InferenceServer:
         if loop is not self._loop or self._batcher is None or self._batcher.done():
             self._start(loop)
         assert self._wakeup is not None
-        request = _Request(planes, loop.create_future())
+        request = _Request(planes, loop.create_future(), self._clock())
         self._pending.append(request)
         self._pending_rows += planes.shape[0]
         self._wakeup.set()
@@ -211,14 +217,14 @@ class InferenceServer:
                 await wakeup.wait()
             deadline = self._pending[0].arrived + self.batch_timeout_s
             while not self._ready():
-                remaining = deadline - time.perf_counter()
+                remaining = deadline - self._clock()
                 if remaining <= 0:
                     break
                 wakeup.clear()
                 try:
                     await asyncio.wait_for(wakeup.wait(), remaining)
                 except TimeoutError:
-                    break
+                    pass  # the clock says whether the deadline has passed
             batch = self._take_batch()
             if batch:  # else every waiting caller had gone away
                 return batch
@@ -256,7 +262,7 @@ class InferenceServer:
         self._evaluations += rows
         self._batches += 1
         self._model_seconds += seconds
-        now = time.perf_counter()
+        now = self._clock()
         start = 0
         for request in batch:
             stop = start + request.planes.shape[0]
@@ -344,11 +350,20 @@ class _CallsAndSwaps:
         self._changed = threading.Condition()
         self._calls = 0
         self._swapping = False
+        self._held = 0  # calls waiting for a swap
+
+    def snapshot(self) -> dict[str, Any]:
+        """What is in the model and what waits now (tests wait on it)."""
+        with self._changed:
+            return {"calls": self._calls, "swapping": self._swapping, "calls_held": self._held}
 
     @contextmanager
     def call(self) -> Iterator[None]:
         with self._changed:
-            self._changed.wait_for(lambda: not self._swapping)
+            if self._swapping:
+                self._held += 1
+                self._changed.wait_for(lambda: not self._swapping)
+                self._held -= 1
             self._calls += 1
         try:
             yield
