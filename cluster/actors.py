@@ -232,6 +232,7 @@ class LearnerActor:
         m.set("tengen_sample_age_versions", stats["sample_age_versions"])
         m.set("tengen_stream_length_entries", self.stream.length())
         m.set("tengen_stream_lag_entries", self.stream.lag("learner"))
+        m.set("tengen_stream_trimmed_unread_entries", stats["trimmed_unread"])
         m.set("tengen_redis_memory_bytes", self.stream.client.info("memory")["used_memory"])
         stats["bad_entries"] = self.stream.bad_entries
         return self._hand_over(stats)

@@ -23,6 +23,7 @@ class RunKeys:
         self.samples = f"{self.prefix}:samples"  # stream: one entry per game
         self.sample_counts = f"{self.prefix}:samples:counts"  # hash: added, delivered:<group>
         self.models = f"{self.prefix}:models"  # sorted set: published versions
+        self.held_models = f"{self.prefix}:models:held"  # set: the versions whose weights are stored
         self.best = f"{self.prefix}:best"  # string: the best version
         self.ladder = f"{self.prefix}:ladder"  # list: JSON promotion records, oldest first
         self.promotions = f"{self.prefix}:promotions"  # pub/sub channel

@@ -37,6 +37,8 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...], tuple[float, ...]]] = {
     "tengen_best_elo": ("gauge", "Elo of the best network on the promotion ladder", (), ()),
     "tengen_stream_length_entries": ("gauge", "Games in the sample stream", (), ()),
     "tengen_stream_lag_entries": ("gauge", "Games in the stream not yet read by the learner", (), ()),
+    "tengen_stream_trimmed_unread_entries": ("gauge", "Games the stream trimmed before the learner read them, "
+                                             "since the run started", (), ()),
     "tengen_redis_memory_bytes": ("gauge", "Memory used by the Redis server holding the stream", (), ()),
     "tengen_workers_alive": ("gauge", "Self-play workers answering", (), ()),
     "tengen_inference_evaluations_total": ("counter", "Positions evaluated by the inference server", (), ()),

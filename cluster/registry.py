@@ -55,6 +55,7 @@ class ModelRegistry(ModelRegistryLike):
         pipe.hset(key, mapping={"blob": blob, "sha256": sha256, "metadata": dumps(metadata),
                                 "published": repr(time.time())})
         pipe.zadd(self.keys.models, {version_id(version): int(version)})
+        pipe.sadd(self.keys.held_models, int(version))
         pipe.execute()
         return sha256
 
@@ -68,18 +69,42 @@ class ModelRegistry(ModelRegistryLike):
         Returns whether a blob was deleted."""
         if self.best_version() == int(version):
             return False
-        return bool(self.client.hdel(self.keys.model(version), "blob"))
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(self.keys.model(version), "blob")
+        pipe.srem(self.keys.held_models, int(version))
+        return bool(pipe.execute()[0])
 
     def prune(self, *, keep_candidates: int, keep: Iterable[int] = ()) -> list[int]:
         """Delete the weights of every version but the best, ``keep`` (e.g. the one in
-        a match), and the newest ``keep_candidates``; returns the versions pruned."""
-        versions = self.candidates()
-        spared = spared_versions(versions, keep_candidates=keep_candidates, keep=keep, best=self.best_version())
-        pruned = []
-        for version in versions:
-            if version not in spared and self.client.hdel(self.keys.model(version), "blob"):
-                pruned.append(version)
+        a match), and the newest ``keep_candidates``; returns the versions pruned.
+
+        It looks only at the versions that still hold weights (``held_models``), a
+        few at any time, in two round trips: a run of days has published thousands,
+        and one round trip for each, on the driver's loop, grew with the run."""
+        held = self._held()
+        spared = spared_versions(held, keep_candidates=keep_candidates, keep=keep, best=self.best_version())
+        pruned = [version for version in held if version not in spared]
+        if pruned:
+            pipe = self.client.pipeline(transaction=True)
+            for version in pruned:
+                pipe.hdel(self.keys.model(version), "blob")
+            pipe.srem(self.keys.held_models, *pruned)
+            pipe.execute()
         return pruned
+
+    def _held(self) -> list[int]:
+        """The versions whose weights are stored, in order. A run from before the set
+        (``held_models``) was kept has it made once, from every version's hash."""
+        held = self.client.smembers(self.keys.held_models)
+        if not held and self.client.zcard(self.keys.models):
+            versions = self.candidates()
+            pipe = self.client.pipeline(transaction=False)
+            for version in versions:
+                pipe.hexists(self.keys.model(version), "blob")
+            held = [v for v, has_blob in zip(versions, pipe.execute(), strict=True) if has_blob]
+            if held:
+                self.client.sadd(self.keys.held_models, *held)
+        return sorted(int(v) for v in held)
 
     def sha256(self, version: int) -> str:
         sha256 = self.client.hget(self.keys.model(version), "sha256")

@@ -15,7 +15,7 @@ import redis
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.redis_client import RedisLike, call_with_retry
 from tengen.engine.interfaces import Decode, Entry
-from tengen.run.sample_stream import ENTRY_FIELD, Raw, SampleStreamBase, as_bytes
+from tengen.run.sample_stream import ENTRY_FIELD, Raw, SampleStreamBase, as_bytes, entry_order
 
 __all__ = ["SampleStream"]
 
@@ -65,6 +65,7 @@ class SampleStream(SampleStreamBase):
         fail to decode are acknowledged and skipped; acknowledge the returned ones
         with ``ack`` once they are stored.
         """
+        self._count_trimmed(group)
         reply = self.client.xreadgroup(group, consumer, {self.keys.samples: ">"}, count=count,
                                        block=block_ms if block_ms > 0 else None)
         raw = _stream_entries(reply)
@@ -108,6 +109,7 @@ class SampleStream(SampleStreamBase):
         it; returns that entry's id. A restarted learner rebuilds its window with
         ``replay(end=id)`` and then reads only what arrives after it."""
         self.ensure_group(group)
+        self._count_trimmed(group)
         last = as_bytes(self.client.xinfo_stream(self.keys.samples)["last-generated-id"])
         self.client.xgroup_setid(self.keys.samples, group, last)
         while True:
@@ -118,6 +120,34 @@ class SampleStream(SampleStreamBase):
         added = int(self.client.hget(self.keys.sample_counts, "added") or 0)
         self.client.hset(self.keys.sample_counts, f"delivered:{group}", added)
         return last
+
+    def _count_trimmed(self, group: str) -> None:
+        """Count the entries ``MAXLEN`` trimmed before ``group`` read them, once.
+
+        Entries are delivered in order and trimmed oldest first, so when the stream's
+        first entry comes after the group's last delivered one, everything in between
+        was never delivered: the entries ever added past the group's position
+        (``added`` minus ``delivered``) less those still there, all of the stream.
+        They are counted (``trimmed_unread:<group>``) and marked delivered, as
+        XREADGROUP then skips them, so that they are counted once."""
+        first = self.client.xinfo_stream(self.keys.samples).get("first-entry")
+        if not first:
+            return
+        last_delivered = next((as_bytes(g["last-delivered-id"]) for g in self.client.xinfo_groups(self.keys.samples)
+                               if as_bytes(g["name"]) == group.encode()), None)
+        if last_delivered is None or entry_order(as_bytes(first[0])) <= entry_order(last_delivered):
+            return
+        added, delivered = (int(c or 0) for c in self.client.hmget(self.keys.sample_counts,
+                                                                   ["added", f"delivered:{group}"]))
+        gone = added - delivered - self.length()
+        if gone > 0:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hincrby(self.keys.sample_counts, f"trimmed_unread:{group}", gone)
+            pipe.hincrby(self.keys.sample_counts, f"delivered:{group}", gone)
+            pipe.execute()
+
+    def trimmed_unread(self, group: str) -> int:
+        return int(self.client.hget(self.keys.sample_counts, f"trimmed_unread:{group}") or 0)
 
     # -- state ---------------------------------------------------------------------------
     def length(self) -> int:

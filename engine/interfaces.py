@@ -67,6 +67,10 @@ class SampleSource(Protocol):
 
     def ack(self, group: str, ids: Iterable[bytes]) -> int: ...
 
+    def trimmed_unread(self, group: str) -> int:
+        """Entries trimmed from the stream before ``group`` read them, for the run's life."""
+        ...
+
     def move_group_to_end(self, group: str) -> bytes:
         """Point ``group`` past the last entry; returns that entry's id."""
         ...

@@ -89,6 +89,7 @@ class LearnerStats(TypedDict):
     #: file name, or None for none (a fresh run, or storage that held nothing whole)
     restored_from: str | None
     duplicate_games: int  # games read twice and dropped
+    trimmed_unread: int  # games the stream trimmed before this learner's group read them
     #: stream entries that did not decode, counted and skipped by the stream: the
     #: cluster's LearnerActor adds its Redis stream's count, the in-process run none
     bad_entries: NotRequired[int]
@@ -195,6 +196,7 @@ class Learner:
             "resumed": self.resumed,
             "restored_from": self.restored_from,
             "duplicate_games": self.duplicate_games,
+            "trimmed_unread": self.source.trimmed_unread(GROUP),
         }
 
     def _may_train(self) -> bool:

@@ -275,6 +275,7 @@ class TrainingLoop:
             best=version_id(self.best_version), promotions=self.promotions, last_gating=self.last_gating,
             bad_entries=learner.get("bad_entries", 0) if learner is not None else 0,
             duplicate_games=learner.get("duplicate_games", 0) if learner is not None else 0,
+            trimmed_unread=learner.get("trimmed_unread", 0) if learner is not None else 0,
             error=self.error, final=final,
             reported_games=dict(list(self.reported_games.items())[-200:]),
             wiring=wiring,

@@ -55,6 +55,13 @@ class SampleStreamBase(SampleSink, SampleSource):
         #: entries that had been trimmed away before they could be claimed
         self.trimmed_entries = 0
 
+    def trimmed_unread(self, group: str) -> int:
+        """Entries that ``MAXLEN`` trimmed away before ``group`` read them (its
+        consumer was down, or slower than the writers, for longer than the stream
+        holds): games acknowledged to their workers and never trained on. Counted when
+        the group reads past the gap they left, for the run's life."""
+        raise NotImplementedError
+
     def add(self, blob: bytes, *, wait: bool = True) -> bytes:
         """Append one game blob; returns the entry id."""
         return self.add_many([blob], wait=wait)[0]
@@ -197,17 +204,29 @@ class LocalSampleStream(SampleStreamBase):
 
     def ensure_group(self, group: str) -> None:
         with self._cond:
-            self._groups.setdefault(group, {"last": 0, "pending": {}})
+            self._groups.setdefault(group, {"last": 0, "pending": {}, "trimmed_unread": 0})
 
     def _group(self, group: str) -> dict:
         if group not in self._groups:
             raise KeyError(f"no consumer group {group!r}")
         return self._groups[group]
 
+    def _skip_trimmed(self, state: dict) -> None:
+        """Count the entries trimmed away past the group's last one, and skip them."""
+        first = next(iter(self._entries), self._next)
+        if first - 1 > state["last"]:
+            state["trimmed_unread"] += first - 1 - state["last"]
+            state["last"] = first - 1
+
+    def trimmed_unread(self, group: str) -> int:
+        with self._cond:
+            return int(self._group(group)["trimmed_unread"])
+
     def read(self, group: str, consumer: str, *, count: int, block_ms: int, decode: Decode) -> list[Entry]:
         deadline = time.monotonic() + max(block_ms, 0) / 1000
         with self._cond:
             state = self._group(group)
+            self._skip_trimmed(state)
             while True:
                 fresh = [seq for seq in self._entries if seq > state["last"]][:count]
                 remaining = deadline - time.monotonic()
@@ -249,6 +268,7 @@ class LocalSampleStream(SampleStreamBase):
             self.ensure_group(group)
             last = self._next - 1
             state = self._groups[group]
+            self._skip_trimmed(state)
             state["last"] = last
             state["pending"] = {seq: v for seq, v in state["pending"].items() if seq > last}
             return self._id(last) if last else b"0-0"

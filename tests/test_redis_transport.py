@@ -546,6 +546,33 @@ def _forged(records) -> list[tuple[str, bytes]]:
     ]
 
 
+def _trim_exactly(stream, maxlen: int) -> None:
+    """What MAXLEN does to a stream whose reader is away (Redis's ``~`` trims in whole
+    nodes of 100 entries: this trims to the entry)."""
+    if isinstance(stream, SampleStream):
+        stream.client.xtrim(stream.keys.samples, maxlen=maxlen, approximate=False)
+
+
+def test_games_trimmed_before_the_learner_read_them_are_counted_once(make_stream, records):
+    stream = make_stream(maxlen=10)
+    stream.ensure_group("learner")
+    blobs = _blobs(records, 4)
+    stream.add_many(blobs[i % 4] for i in range(30))  # the learner is down: 30 games, room for 10
+    _trim_exactly(stream, 10)
+    assert stream.trimmed_unread("learner") == 0  # known once it reads past the gap
+    assert len(stream.read("learner", "c0", count=100, block_ms=0, decode=DECODE_C4)) == 10
+    assert stream.trimmed_unread("learner") == 20
+    stream.add_many(blobs)
+    assert len(stream.read("learner", "c0", count=100, block_ms=0, decode=DECODE_C4)) == 4
+    assert stream.trimmed_unread("learner") == 20  # counted once
+    # a learner that restarts after a long absence moves its group to the end: the
+    # games trimmed meanwhile are counted then
+    stream.add_many(blobs[i % 4] for i in range(15))
+    _trim_exactly(stream, 10)
+    stream.move_group_to_end("learner")
+    assert stream.trimmed_unread("learner") == 25
+
+
 def test_forged_entries_are_counted_and_skipped(make_stream, records):
     stream = make_stream()
     stream.ensure_group("learner")
@@ -694,6 +721,11 @@ def test_run_keys_are_namespaced():
 # -- the model registry -------------------------------------------------------------------------
 
 
+def verdict(candidate: int, best: int, decision: str, wins: int = 30) -> dict:
+    return {"candidate": candidate, "best": best, "decision": decision, "wins": wins, "draws": 0, "losses": 10,
+            "elo": 35.0, "elo_low": 10.0, "elo_high": 60.0, "llr": None, "by": "threshold"}
+
+
 @pytest.fixture(params=["redis", "local"])
 def registry(request):
     if request.param == "redis":
@@ -713,7 +745,7 @@ def test_registry_publish_fetch_and_candidates(registry):
     with pytest.raises(RegistryError, match="000007 is not in the registry"):
         registry.fetch(7)
     with pytest.raises(RegistryError, match="000007"):
-        registry.promote(7, elo=0.0, result={})
+        registry.promote(7, elo=0.0, result={"initial": True})
 
 
 def test_promotion_sets_best_extends_the_ladder_and_notifies(registry):
@@ -721,7 +753,7 @@ def test_promotion_sets_best_extends_the_ladder_and_notifies(registry):
     subscription = registry.subscribe()
     if isinstance(registry, ModelRegistry):
         assert subscription.get_message(timeout=1.0) is None  # consume the subscribe confirmation
-    registry.promote(3, elo=35.5, result={"wins": 30, "losses": 10, "elo": np.float64(35.5)})
+    registry.promote(3, elo=35.5, result={**verdict(3, 2, "promote"), "elo": np.float64(35.5)})
     message = None
     deadline = time.monotonic() + 5
     while message is None and time.monotonic() < deadline:
@@ -730,7 +762,7 @@ def test_promotion_sets_best_extends_the_ladder_and_notifies(registry):
     subscription.close()
     assert registry.best_version() == 3
     registry.publish(4, b"weights-4", {})
-    registry.promote(4, elo=None, result={})
+    registry.promote(4, elo=None, result={"initial": True})
     ladder = registry.ladder()
     assert [(e["version"], e["id"], e["elo"]) for e in ladder] == [(3, "000003", 35.5), (4, "000004", None)]
     assert ladder[0]["result"]["wins"] == 30 and ladder[0]["sha256"] == sha
@@ -739,14 +771,9 @@ def test_promotion_sets_best_extends_the_ladder_and_notifies(registry):
 def test_registry_writes_can_be_repeated(registry):
     # A write retried after a lost reply lands once.
     registry.publish(5, b"weights-5", {})
-    registry.promote(5, elo=10.0, result={})
-    registry.promote(5, elo=10.0, result={})
+    registry.promote(5, elo=10.0, result={"initial": True})
+    registry.promote(5, elo=10.0, result={"initial": True})
     assert [e["version"] for e in registry.ladder()] == [5] and registry.best_version() == 5
-
-
-def verdict(candidate: int, best: int, decision: str, wins: int = 30) -> dict:
-    return {"candidate": candidate, "best": best, "decision": decision, "wins": wins, "draws": 0, "losses": 10,
-            "elo": 35.0, "elo_low": 10.0, "elo_high": 60.0, "llr": None, "by": "threshold"}
 
 
 def test_a_matchs_verdict_is_recorded_once_with_the_promotion_it_makes(registry):
@@ -778,10 +805,25 @@ def test_a_promotion_against_a_best_that_changed_is_refused(registry):
     assert registry.decide(match_id(2, 0), verdict(2, 0, "reject"), elo=None)["decision"] == "reject"
 
 
+def test_pruning_a_long_runs_registry_costs_what_it_keeps_not_what_it_published(redis_client):
+    registry = ModelRegistry(redis_client, "long-run")
+    registry.publish(0, b"weights-0", {})
+    registry.promote(0, elo=0.0, result={"initial": True})
+    for version in range(1, 401):  # days of candidates, each pruned as the run goes
+        registry.publish(version, f"weights-{version}".encode(), {})
+        if version % 50 == 0:
+            registry.prune(keep_candidates=2)
+    commands = redis_client.info("stats")["total_commands_processed"]
+    registry.publish(401, b"weights-401", {})
+    assert registry.prune(keep_candidates=2) == [399]
+    assert redis_client.info("stats")["total_commands_processed"] - commands < 20  # 400 before, one per version
+    assert registry.fetch(0)[0] == b"weights-0" and registry.fetch(401)[0] == b"weights-401"
+
+
 def test_pruning_keeps_the_best_the_newest_and_what_is_in_use(registry):
     for version in range(1, 8):
         registry.publish(version, f"weights-{version}".encode(), {"step": version})
-    registry.promote(2, elo=0.0, result={})
+    registry.promote(2, elo=0.0, result={"initial": True})
     assert registry.prune(keep_candidates=2, keep=[4]) == [1, 3, 5]
     assert registry.prune(keep_candidates=2, keep=[4]) == []
     for version in (2, 4, 6, 7):
