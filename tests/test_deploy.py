@@ -1248,6 +1248,14 @@ def _copied(args: str) -> set[str]:
     return landed
 
 
+def _env_pairs_all(args: str) -> list[tuple[str, str]]:
+    """An ENV instruction's (name, value) pairs: ``A=1 B=2``, or the old ``A 1``."""
+    words = args.split()
+    if words and "=" not in words[0]:
+        return [(words[0], " ".join(words[1:]))]
+    return [tuple(w.split("=", 1)) for w in words if "=" in w]  # type: ignore[misc]
+
+
 def dockerfile_problems(text: str) -> list[str]:
     problems: list[str] = []
     instructions = _instructions(text)
@@ -1304,6 +1312,15 @@ def dockerfile_problems(text: str) -> list[str]:
     for folder in _package_folders():
         if folder not in copied:
             problems.append(f"{folder}: the package needs it, and no COPY puts it at ./{folder}")
+    # Ray's token authentication on in every process of the image (a node or driver without
+    # the token stops instead of joining or starting an open cluster), the token never in it.
+    final_env = {k: v for args in (a for i, a in final if i == "ENV") for k, v in _env_pairs_all(args)}
+    if final_env.get("RAY_AUTH_MODE") != "token":
+        problems.append("the image does not set ENV RAY_AUTH_MODE=token")
+    for stage in stages:
+        for instruction, args in stage:
+            if instruction in ("ENV", "ARG") and re.search(r"\bRAY_AUTH_TOKEN(_PATH)?\b", args):
+                problems.append(f"{instruction} {args}: Ray's token (or its place) baked into the image")
     exposed = {int(p.split("/")[0]) for stage in stages for i, args in stage if i == "EXPOSE" for p in args.split()}
     if not {6379, 8265, 10001, METRICS_PORT} <= exposed:
         problems.append(f"EXPOSE {sorted(exposed)} does not document Ray's ports")
@@ -1328,6 +1345,9 @@ def test_dockerfile_checks_catch_broken_dockerfiles():
     assert any(p.startswith("web:") for p in dockerfile_problems(text.replace("COPY web ./web\n", "")))
     assert any(p.startswith("configs:") for p in dockerfile_problems(text.replace("COPY configs ./configs",
                                                                                    "COPY configs ./etc/configs")))
+    assert any("RAY_AUTH_MODE" in p for p in dockerfile_problems(text.replace(" \\\n    RAY_AUTH_MODE=token", "")))
+    assert any("baked" in p for p in dockerfile_problems(text + "ENV RAY_AUTH_TOKEN=0123456789abcdef\n"))
+    assert any("baked" in p for p in dockerfile_problems(text.replace("ARG RAY_VERSION", "ARG RAY_AUTH_TOKEN_PATH")))
 
 
 def test_images_share_one_python_and_keep_secrets_out():
