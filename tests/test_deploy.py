@@ -685,6 +685,29 @@ def _secret_file(template: dict, container: dict, path: str) -> tuple[str, str] 
 
 
 _SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|CREDENTIAL|AUTH|_KEY$", re.IGNORECASE)
+#: named like secrets, holding none: Ray's authentication mode ("token")
+_NOT_SECRETS = {"RAY_AUTH_MODE"}
+
+
+def _env(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def _seconds(container: dict, name: str) -> int | None:
+    value = _env(container).get(name, {}).get("value")
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
+def _token_problems(place: str, container: dict, secret: tuple[str, str]) -> list[str]:
+    """Ray's token in a container: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN from the Secret."""
+    env = _env(container)
+    problems = []
+    if env.get("RAY_AUTH_MODE", {}).get("value") != "token":
+        problems.append(f"{place}: RAY_AUTH_MODE is not token")
+    ref = env.get("RAY_AUTH_TOKEN", {}).get("valueFrom", {}).get("secretKeyRef", {})
+    if (ref.get("name"), ref.get("key")) != secret:
+        problems.append(f"{place}: RAY_AUTH_TOKEN is not from the Secret {secret[0]}/{secret[1]}")
+    return problems
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -728,6 +751,38 @@ def _ray_cluster_problems(where: str, spec: dict, services: dict[str, set[int]])
             problems.append(f"{where}: the GCS has no Redis user of its own")
         if "secretKeyRef" not in (ft.get("redisPassword") or {}).get("valueFrom", {}):
             problems.append(f"{where}: the GCS's Redis password is not from a secretKeyRef")
+    # Ray's token (KubeRay v1.7.0 RayCluster CRD: authOptions): KubeRay sets it on the
+    # autoscaler and the submitter and sends it itself; every Ray container says so too.
+    auth = spec.get("authOptions") or {}
+    token_secret = (auth.get("secretName"), "auth_token")
+    if auth.get("mode", "token") != "token" or not auth:
+        problems.append(f"{where}: no token authentication (authOptions.mode: token)")
+    elif token_secret != TOKEN_SECRET:
+        problems.append(f"{where}: authOptions.secretName is not {TOKEN_SECRET[0]} (one token across retries)")
+    for group_name, group in groups:
+        for c in group["template"]["spec"].get("containers", [])[:1]:  # KubeRay's Ray container
+            problems += _token_problems(f"{where}/{group_name}/{c.get('name')}", c, TOKEN_SECRET)
+    # A stop leaves time for the final checkpoint: the pod's SIGTERM goes to `ray start
+    # --block`, which drains for RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S (Ray's default 30 s)
+    # while the node's processes live, then stops them; the kubelet kills after the grace.
+    for group_name, group in groups:
+        pod = group["template"]["spec"]
+        ray_container = pod["containers"][0]
+        drain = _seconds(ray_container, "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S") or 30
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        if grace < drain + SHUTDOWN_MARGIN_S:
+            problems.append(f"{where}/{group_name}: terminationGracePeriodSeconds {grace} < its drain {drain} "
+                            f"+ {SHUTDOWN_MARGIN_S} s")
+        gpus = ray_container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
+        if group_name == "head" and drain < DRIVER_STOP_S:
+            problems.append(f"{where}/head: drains {drain} s, less than a driver's clean stop ({DRIVER_STOP_S} s)")
+        if gpus and drain < LEARNER_CHECKPOINT_S:
+            problems.append(f"{where}/{group_name}: drains {drain} s, less than the final checkpoint's wait "
+                            f"({LEARNER_CHECKPOINT_S} s)")
+    head_wait = _seconds(head["template"]["spec"]["containers"][0], "RAY_JOB_STOP_WAIT_TIME_S")
+    if head_wait is None or head_wait < DRIVER_STOP_S:
+        problems.append(f"{where}/head: RAY_JOB_STOP_WAIT_TIME_S {head_wait} (Ray's default 3 s): "
+                        f"want {DRIVER_STOP_S} s or more")
     # The Redis password reaches every Ray pod as a file of the Secret, with the ACL user.
     for group_name, group in groups:
         for c in group["template"]["spec"].get("containers", []):
@@ -756,13 +811,24 @@ def _rayjob_problems(where: str, spec: dict, docs: list[tuple[str, dict]],
     # A retry runs the entrypoint again: it must continue the run, not start it over.
     if "--resume-if-exists" not in entrypoint:
         problems.append(f"{where}: a retried job would start its run over (no --resume-if-exists)")
-    # RayJob CRD (KubeRay v1.7.0): backoffLimit retries the whole job on a new cluster;
-    # KubeRay's validation refuses it with clusterSelector.
+    # RayJob CRD (KubeRay v1.7.0): backoffLimit retries the whole job on a new cluster,
+    # counted over the RayJob's whole life; KubeRay's validation refuses it with
+    # clusterSelector. Days of a run hold several lost heads and Redis restarts.
     backoff = spec.get("backoffLimit", 0)
-    if not 1 <= backoff <= 10:
-        problems.append(f"{where}: backoffLimit {backoff}: want a bounded retry (1 to 10)")
+    if not 10 <= backoff <= 30:
+        problems.append(f"{where}: backoffLimit {backoff}: want a retry for days, bounded (10 to 30)")
     if backoff and spec.get("clusterSelector"):
         problems.append(f"{where}: KubeRay refuses a backoffLimit with a clusterSelector")
+    # The submitter follows the log for days; each broken stream costs one of its retries
+    # (KubeRay's default is 2), and running out fails the attempt.
+    if (spec.get("submitterConfig") or {}).get("backoffLimit", 2) < 10:
+        problems.append(f"{where}: submitterConfig.backoffLimit below 10: a few broken log streams fail the job")
+    # A deadline fails the RayJob without a retry (DeadlineExceeded).
+    for deadline in ("activeDeadlineSeconds", "preRunningDeadlineSeconds"):
+        if deadline in spec:
+            problems.append(f"{where}: {deadline} ends a run of days, and KubeRay does not retry it")
+    for c in (spec.get("submitterPodTemplate") or {}).get("spec", {}).get("containers", []):
+        problems += _token_problems(f"{where}/submitter/{c.get('name')}", c, TOKEN_SECRET)
     for cluster in _cluster_specs({"kind": "RayJob", "spec": spec}):
         problems += _ray_cluster_problems(f"{where}/rayClusterSpec", cluster, services)
         # the run directory outlives the head: it is on a PersistentVolumeClaim of this release
@@ -896,7 +962,8 @@ def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
                 if env["name"].endswith("_FILE") and "value" in env:
                     if _SECRET_NAME.search(env["name"]) and _secret_file(template, c, env["value"]) is None:
                         problems.append(f"{place}/{cname}: {env['name']} names no file of a mounted Secret")
-                elif _SECRET_NAME.search(env["name"]) and "secretKeyRef" not in env.get("valueFrom", {}):
+                elif (_SECRET_NAME.search(env["name"]) and env["name"] not in _NOT_SECRETS
+                      and "secretKeyRef" not in env.get("valueFrom", {})):
                     problems.append(f"{place}/{cname}: {env['name']} is not from a secretKeyRef")
     return problems
 
@@ -985,6 +1052,39 @@ def test_manifest_checks_catch_broken_manifests():
     assert any("names no file" in p for p in broken(
         "RayJob", lambda d: _cluster(d)["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
         .update(volumeMounts=[])))
+    # Ray's token: every Ray pod and the submitter, from the Secret that authOptions names.
+    def token_literal(d):
+        env = _cluster(d)["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["env"]
+        next(e for e in env if e["name"] == "RAY_AUTH_TOKEN").update(value="0123456789abcdef", valueFrom=None)
+        del next(e for e in env if e["name"] == "RAY_AUTH_TOKEN")["valueFrom"]
+    problems = broken("RayJob", token_literal)
+    assert any("gpu/ray-worker: RAY_AUTH_TOKEN is not from the Secret" in p for p in problems)
+    assert any("RAY_AUTH_TOKEN is not from a secretKeyRef" in p for p in problems)
+
+    def no_token_mode(d):
+        env = d["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["env"]
+        env[:] = [e for e in env if e["name"] != "RAY_AUTH_MODE"]
+    assert any("submitter/ray-job-submitter: RAY_AUTH_MODE" in p for p in broken("RayJob", no_token_mode))
+    assert any("authOptions.mode" in p for p in broken("RayJob", lambda d: _cluster(d).pop("authOptions")))
+    assert any("secretName" in p for p in broken("RayJob", lambda d: _cluster(d)["authOptions"].pop("secretName")))
+
+    # The restart budget and the time a stop leaves.
+    assert any("backoffLimit 3" in p for p in broken("RayJob", lambda d: d["spec"].update(backoffLimit=3)))
+    assert any("submitterConfig" in p for p in broken("RayJob", lambda d: d["spec"].pop("submitterConfig")))
+    assert any("activeDeadlineSeconds" in p
+               for p in broken("RayJob", lambda d: d["spec"].update(activeDeadlineSeconds=86400)))
+    assert any("terminationGracePeriodSeconds" in p
+               for p in broken("RayJob", lambda d: head(d).pop("terminationGracePeriodSeconds")))
+
+    def rays_default_job_stop(d):
+        env = head(d)["containers"][0]["env"]
+        env[:] = [e for e in env if e["name"] != "RAY_JOB_STOP_WAIT_TIME_S"]
+    assert any("RAY_JOB_STOP_WAIT_TIME_S None" in p for p in broken("RayJob", rays_default_job_stop))
+
+    def gpu_default_drain(d):
+        env = _cluster(d)["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["env"]
+        env[:] = [e for e in env if e["name"] != "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"]
+    assert any("gpu: drains 30 s" in p for p in broken("RayJob", gpu_default_drain))
     assert any("mode 0o444" in p for p in broken(
         "RayJob", lambda d: head(d)["volumes"][1]["secret"].update(defaultMode=0o444)))
     assert any("writable" in p for p in broken(
@@ -1132,13 +1232,20 @@ def test_secret_references_are_the_documented_ones():
              for v in t["spec"].get("volumes", []) if "secret" in v for item in v["secret"]["items"]}
     gcs = {(ref["name"], ref["key"]) for _, d in docs for spec in _cluster_specs(d)
            for ref in [spec["gcsFaultToleranceOptions"]["redisPassword"]["valueFrom"]["secretKeyRef"]]}
+    tokens = {(spec["authOptions"]["secretName"], "auth_token") for _, d in docs for spec in _cluster_specs(d)}
     assert refs == {(SECRET, "TENGEN_REDIS_PASSWORD"), (SECRET, "RAY_GCS_REDIS_PASSWORD"),
-                    (SECRET, "TENGEN_REDIS_EXPORTER_PASSWORD")}
+                    (SECRET, "TENGEN_REDIS_EXPORTER_PASSWORD"), TOKEN_SECRET}
     assert files == {(SECRET, "TENGEN_REDIS_PASSWORD")} and gcs == {(SECRET, "RAY_GCS_REDIS_PASSWORD")}
+    assert tokens == {TOKEN_SECRET}
     scale_out = _readme_scale_out()
     command = next(line for line in scale_out.splitlines() if f"kubectl create secret generic {SECRET}" in line)
-    assert {key for _, key in refs | files | gcs} == set(re.findall(r"([A-Z_]+)=%s", command))
-    # from the environment, through a file descriptor: no password on kubectl's command line
+    assert {key for name, key in refs | files | gcs if name == SECRET} == set(re.findall(r"([A-Z_]+)=%s", command))
+    # Ray's token: the Secret from the file on your machine, the one the launcher mounts
+    command = next(line for line in scale_out.splitlines()
+                   if f"kubectl create secret generic {TOKEN_SECRET[0]}" in line)
+    assert f"--from-file={TOKEN_SECRET[1]}=$HOME/{RAY_TOKEN_FILE}" in command.split()
+    # from the environment or a file, through a file descriptor or a path: no password or
+    # token on kubectl's command line
     assert "--from-literal" not in scale_out
 
 
