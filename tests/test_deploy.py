@@ -1741,20 +1741,77 @@ def test_readme_scale_out_walks_through_the_files():
     for needed in ("ray up deploy/ray/aws.yaml", "ray up deploy/ray/gcp.yaml", "ray job submit",
                    "kubectl apply -f deploy/kubernetes/", "tengen scale --run-dir", "deploy/monitoring/README.md",
                    "registry.example.com", "docker build -f deploy/docker/Dockerfile.cpu",
-                   "docker build -f deploy/docker/Dockerfile.gpu", "~/.tengen/redis.env"):
+                   "docker build -f deploy/docker/Dockerfile.gpu", "~/.tengen/redis.env", f"~/{RAY_TOKEN_FILE}",
+                   "keeper.sh train", "keeper.sh stop", "RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS=1800"):
         assert needed in section, needed
     # every manifest is applied by a `kubectl apply` line
     applied = set(re.findall(r"-f (deploy/kubernetes/[\w.-]+\.yaml)", "\n".join(
         line for line in section.splitlines() if "kubectl apply" in line)))
     assert applied == {f"deploy/kubernetes/{p.name}" for p in K8S_DIR.glob("*.yaml")}
-    # both ways of starting a run continue one that exists: what a restarted driver runs
+    # every way of starting a run continues one that exists: what a restarted driver runs
     submit = section[section.index("ray job submit"):].split("\n\n", 1)[0]
     assert "tengen train" in submit and "--resume-if-exists" in submit
+    keep = next(line for line in section.splitlines() if "keeper.sh train" in line)
+    assert "--run-dir" in keep.split() and '--resume-if-exists >> "$dir/driver.log"' in KEEPER.read_text()
+    # ... and every `ray job` command sends Ray's token, from its file
+    for line in section.splitlines():
+        if line.startswith("    ") and re.search(r"\bray job \w+", line):
+            assert f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=~/{RAY_TOKEN_FILE} ray job" in line, line
     # every placeholder a user must set in deploy/ is named there
     placeholders = set()
     for path in list((ROOT / "deploy/ray").glob("*.yaml")) + list(K8S_DIR.glob("*.yaml")):
         placeholders |= set(re.findall(r"SET_ME_[A-Z_]+", path.read_text()))
     assert placeholders and all(p in section for p in placeholders), placeholders
+
+
+def _readme_rows(heading: str) -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    assert f"\n## {heading}\n" in text, heading
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("| ")]
+
+
+def test_readme_runs_of_days_states_the_limits_the_files_set():
+    from tengen.cluster.redis_client import OutagePolicy
+    from tengen.run.config import RedisConfig
+
+    rows = _readme_rows("Runs of days")
+
+    def row(name: str) -> str:
+        found = [r for r in rows if r.startswith(f"| `{name}`") or r.startswith(f"| {name}")]
+        assert len(found) == 1, name
+        return found[0]
+
+    outage = RedisConfig().outage_s
+    assert outage == OutagePolicy().outage_s  # the clients' own default is the config's
+    assert f"| {outage:.0f} s |" in row("redis.outage_s")
+    assert any(f"(`redis.outage_s`) ({outage:.0f} s)" in r or f"`redis.outage_s` ({outage:.0f} s)" in r
+               for r in _readme_rows("When things fail"))
+    keeper = KEEPER.read_text()
+    defaults = dict(re.findall(r'"\$\{(TENGEN_[A-Z_]+):-(\d+)\}"', keeper))
+    assert f"{defaults['TENGEN_KEEPER_RESTARTS']} per part in {defaults['TENGEN_KEEPER_WINDOW_S']} s" in row(
+        "keeper: restarts")
+    job = _doc("RayJob")
+    assert f"| {job['spec']['backoffLimit']} |" in row("backoffLimit")
+    assert f"| {job['spec']['submitterConfig']['backoffLimit']} |" in row("submitterConfig.backoffLimit")
+    assert "activeDeadlineSeconds" not in job["spec"] and "| none | none |" in row("activeDeadlineSeconds")
+    assert f"| {job['spec']['ttlSecondsAfterFinished']} s |" in row("ttlSecondsAfterFinished")
+    assert "| 1800 s |" in row("RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS")
+    # the stop's grace: one value on both launchers, KubeRay's head and the keeper
+    groups = {name: template["spec"] for name, template in _ray_pod_templates(job)}
+    stop_waits = {_seconds(groups["head"]["containers"][0], "RAY_JOB_STOP_WAIT_TIME_S"), int(defaults["TENGEN_STOP_S"])}
+    for name in RAY_FILES:
+        start = next(c for c in _load_ray(name)["head_start_ray_commands"] if "ray start" in c)
+        stop_waits.add(int(re.search(r"RAY_JOB_STOP_WAIT_TIME_S=(\d+)", start).group(1)))
+    assert stop_waits == {DRIVER_STOP_S} and f"| {DRIVER_STOP_S} s |" in row("RAY_JOB_STOP_WAIT_TIME_S")
+    drains = row("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S")
+    graces = row("terminationGracePeriodSeconds")
+    for name, pod in groups.items():
+        drain = _seconds(pod["containers"][0], "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S")
+        if drain is not None:
+            assert f"{name} {drain} s" in drains.replace("GPU pods", "gpu"), name
+        assert f"{name} {pod['terminationGracePeriodSeconds']} s" in graces.replace("GPU", "gpu").replace(
+            "self-play", "selfplay"), name
 
 
 def test_readme_keeps_two_set_up_commands():
