@@ -15,7 +15,7 @@ import json
 import redis
 import yaml
 
-from tengen.cluster.redis_client import OutagePolicy, RedisLike
+from tengen.cluster.redis_client import DEFAULT_POLICY, OutagePolicy, RedisLike
 from tengen.cluster.redis_server import connect
 from tengen.run.run_dir import RunDir
 
@@ -26,9 +26,9 @@ def outage_s(files: RunDir) -> float:
     """The run's ``redis.outage_s``: how long its own clients wait through an outage."""
     try:
         config = yaml.safe_load(files.config.read_text()) or {}
-        return float((config.get("redis") or {}).get("outage_s") or 120.0)
+        return float((config.get("redis") or {}).get("outage_s") or DEFAULT_POLICY.outage_s)
     except (OSError, yaml.YAMLError, TypeError, ValueError):
-        return 120.0
+        return DEFAULT_POLICY.outage_s
 
 
 def live_client(files: RunDir, *, wait_s: float) -> RedisLike | None:

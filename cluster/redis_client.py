@@ -75,7 +75,8 @@ _PERMANENT_ERRORS: tuple[type[Exception], ...] = (
 class OutagePolicy:
     """How long and how a client waits for Redis (``redis.outage_s`` in the config)."""
 
-    outage_s: float = 120.0
+    #: the config's default (``redis.outage_s`` in run/config.py, which says why)
+    outage_s: float = 900.0
     backoff_base_s: float = 0.05
     backoff_cap_s: float = 5.0
     #: a reply must come within this (the learner's blocking reads wait 0.5 s at most)

@@ -357,8 +357,15 @@ class RedisConfig(_Strict):
 
     url: str | None = None
     #: how long every client of the run waits through an outage (a restart, an AOF
-    #: replay, a full server) before the run stops with a message
-    outage_s: float = Field(default=120.0, gt=0, le=86_400)
+    #: replay, a full server) before the run stops with a message. 15 minutes: the
+    #: slowest way back of the Redis on deploy/kubernetes is its pod moved off a lost
+    #: node with its ReadWriteOnce volume, ~8 min measured on EKS with EBS
+    #: (kubernetes-sigs/aws-ebs-csi-driver#861) and 11.5 min before the detach even
+    #: starts by Kubernetes' own timers (5 min 40 s to evict the pod, 6 min to force
+    #: the detach: kubernetes/kubernetes#28671), then the attach and the AOF replay.
+    #: Waiting costs little (workers keep their games, the learner pauses); stopping
+    #: ends a run of days. README.md, "Runs of days".
+    outage_s: float = Field(default=900.0, gt=0, le=86_400)
     #: the embedded server's ``maxmemory`` (writes are refused past it, never evicted);
     #: default: a quarter of this machine's memory, at least 256 MiB
     maxmemory_mb: int | None = Field(default=None, ge=16)

@@ -62,6 +62,16 @@ METRICS_PORT = 8080
 PRIVATE_PORTS = {REDIS_PORT, GCS_PORT, 8265, 10001, METRICS_PORT, 8076}
 WORLD = {"0.0.0.0/0", "::/0"}
 NO_RETRY = {"retry": Retry(NoBackoff(), 0), "socket_timeout": 5}
+#: Ray's token on every node of a launcher cluster, mounted from the same path in your home
+RAY_TOKEN_FILE = ".tengen/ray_token"
+#: how long a driver's clean stop may take: the final learner checkpoint waits up to 120 s
+#: (cluster/driver.py, ``_finish``), then the best model and the last report; what `ray job
+#: stop`, the keeper and a stopped pod must wait for before a SIGKILL
+DRIVER_STOP_S = 300
+#: what the learner's node must outlive in a stop: the driver's wait for its final checkpoint
+LEARNER_CHECKPOINT_S = 120
+#: a pod's own SIGTERM to SIGKILL, besides the drain: Ray's shutdown of its processes
+SHUTDOWN_MARGIN_S = 20
 
 
 def _project_version() -> str:
@@ -166,9 +176,39 @@ def ray_config_problems(config: dict) -> list[str]:
     for command in head_ray + worker_ray:
         if re.search(r"redis-password|\$\{?TENGEN_REDIS_PASSWORD", command.split("ray start", 1)[1]):
             problems.append("a `ray start` command line carries the Redis password")
+    # Ray's token (Ray 2.60 reads RAY_AUTH_MODE, then RAY_AUTH_TOKEN or the file named by
+    # RAY_AUTH_TOKEN_PATH): every node's Ray with both, the token from the mounted file.
+    for command in head_ray + worker_ray:
+        exported = " ".join(re.findall(r"\bexport\s+([^;]*);", command.split("ray start", 1)[0])).split()
+        if "RAY_AUTH_MODE=token" not in exported:
+            problems.append("a `ray start` runs without RAY_AUTH_MODE=token")
+        if f"RAY_AUTH_TOKEN_PATH=$HOME/{RAY_TOKEN_FILE}" not in exported:
+            problems.append(f"a `ray start` does not read Ray's token from ~/{RAY_TOKEN_FILE}")
+    if config.get("file_mounts", {}).get(f"~/{RAY_TOKEN_FILE}") != f"~/{RAY_TOKEN_FILE}":
+        problems.append(f"~/{RAY_TOKEN_FILE} is not mounted on the nodes from your home")
+    head_env = " ".join(config.get("head_setup_commands", []))
+    if "RAY_AUTH_MODE=token" not in head_env or f"RAY_AUTH_TOKEN_PATH=$HOME/{RAY_TOKEN_FILE}" not in head_env:
+        problems.append("the head's shells (the keeper, ray exec) do not get Ray's token")
+    # `ray job stop` waits for a clean stop (Ray's job supervisor reads RAY_JOB_STOP_WAIT_TIME_S
+    # from the raylet's environment, default 3 s).
+    wait = re.search(r"\bRAY_JOB_STOP_WAIT_TIME_S=(\d+)", start.split("ray start", 1)[0])
+    if wait is None or int(wait.group(1)) < DRIVER_STOP_S:
+        problems.append(f"the head's RAY_JOB_STOP_WAIT_TIME_S is not {DRIVER_STOP_S} s or more")
+    # The keeper restarts the run's Redis and driver: started after Ray, and stopping the
+    # driver cleanly before `ray stop` takes Ray from under it.
+    head_commands = config["head_start_ray_commands"]
+    keeper = [i for i, c in enumerate(head_commands) if "deploy/ray/keeper.sh" in c]
+    ray_stop = next((i for i, c in enumerate(head_commands) if c.strip() == "ray stop"), None)
+    ray_start = head_commands.index(start)
+    if not any("keeper.sh start" in head_commands[i] and i > ray_start for i in keeper):
+        problems.append("no keeper is started after the head's `ray start`")
+    if ray_stop is None or not any("keeper.sh halt" in head_commands[i] and i < ray_stop for i in keeper):
+        problems.append("the keeper does not stop the driver cleanly before `ray stop`")
     everything = yaml.safe_dump(config)
     if re.search(r"dashboard-host[= ]+(?!127\.0\.0\.1)", everything):
         problems.append("the dashboard binds beyond loopback")
+    if re.search(r"RAY_AUTH_TOKEN=", everything):
+        problems.append("Ray's token is written in the file (mount ~/.tengen/ray_token instead)")
 
     # The launcher's own rules allow SSH and the group's own traffic; ours may add nothing
     # that opens Redis, Ray or the metrics to the internet.
@@ -213,8 +253,12 @@ def test_ray_config_checks_catch_broken_configs():
     assert any("bounds" in p for p in broken(lambda c: c[types]["selfplay"].update(min_workers=20)))
     assert any("max_workers" in p for p in broken(lambda c: c.update(max_workers=3)))
 
+    def head_start(c) -> int:
+        return next(i for i, command in enumerate(c["head_start_ray_commands"]) if "ray start" in command)
+
     def open_dashboard(c):
-        c["head_start_ray_commands"][-1] = c["head_start_ray_commands"][-1].replace("127.0.0.1", "0.0.0.0")
+        i = head_start(c)
+        c["head_start_ray_commands"][i] = c["head_start_ray_commands"][i].replace("127.0.0.1", "0.0.0.0")
     assert any("dashboard" in p for p in broken(open_dashboard))
 
     def no_metrics(c):
@@ -230,6 +274,28 @@ def test_ray_config_checks_catch_broken_configs():
         command = c["worker_start_ray_commands"][-1]
         c["worker_start_ray_commands"][-1] = command + ' --redis-password="$TENGEN_REDIS_PASSWORD"'
     assert any("command line" in p for p in broken(password_on_the_command_line))
+
+    # Ray's token on every node, from the mounted file; a clean stop's time; the keeper.
+    def no_token_on_workers(c):
+        c["worker_start_ray_commands"][-1] = c["worker_start_ray_commands"][-1].replace(" RAY_AUTH_MODE=token", "")
+    assert any("RAY_AUTH_MODE=token" in p for p in broken(no_token_on_workers))
+
+    def token_in_the_file(c):
+        i = head_start(c)
+        c["head_start_ray_commands"][i] = c["head_start_ray_commands"][i].replace(
+            f"RAY_AUTH_TOKEN_PATH=$HOME/{RAY_TOKEN_FILE}", "RAY_AUTH_TOKEN=0123456789abcdef")
+    assert {"a `ray start` does not read Ray's token from ~/.tengen/ray_token",
+            "Ray's token is written in the file (mount ~/.tengen/ray_token instead)"} <= set(broken(token_in_the_file))
+    assert any("is not mounted" in p for p in broken(lambda c: c["file_mounts"].pop(f"~/{RAY_TOKEN_FILE}")))
+    assert any("head's shells" in p for p in broken(lambda c: c.update(head_setup_commands=[])))
+
+    def ray_default_job_stop(c):
+        i = head_start(c)
+        c["head_start_ray_commands"][i] = c["head_start_ray_commands"][i].replace(
+            "RAY_JOB_STOP_WAIT_TIME_S=300", "RAY_JOB_STOP_WAIT_TIME_S=3")
+    assert any("RAY_JOB_STOP_WAIT_TIME_S" in p for p in broken(ray_default_job_stop))
+    assert any("no keeper" in p for p in broken(lambda c: c["head_start_ray_commands"].pop()))
+    assert any("before `ray stop`" in p for p in broken(lambda c: c["head_start_ray_commands"].pop(0)))
 
     def open_client(c):
         c["provider"]["security_group"]["IpPermissions"] = [
@@ -345,27 +411,218 @@ def test_head_redis_command_starts_a_guarded_persistent_redis(tmp_path, monkeypa
         _stop_pidfile(data / "redis.pid")
 
 
-def test_worker_nodes_get_the_password_from_the_mounted_file(tmp_path):
+#: what an actor on a node finds: the Redis password, and Ray's token as Ray's own loader
+#: reads it (the mode from RAY_AUTH_MODE, the token from RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH)
+_NODE_PROBE = """
+import json, os
+from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode
+loader = AuthenticationTokenLoader.instance()
+found = loader.has_token(ignore_auth_mode=True)
+print(json.dumps({"password": os.environ.get("TENGEN_REDIS_PASSWORD"),
+                  "token_mode": get_authentication_mode() == AuthenticationMode.TOKEN,
+                  "token": loader.get_raw_token(ignore_auth_mode=True) if found else None}))
+"""
+
+
+def _write_local_files(home: Path, password: str) -> str:
+    """~/.tengen/redis.env and ~/.tengen/ray_token as README.md's own lines write them on
+    your machine (the launcher copies both to every node); returns the token."""
+    env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "TENGEN_REDIS_PASSWORD": password}
+    lines = _readme_scale_out().splitlines()
+    for target in ("~/.tengen/redis.env", f"~/{RAY_TOKEN_FILE}"):
+        write = next(line.strip() for line in lines if "umask 077" in line and f"> {target}" in line)
+        subprocess.run(["bash", "-c", write], env=env, check=True, timeout=30)
+        assert stat.S_IMODE((home / target[2:]).stat().st_mode) == 0o600, target
+    token = (home / RAY_TOKEN_FILE).read_text().strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", token)  # 256 bits, as `ray get-auth-token --generate` makes
+    return token
+
+
+def _probe(home: Path, script: str) -> dict:
+    env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    done = subprocess.run(["bash", "-c", f"{script}\npython -c '{_NODE_PROBE}'"], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=home)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_worker_nodes_get_the_password_and_rays_token_from_the_mounted_files(tmp_path):
     password = "w" * 8 + "0123456789abcdef"
-    env = {"HOME": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
-    # the file as README.md's own line writes it on your machine (the launcher copies it)
-    write = next(line.strip() for line in _readme_scale_out().splitlines()
-                 if "printf" in line and "~/.tengen/redis.env" in line)
-    subprocess.run(["bash", "-c", write], env={**env, "TENGEN_REDIS_PASSWORD": password}, check=True, timeout=30)
-    assert stat.S_IMODE((tmp_path / ".tengen/redis.env").stat().st_mode) == 0o600
+    token = _write_local_files(tmp_path, password)
     # what runs before `ray start` on a worker node, then what an actor there would read
     command = next(c for c in _load_ray("aws")["worker_start_ray_commands"] if "ray start" in c)
-    prelude = command.split("ray start", 1)[0]
-    probe = "python -c 'import os; print(os.environ[\"TENGEN_REDIS_PASSWORD\"])'"
-    done = subprocess.run(["bash", "-c", prelude + probe], env=env, capture_output=True, text=True, timeout=30)
+    assert _probe(tmp_path, command.split("ray start", 1)[0]) == {"password": password, "token_mode": True,
+                                                                  "token": token}
+    # a node without the token file does not start its Ray (Ray itself would refuse it)
+    (tmp_path / RAY_TOKEN_FILE).unlink()
+    env = {"HOME": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    refused = subprocess.run(["bash", "-c", command.split("ray start", 1)[0] + "echo started"], env=env,
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0 and "ray_token is missing" in refused.stderr and "started" not in refused.stdout
+
+
+def test_every_shell_of_the_head_gets_the_password_url_and_rays_token(tmp_path):
+    password = "h" * 8 + "0123456789abcdef"
+    token = _write_local_files(tmp_path, password)
+    (tmp_path / "tengen-redis").mkdir()
+    (tmp_path / "tengen-redis/url.env").write_text("TENGEN_REDIS_URL=redis://10.0.0.5:6379/0\n")
+    # a head set up before this line changed: the older line is replaced, not kept beside it
+    (tmp_path / ".bashrc").write_text("echo old  # tengen-redis-env\n")
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for _ in range(2):  # `ray up` again
+        for command in _load_ray("aws")["head_setup_commands"]:
+            subprocess.run(["bash", "-c", command], env=env, check=True, timeout=30, cwd=tmp_path)
+    bashrc = (tmp_path / ".bashrc").read_text()
+    assert "tengen-redis-env" not in bashrc and bashrc.count("# tengen-env") == 1, bashrc
+    assert token not in bashrc and password not in bashrc  # the files' paths, never their contents
+    probe = _probe(tmp_path, ". ~/.bashrc; echo $TENGEN_REDIS_URL")
+    assert probe == {"password": password, "token_mode": True, "token": token}
+
+
+# -- the keeper (deploy/ray/keeper.sh), with a stand-in `tengen` and the head's real Redis --
+
+KEEPER = ROOT / "deploy/ray/keeper.sh"
+
+#: `tengen train` as the keeper sees it: it says how it was called, then fails at once
+#: (mode "fail") or runs until SIGTERM, which it answers with a clean stop and exit 0
+_FAKE_TENGEN = """#!/usr/bin/env bash
+echo "$*" >> "$FAKE_DIR/calls"
+echo "$$" >> "$FAKE_DIR/pids"
+if [ "$(cat "$FAKE_DIR/mode")" = fail ]; then exit 3; fi
+trap 'echo "clean stop" >> "$FAKE_DIR/calls"; exit 0' TERM
+while :; do sleep 0.1; done
+"""
+
+
+def _wait_for(condition, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout_s} s for {what}"
+        time.sleep(0.1)
+
+
+class _Keeper:
+    """keeper.sh run for real in a home of its own, quick: polls every 0.1 s, pauses 1 s."""
+
+    def __init__(self, home: Path, *, mode: str = "run", **env: str):
+        self.home, self.dir, self.fake = home, home / "tengen-redis", home / "fake"
+        self.fake.mkdir(parents=True, exist_ok=True)
+        (self.fake / "mode").write_text(mode)
+        tengen = self.fake / "bin/tengen"
+        tengen.parent.mkdir(exist_ok=True)
+        tengen.write_text(_FAKE_TENGEN)
+        tengen.chmod(0o755)
+        self.env = {"HOME": str(home), "FAKE_DIR": str(self.fake), "TENGEN_KEEPER_POLL_S": "0.1",
+                    "TENGEN_KEEPER_PAUSE_S": "1", "TENGEN_STOP_S": "10",
+                    "PATH": f"{tengen.parent}:{Path(sys.executable).parent}:/usr/bin:/bin", **env}
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(KEEPER), *args], env=self.env, capture_output=True, text=True,
+                              timeout=60, cwd=self.home)
+
+    def calls(self) -> list[str]:
+        path = self.fake / "calls"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def log(self) -> str:
+        path = self.dir / "keeper.log"
+        return path.read_text() if path.exists() else ""
+
+    def driver_pid(self) -> int:
+        return int((self.fake / "pids").read_text().split()[-1])
+
+
+def test_keeper_restarts_the_runs_redis_and_driver_and_stops_the_driver_cleanly(tmp_path, monkeypatch):
+    from tengen.cluster.redis_server import connect
+
+    password = "k" * 8 + "0123456789abcdef"
+    port = _free_port()
+    keeper = _Keeper(tmp_path)
+    done = _run_head_redis(tmp_path, port, TENGEN_REDIS_PASSWORD=password)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == password
+    monkeypatch.setenv("TENGEN_REDIS_PASSWORD", password)
+    monkeypatch.delenv("TENGEN_REDIS_USERNAME", raising=False)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        assert keeper("start").returncode == 0
+        assert keeper("train", "go9", "--workers", "4").returncode == 2  # no --run-dir to continue
+        assert keeper("train", "go9", "--run-dir", "runs/go9", "--resume").returncode == 2
+        assert keeper("train", "go9", "--run-dir", "runs/go9", "--redis", url).returncode == 0
+        _wait_for(lambda: len(keeper.calls()) == 1, "the driver")
+        assert keeper.calls() == [f"train go9 --run-dir runs/go9 --redis {url} --resume-if-exists"]
+        # a driver killed (the OOM killer, a crash): started again, continuing the run
+        os.kill(keeper.driver_pid(), 9)
+        _wait_for(lambda: len(keeper.calls()) == 2, "the driver's restart")
+        assert keeper.calls()[1] == keeper.calls()[0] and "the driver exited with 137" in keeper.log()
+        # the run's Redis killed: started again on its AOF, with what it held
+        client = connect(url, **NO_RETRY)
+        client.xadd("tengen:{t}:samples", {"g": b"1"})
+        client.close()
+        pid = int((keeper.dir / "redis.pid").read_text())
+        os.kill(pid, 9)
+        _wait_for(lambda: "redis restarted on its AOF" in keeper.log(), "Redis's restart")
+        assert int((keeper.dir / "redis.pid").read_text()) != pid
+        assert connect(url, **NO_RETRY).xlen("tengen:{t}:samples") == 1
+        # a clean stop: SIGTERM, exit 0, not restarted, no longer kept
+        assert keeper("stop").returncode == 0
+        assert keeper.calls()[-1] == "clean stop"
+        _wait_for(lambda: "the driver stopped (exit 0); no run is kept" in keeper.log(), "the keeper's note")
+        time.sleep(1)  # ten polls
+        assert len([c for c in keeper.calls() if c.startswith("train")]) == 2
+        assert not (keeper.dir / "train.args").exists() and (keeper.dir / "train.args.done").exists()
+        status = keeper("status").stdout
+        assert "keeper: running" in status and "redis: running" in status and "kept: nothing" in status
+    finally:
+        keeper("halt")
+        _stop_pidfile(keeper.dir / "redis.pid")
+
+
+def test_keeper_gives_a_failing_driver_up_after_its_restarts(tmp_path):
+    keeper = _Keeper(tmp_path, mode="fail", TENGEN_KEEPER_RESTARTS="2")
+    try:
+        assert keeper("start").returncode == 0
+        assert keeper("train", "go9", "--run-dir", "runs/go9").returncode == 0
+        _wait_for(lambda: "giving driver up" in keeper.log(), "the keeper to give up")
+        time.sleep(1)
+        # started once, restarted twice (the second after its pause), then no more
+        assert len(keeper.calls()) == 3 and keeper.log().count("the driver exited with 3") == 3
+        assert (keeper.dir / "train.args.failed").exists() and not (keeper.dir / "train.args").exists()
+        # kept anew, it runs again
+        (keeper.fake / "mode").write_text("run")
+        assert keeper("train", "go9", "--run-dir", "runs/go9").returncode == 0
+        assert keeper("start").returncode == 0  # a new keeper: a new budget
+        _wait_for(lambda: len(keeper.calls()) == 4, "the driver kept anew")
+    finally:
+        keeper("halt")
+
+
+def test_keeper_halt_and_start_bring_the_driver_back_as_ray_up_does(tmp_path):
+    keeper = _Keeper(tmp_path)
+    try:
+        assert keeper("start").returncode == 0
+        assert keeper("train", "go9", "--run-dir", "runs/go9").returncode == 0
+        _wait_for(lambda: len(keeper.calls()) == 1, "the driver")
+        loop = int((keeper.dir / "keeper.pid").read_text())
+        # what `ray up` runs before `ray stop`: the driver stopped cleanly, the run still kept
+        assert keeper("halt").returncode == 0
+        assert keeper.calls()[-1] == "clean stop" and (keeper.dir / "train.args").exists()
+        _wait_for(lambda: not Path(f"/proc/{loop}").exists(), "the keeper to stop")
+        # ... and after `ray start`: the same run again
+        assert keeper("start").returncode == 0
+        _wait_for(lambda: len(keeper.calls()) == 3, "the driver again")
+        assert keeper.calls()[2] == keeper.calls()[0]
+        assert "exited" not in keeper.log().split("keeper stopped")[-1]  # a start, not a restart
+    finally:
+        keeper("halt")
 
 
 # == Kubernetes ===============================================================================
 
 #: the Secret the manifests read; README.md's `kubectl create secret` line makes it
 SECRET = "tengen-redis"
+#: Ray's token (KubeRay's authOptions.secretName: the key must be auth_token), made by
+#: README.md from ~/.tengen/ray_token
+TOKEN_SECRET = ("tengen-ray-token", "auth_token")
 #: where Prometheus runs (networkpolicy.yaml admits its scrapes from there)
 MONITORING_NAMESPACE = "monitoring"
 #: the namespace the release is applied in, as the policies' evaluator below names it
@@ -428,6 +685,29 @@ def _secret_file(template: dict, container: dict, path: str) -> tuple[str, str] 
 
 
 _SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|CREDENTIAL|AUTH|_KEY$", re.IGNORECASE)
+#: named like secrets, holding none: Ray's authentication mode ("token")
+_NOT_SECRETS = {"RAY_AUTH_MODE"}
+
+
+def _env(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def _seconds(container: dict, name: str) -> int | None:
+    value = _env(container).get(name, {}).get("value")
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
+def _token_problems(place: str, container: dict, secret: tuple[str, str]) -> list[str]:
+    """Ray's token in a container: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN from the Secret."""
+    env = _env(container)
+    problems = []
+    if env.get("RAY_AUTH_MODE", {}).get("value") != "token":
+        problems.append(f"{place}: RAY_AUTH_MODE is not token")
+    ref = env.get("RAY_AUTH_TOKEN", {}).get("valueFrom", {}).get("secretKeyRef", {})
+    if (ref.get("name"), ref.get("key")) != secret:
+        problems.append(f"{place}: RAY_AUTH_TOKEN is not from the Secret {secret[0]}/{secret[1]}")
+    return problems
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -471,6 +751,38 @@ def _ray_cluster_problems(where: str, spec: dict, services: dict[str, set[int]])
             problems.append(f"{where}: the GCS has no Redis user of its own")
         if "secretKeyRef" not in (ft.get("redisPassword") or {}).get("valueFrom", {}):
             problems.append(f"{where}: the GCS's Redis password is not from a secretKeyRef")
+    # Ray's token (KubeRay v1.7.0 RayCluster CRD: authOptions): KubeRay sets it on the
+    # autoscaler and the submitter and sends it itself; every Ray container says so too.
+    auth = spec.get("authOptions") or {}
+    token_secret = (auth.get("secretName"), "auth_token")
+    if auth.get("mode", "token") != "token" or not auth:
+        problems.append(f"{where}: no token authentication (authOptions.mode: token)")
+    elif token_secret != TOKEN_SECRET:
+        problems.append(f"{where}: authOptions.secretName is not {TOKEN_SECRET[0]} (one token across retries)")
+    for group_name, group in groups:
+        for c in group["template"]["spec"].get("containers", [])[:1]:  # KubeRay's Ray container
+            problems += _token_problems(f"{where}/{group_name}/{c.get('name')}", c, TOKEN_SECRET)
+    # A stop leaves time for the final checkpoint: the pod's SIGTERM goes to `ray start
+    # --block`, which drains for RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S (Ray's default 30 s)
+    # while the node's processes live, then stops them; the kubelet kills after the grace.
+    for group_name, group in groups:
+        pod = group["template"]["spec"]
+        ray_container = pod["containers"][0]
+        drain = _seconds(ray_container, "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S") or 30
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        if grace < drain + SHUTDOWN_MARGIN_S:
+            problems.append(f"{where}/{group_name}: terminationGracePeriodSeconds {grace} < its drain {drain} "
+                            f"+ {SHUTDOWN_MARGIN_S} s")
+        gpus = ray_container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
+        if group_name == "head" and drain < DRIVER_STOP_S:
+            problems.append(f"{where}/head: drains {drain} s, less than a driver's clean stop ({DRIVER_STOP_S} s)")
+        if gpus and drain < LEARNER_CHECKPOINT_S:
+            problems.append(f"{where}/{group_name}: drains {drain} s, less than the final checkpoint's wait "
+                            f"({LEARNER_CHECKPOINT_S} s)")
+    head_wait = _seconds(head["template"]["spec"]["containers"][0], "RAY_JOB_STOP_WAIT_TIME_S")
+    if head_wait is None or head_wait < DRIVER_STOP_S:
+        problems.append(f"{where}/head: RAY_JOB_STOP_WAIT_TIME_S {head_wait} (Ray's default 3 s): "
+                        f"want {DRIVER_STOP_S} s or more")
     # The Redis password reaches every Ray pod as a file of the Secret, with the ACL user.
     for group_name, group in groups:
         for c in group["template"]["spec"].get("containers", []):
@@ -499,13 +811,24 @@ def _rayjob_problems(where: str, spec: dict, docs: list[tuple[str, dict]],
     # A retry runs the entrypoint again: it must continue the run, not start it over.
     if "--resume-if-exists" not in entrypoint:
         problems.append(f"{where}: a retried job would start its run over (no --resume-if-exists)")
-    # RayJob CRD (KubeRay v1.7.0): backoffLimit retries the whole job on a new cluster;
-    # KubeRay's validation refuses it with clusterSelector.
+    # RayJob CRD (KubeRay v1.7.0): backoffLimit retries the whole job on a new cluster,
+    # counted over the RayJob's whole life; KubeRay's validation refuses it with
+    # clusterSelector. Days of a run hold several lost heads and Redis restarts.
     backoff = spec.get("backoffLimit", 0)
-    if not 1 <= backoff <= 10:
-        problems.append(f"{where}: backoffLimit {backoff}: want a bounded retry (1 to 10)")
+    if not 10 <= backoff <= 30:
+        problems.append(f"{where}: backoffLimit {backoff}: want a retry for days, bounded (10 to 30)")
     if backoff and spec.get("clusterSelector"):
         problems.append(f"{where}: KubeRay refuses a backoffLimit with a clusterSelector")
+    # The submitter follows the log for days; each broken stream costs one of its retries
+    # (KubeRay's default is 2), and running out fails the attempt.
+    if (spec.get("submitterConfig") or {}).get("backoffLimit", 2) < 10:
+        problems.append(f"{where}: submitterConfig.backoffLimit below 10: a few broken log streams fail the job")
+    # A deadline fails the RayJob without a retry (DeadlineExceeded).
+    for deadline in ("activeDeadlineSeconds", "preRunningDeadlineSeconds"):
+        if deadline in spec:
+            problems.append(f"{where}: {deadline} ends a run of days, and KubeRay does not retry it")
+    for c in (spec.get("submitterPodTemplate") or {}).get("spec", {}).get("containers", []):
+        problems += _token_problems(f"{where}/submitter/{c.get('name')}", c, TOKEN_SECRET)
     for cluster in _cluster_specs({"kind": "RayJob", "spec": spec}):
         problems += _ray_cluster_problems(f"{where}/rayClusterSpec", cluster, services)
         # the run directory outlives the head: it is on a PersistentVolumeClaim of this release
@@ -639,7 +962,8 @@ def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
                 if env["name"].endswith("_FILE") and "value" in env:
                     if _SECRET_NAME.search(env["name"]) and _secret_file(template, c, env["value"]) is None:
                         problems.append(f"{place}/{cname}: {env['name']} names no file of a mounted Secret")
-                elif _SECRET_NAME.search(env["name"]) and "secretKeyRef" not in env.get("valueFrom", {}):
+                elif (_SECRET_NAME.search(env["name"]) and env["name"] not in _NOT_SECRETS
+                      and "secretKeyRef" not in env.get("valueFrom", {})):
                     problems.append(f"{place}/{cname}: {env['name']} is not from a secretKeyRef")
     return problems
 
@@ -728,6 +1052,39 @@ def test_manifest_checks_catch_broken_manifests():
     assert any("names no file" in p for p in broken(
         "RayJob", lambda d: _cluster(d)["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
         .update(volumeMounts=[])))
+    # Ray's token: every Ray pod and the submitter, from the Secret that authOptions names.
+    def token_literal(d):
+        env = _cluster(d)["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["env"]
+        next(e for e in env if e["name"] == "RAY_AUTH_TOKEN").update(value="0123456789abcdef", valueFrom=None)
+        del next(e for e in env if e["name"] == "RAY_AUTH_TOKEN")["valueFrom"]
+    problems = broken("RayJob", token_literal)
+    assert any("gpu/ray-worker: RAY_AUTH_TOKEN is not from the Secret" in p for p in problems)
+    assert any("RAY_AUTH_TOKEN is not from a secretKeyRef" in p for p in problems)
+
+    def no_token_mode(d):
+        env = d["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["env"]
+        env[:] = [e for e in env if e["name"] != "RAY_AUTH_MODE"]
+    assert any("submitter/ray-job-submitter: RAY_AUTH_MODE" in p for p in broken("RayJob", no_token_mode))
+    assert any("authOptions.mode" in p for p in broken("RayJob", lambda d: _cluster(d).pop("authOptions")))
+    assert any("secretName" in p for p in broken("RayJob", lambda d: _cluster(d)["authOptions"].pop("secretName")))
+
+    # The restart budget and the time a stop leaves.
+    assert any("backoffLimit 3" in p for p in broken("RayJob", lambda d: d["spec"].update(backoffLimit=3)))
+    assert any("submitterConfig" in p for p in broken("RayJob", lambda d: d["spec"].pop("submitterConfig")))
+    assert any("activeDeadlineSeconds" in p
+               for p in broken("RayJob", lambda d: d["spec"].update(activeDeadlineSeconds=86400)))
+    assert any("terminationGracePeriodSeconds" in p
+               for p in broken("RayJob", lambda d: head(d).pop("terminationGracePeriodSeconds")))
+
+    def rays_default_job_stop(d):
+        env = head(d)["containers"][0]["env"]
+        env[:] = [e for e in env if e["name"] != "RAY_JOB_STOP_WAIT_TIME_S"]
+    assert any("RAY_JOB_STOP_WAIT_TIME_S None" in p for p in broken("RayJob", rays_default_job_stop))
+
+    def gpu_default_drain(d):
+        env = _cluster(d)["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["env"]
+        env[:] = [e for e in env if e["name"] != "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"]
+    assert any("gpu: drains 30 s" in p for p in broken("RayJob", gpu_default_drain))
     assert any("mode 0o444" in p for p in broken(
         "RayJob", lambda d: head(d)["volumes"][1]["secret"].update(defaultMode=0o444)))
     assert any("writable" in p for p in broken(
@@ -875,13 +1232,20 @@ def test_secret_references_are_the_documented_ones():
              for v in t["spec"].get("volumes", []) if "secret" in v for item in v["secret"]["items"]}
     gcs = {(ref["name"], ref["key"]) for _, d in docs for spec in _cluster_specs(d)
            for ref in [spec["gcsFaultToleranceOptions"]["redisPassword"]["valueFrom"]["secretKeyRef"]]}
+    tokens = {(spec["authOptions"]["secretName"], "auth_token") for _, d in docs for spec in _cluster_specs(d)}
     assert refs == {(SECRET, "TENGEN_REDIS_PASSWORD"), (SECRET, "RAY_GCS_REDIS_PASSWORD"),
-                    (SECRET, "TENGEN_REDIS_EXPORTER_PASSWORD")}
+                    (SECRET, "TENGEN_REDIS_EXPORTER_PASSWORD"), TOKEN_SECRET}
     assert files == {(SECRET, "TENGEN_REDIS_PASSWORD")} and gcs == {(SECRET, "RAY_GCS_REDIS_PASSWORD")}
+    assert tokens == {TOKEN_SECRET}
     scale_out = _readme_scale_out()
     command = next(line for line in scale_out.splitlines() if f"kubectl create secret generic {SECRET}" in line)
-    assert {key for _, key in refs | files | gcs} == set(re.findall(r"([A-Z_]+)=%s", command))
-    # from the environment, through a file descriptor: no password on kubectl's command line
+    assert {key for name, key in refs | files | gcs if name == SECRET} == set(re.findall(r"([A-Z_]+)=%s", command))
+    # Ray's token: the Secret from the file on your machine, the one the launcher mounts
+    command = next(line for line in scale_out.splitlines()
+                   if f"kubectl create secret generic {TOKEN_SECRET[0]}" in line)
+    assert f"--from-file={TOKEN_SECRET[1]}=$HOME/{RAY_TOKEN_FILE}" in command.split()
+    # from the environment or a file, through a file descriptor or a path: no password or
+    # token on kubectl's command line
     assert "--from-literal" not in scale_out
 
 
@@ -1253,6 +1617,14 @@ def _copied(args: str) -> set[str]:
     return landed
 
 
+def _env_pairs_all(args: str) -> list[tuple[str, str]]:
+    """An ENV instruction's (name, value) pairs: ``A=1 B=2``, or the old ``A 1``."""
+    words = args.split()
+    if words and "=" not in words[0]:
+        return [(words[0], " ".join(words[1:]))]
+    return [tuple(w.split("=", 1)) for w in words if "=" in w]  # type: ignore[misc]
+
+
 def dockerfile_problems(text: str) -> list[str]:
     problems: list[str] = []
     instructions = _instructions(text)
@@ -1309,6 +1681,15 @@ def dockerfile_problems(text: str) -> list[str]:
     for folder in _package_folders():
         if folder not in copied:
             problems.append(f"{folder}: the package needs it, and no COPY puts it at ./{folder}")
+    # Ray's token authentication on in every process of the image (a node or driver without
+    # the token stops instead of joining or starting an open cluster), the token never in it.
+    final_env = {k: v for args in (a for i, a in final if i == "ENV") for k, v in _env_pairs_all(args)}
+    if final_env.get("RAY_AUTH_MODE") != "token":
+        problems.append("the image does not set ENV RAY_AUTH_MODE=token")
+    for stage in stages:
+        for instruction, args in stage:
+            if instruction in ("ENV", "ARG") and re.search(r"\bRAY_AUTH_TOKEN(_PATH)?\b", args):
+                problems.append(f"{instruction} {args}: Ray's token (or its place) baked into the image")
     exposed = {int(p.split("/")[0]) for stage in stages for i, args in stage if i == "EXPOSE" for p in args.split()}
     if not {6379, 8265, 10001, METRICS_PORT} <= exposed:
         problems.append(f"EXPOSE {sorted(exposed)} does not document Ray's ports")
@@ -1333,6 +1714,9 @@ def test_dockerfile_checks_catch_broken_dockerfiles():
     assert any(p.startswith("web:") for p in dockerfile_problems(text.replace("COPY web ./web\n", "")))
     assert any(p.startswith("configs:") for p in dockerfile_problems(text.replace("COPY configs ./configs",
                                                                                    "COPY configs ./etc/configs")))
+    assert any("RAY_AUTH_MODE" in p for p in dockerfile_problems(text.replace(" \\\n    RAY_AUTH_MODE=token", "")))
+    assert any("baked" in p for p in dockerfile_problems(text + "ENV RAY_AUTH_TOKEN=0123456789abcdef\n"))
+    assert any("baked" in p for p in dockerfile_problems(text.replace("ARG RAY_VERSION", "ARG RAY_AUTH_TOKEN_PATH")))
 
 
 def test_images_share_one_python_and_keep_secrets_out():
@@ -1362,20 +1746,77 @@ def test_readme_scale_out_walks_through_the_files():
     for needed in ("ray up deploy/ray/aws.yaml", "ray up deploy/ray/gcp.yaml", "ray job submit",
                    "kubectl apply -f deploy/kubernetes/", "tengen scale --run-dir", "deploy/monitoring/README.md",
                    "registry.example.com", "docker build -f deploy/docker/Dockerfile.cpu",
-                   "docker build -f deploy/docker/Dockerfile.gpu", "~/.tengen/redis.env"):
+                   "docker build -f deploy/docker/Dockerfile.gpu", "~/.tengen/redis.env", f"~/{RAY_TOKEN_FILE}",
+                   "keeper.sh train", "keeper.sh stop", "RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS=1800"):
         assert needed in section, needed
     # every manifest is applied by a `kubectl apply` line
     applied = set(re.findall(r"-f (deploy/kubernetes/[\w.-]+\.yaml)", "\n".join(
         line for line in section.splitlines() if "kubectl apply" in line)))
     assert applied == {f"deploy/kubernetes/{p.name}" for p in K8S_DIR.glob("*.yaml")}
-    # both ways of starting a run continue one that exists: what a restarted driver runs
+    # every way of starting a run continues one that exists: what a restarted driver runs
     submit = section[section.index("ray job submit"):].split("\n\n", 1)[0]
     assert "tengen train" in submit and "--resume-if-exists" in submit
+    keep = next(line for line in section.splitlines() if "keeper.sh train" in line)
+    assert "--run-dir" in keep.split() and '--resume-if-exists >> "$dir/driver.log"' in KEEPER.read_text()
+    # ... and every `ray job` command sends Ray's token, from its file
+    for line in section.splitlines():
+        if line.startswith("    ") and re.search(r"\bray job \w+", line):
+            assert f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=~/{RAY_TOKEN_FILE} ray job" in line, line
     # every placeholder a user must set in deploy/ is named there
     placeholders = set()
     for path in list((ROOT / "deploy/ray").glob("*.yaml")) + list(K8S_DIR.glob("*.yaml")):
         placeholders |= set(re.findall(r"SET_ME_[A-Z_]+", path.read_text()))
     assert placeholders and all(p in section for p in placeholders), placeholders
+
+
+def _readme_rows(heading: str) -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    assert f"\n## {heading}\n" in text, heading
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("| ")]
+
+
+def test_readme_runs_of_days_states_the_limits_the_files_set():
+    from tengen.cluster.redis_client import OutagePolicy
+    from tengen.run.config import RedisConfig
+
+    rows = _readme_rows("Runs of days")
+
+    def row(name: str) -> str:
+        found = [r for r in rows if r.startswith(f"| `{name}`") or r.startswith(f"| {name}")]
+        assert len(found) == 1, name
+        return found[0]
+
+    outage = RedisConfig().outage_s
+    assert outage == OutagePolicy().outage_s  # the clients' own default is the config's
+    assert f"| {outage:.0f} s |" in row("redis.outage_s")
+    assert any(f"(`redis.outage_s`) ({outage:.0f} s)" in r or f"`redis.outage_s` ({outage:.0f} s)" in r
+               for r in _readme_rows("When things fail"))
+    keeper = KEEPER.read_text()
+    defaults = dict(re.findall(r'"\$\{(TENGEN_[A-Z_]+):-(\d+)\}"', keeper))
+    assert f"{defaults['TENGEN_KEEPER_RESTARTS']} per part in {defaults['TENGEN_KEEPER_WINDOW_S']} s" in row(
+        "keeper: restarts")
+    job = _doc("RayJob")
+    assert f"| {job['spec']['backoffLimit']} |" in row("backoffLimit")
+    assert f"| {job['spec']['submitterConfig']['backoffLimit']} |" in row("submitterConfig.backoffLimit")
+    assert "activeDeadlineSeconds" not in job["spec"] and "| none | none |" in row("activeDeadlineSeconds")
+    assert f"| {job['spec']['ttlSecondsAfterFinished']} s |" in row("ttlSecondsAfterFinished")
+    assert "| 1800 s |" in row("RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS")
+    # the stop's grace: one value on both launchers, KubeRay's head and the keeper
+    groups = {name: template["spec"] for name, template in _ray_pod_templates(job)}
+    stop_waits = {_seconds(groups["head"]["containers"][0], "RAY_JOB_STOP_WAIT_TIME_S"), int(defaults["TENGEN_STOP_S"])}
+    for name in RAY_FILES:
+        start = next(c for c in _load_ray(name)["head_start_ray_commands"] if "ray start" in c)
+        stop_waits.add(int(re.search(r"RAY_JOB_STOP_WAIT_TIME_S=(\d+)", start).group(1)))
+    assert stop_waits == {DRIVER_STOP_S} and f"| {DRIVER_STOP_S} s |" in row("RAY_JOB_STOP_WAIT_TIME_S")
+    drains = row("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S")
+    graces = row("terminationGracePeriodSeconds")
+    for name, pod in groups.items():
+        drain = _seconds(pod["containers"][0], "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S")
+        if drain is not None:
+            assert f"{name} {drain} s" in drains.replace("GPU pods", "gpu"), name
+        assert f"{name} {pod['terminationGracePeriodSeconds']} s" in graces.replace("GPU", "gpu").replace(
+            "self-play", "selfplay"), name
 
 
 def test_readme_keeps_two_set_up_commands():
