@@ -1350,6 +1350,7 @@ def test_acl_file_holds_no_password(acl_redis):
 
 def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
     from tengen.cluster.redis_server import connect
+    from tengen.cluster.lease import DriverLease
     from tengen.cluster.registry import ModelRegistry
     from tengen.cluster.status_board import StatusBoard, memory_by_part
     from tengen.cluster.stream import SampleStream
@@ -1384,7 +1385,7 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
     registry = ModelRegistry(client, run)
     subscription = registry.subscribe()
     registry.publish(1, b"weights", {"step": 10})
-    registry.promote(1, elo=12.0, result={"wins": 3})
+    registry.promote(1, elo=12.0, result={"initial": True})
     assert registry.fetch(1) == (b"weights", {"step": 10}) and registry.best_version() == 1
     assert registry.candidates() == [1] and registry.ladder()[0]["version"] == 1
     message = None
@@ -1407,6 +1408,19 @@ def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
     registry.publish(2, b"weights-2", {"step": 20})
     registry.publish(3, b"weights-3", {"step": 30})
     assert registry.prune(keep_candidates=1) == [2] and registry.discard(3)
+    # a gating match's verdict with its promotion (WATCH), and the driver's lease (EVAL)
+    registry.publish(4, b"weights-4", {"step": 40})
+    verdict = {"candidate": 4, "best": 1, "decision": "promote", "wins": 3, "draws": 0, "losses": 0, "elo": 100.0,
+               "elo_low": 0.0, "elo_high": 200.0, "llr": None, "by": "threshold"}
+    assert registry.decide("000004-000001", verdict, elo=112.0) == verdict and registry.best_version() == 4
+    assert registry.decide("000004-000001", {**verdict, "decision": "reject"}, elo=None) == verdict  # UNWATCH
+    client.delete(registry.keys.held_models)  # a run from before the set: made again from the hashes
+    assert registry.prune(keep_candidates=1) == [1] and registry.fetch(4)[0] == b"weights-4"
+    lease = DriverLease(client, run).acquire()
+    lease._renewed = None  # due now
+    lease.renew()
+    lease.release()
+    assert lease.current() is None
     assert client.exists(registry.keys.best, registry.keys.model(1)) == 2
     old, older = registry.keys.model(0), registry.keys.model(99)  # models the registry prunes
     client.set(old, b"w")
