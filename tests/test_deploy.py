@@ -1349,8 +1349,8 @@ def test_acl_file_holds_no_password(acl_redis):
 
 
 def test_acl_roles_on_a_real_redis(acl_redis, monkeypatch):
-    from tengen.cluster.redis_server import connect
     from tengen.cluster.lease import DriverLease
+    from tengen.cluster.redis_server import connect
     from tengen.cluster.registry import ModelRegistry
     from tengen.cluster.status_board import StatusBoard, memory_by_part
     from tengen.cluster.stream import SampleStream

@@ -9,7 +9,6 @@ import os
 import stat
 
 import pytest
-import yaml
 
 from tengen.cluster.driver import ClusterRun
 from tengen.cluster.registry import ModelRegistry
@@ -73,7 +72,8 @@ def test_a_new_run_is_refused_on_a_redis_that_holds_its_id(tmp_path, redis_serve
                      log=lambda line: None)
     with pytest.raises(RunDirError, match=f"already holds a run with id '{run_id}'"):
         run.run()
-    # The run's Redis came as an argument (the CLI's --redis): config.yaml names it,
-    # so that --resume finds the same server.
-    assert yaml.safe_load(run_dir.config.read_text())["redis"]["url"] == redis_server.url
+    # The run's Redis came as an argument (the CLI's --redis): the run's config names it,
+    # so that --resume finds the same server; but a refused run writes no config, which
+    # --resume would take for a run
+    assert run.config.redis.url == redis_server.url and not run_dir.config.exists()
     assert ModelRegistry(redis_client, run_id).fetch(0)[0] == b"someone else's weights"
