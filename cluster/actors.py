@@ -196,7 +196,8 @@ class LearnerActor:
                  storage: str | None, seed: int, held: dict[str, bytes] | None = None):
         from tengen.engine.network import share_gpu_memory
         from tengen.learner.learner import Learner
-        from tengen.learner.storage import HeldStorage
+        from tengen.learner.storage import HeldStorage, open_storage
+        from tengen.run.outage import ResilientStorage
 
         share_gpu_memory()
         self.config = parse_config(config)
@@ -207,7 +208,10 @@ class LearnerActor:
         self.learner = Learner(
             game=self.config.game.make(), network=self.config.network_spec(), options=self.config.learner_options(),
             source=self.stream, registry=self.registry, decode=_decoder(self.config),
-            storage=storage if storage is not None else HeldStorage(held), seed=seed,
+            storage=HeldStorage(held) if storage is None else ResilientStorage(
+                lambda: open_storage(storage), url=storage, outage_s=self.config.storage_outage_s,
+                log=lambda line: print(f"learner: {line}", flush=True)),
+            seed=seed,
         )
         self._steps = self.learner.trainer.step
         self._read = self.learner.positions_read

@@ -70,6 +70,7 @@ from tengen.cluster.supervision import CrashLoop, Supervisor
 from tengen.learner.storage import LocalStorage
 from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
+from tengen.run.outage import ResilientStorage, StorageUnavailable
 from tengen.run.run_dir import RunDir, RunDirError, version_id
 
 if TYPE_CHECKING:
@@ -115,6 +116,10 @@ class ClusterRun:
         self._log_file: Any = None
         #: this driver's hold on the run (cluster/lease.py), once run() took it
         self.lease: DriverLease | None = None
+        #: the learner's checkpoints as this driver keeps them, and those the disk refused
+        self._checkpoints = ResilientStorage(lambda: LocalStorage(self.files.learner), url=str(self.files.learner),
+                                             outage_s=config.storage_outage_s, log=self.log)
+        self._unkept: dict[str, bytes] = {}
 
     # -- start-up ---------------------------------------------------------------------
     def _start_redis(self) -> tuple[str, str | None]:
@@ -253,7 +258,7 @@ class ClusterRun:
                     reporting.report()
         except KeyboardInterrupt:
             self.log("interrupted: stopping cleanly")
-        except (CrashLoop, RedisUnavailable, LeaseLost) as e:
+        except (CrashLoop, RedisUnavailable, LeaseLost, StorageUnavailable) as e:
             loop.error = str(e)
             self.log(f"stopping: {e}")
         if self._stop_requested:
@@ -273,9 +278,9 @@ class ClusterRun:
             try:
                 # Queued behind the step in flight: the stats of what the checkpoint holds.
                 stats = ray.get(self.learner.checkpoint.remote(), timeout=120)
-                self._keep_checkpoints(stats)
                 self.loop.learner_stats = stats
-            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
+                self._keep_checkpoints(stats)
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError, StorageUnavailable) as e:
                 self.log(f"final learner checkpoint failed ({type(e).__name__}); the last one stands")
         self.promotion.finish()
         self.reporting.final()
@@ -335,13 +340,14 @@ class ClusterRun:
 
     def _keep_checkpoints(self, stats: LearnerStats) -> None:
         """Write the checkpoints a learner handed over into the run directory (each
-        atomically, in the order they were written: the previous before the newest)."""
-        written = stats.pop("checkpoint_files", None)
-        if not written:
-            return
-        storage = LocalStorage(self.files.learner)
-        for name, data in written.items():
-            storage.write_bytes(name, data)
+        atomically, in the order they were written: the previous before the newest).
+        A disk that refuses them (full) is an outage: they wait here, the newest of each
+        name, and are written at the next pass that can, until ``storage_outage_s``."""
+        self._unkept.update(stats.pop("checkpoint_files", {}))
+        for name in list(self._unkept):
+            if not self._checkpoints.try_write(name, self._unkept[name]):
+                return
+            del self._unkept[name]
 
     # -- Redis --------------------------------------------------------------------------
     def _keep_redis(self, stop: threading.Event) -> None:
@@ -370,8 +376,11 @@ class ClusterRun:
         self._print(line)
         log_file = getattr(self, "_log_file", None)
         if log_file is not None and not log_file.closed:
-            log_file.write(line + "\n")
-            log_file.flush()
+            try:
+                log_file.write(line + "\n")
+                log_file.flush()
+            except OSError:
+                pass  # a full disk: the line still went to the terminal, and the loop says the disk is away
 
 
 def _default_maxmemory() -> int:

@@ -97,7 +97,7 @@ class Promotion:
         out an outage (Kubernetes kills after its grace period)."""
         try:
             with self.client.impatient():
-                self.loop.save_best()
+                self.loop.on_disk(self.loop.save_best, stop=False)
                 # The learner's last steps may have published candidates no report showed.
                 self.loop.prune_registry()
         except RedisUnavailable:

@@ -42,6 +42,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tengen.run.outage import Backoff, Outage, ride_out
+
 __all__ = [
     "DEFAULT_POLICY",
     "OutagePolicy",
@@ -69,6 +71,19 @@ _PERMANENT_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.AuthenticationError,
     redis.exceptions.AuthorizationError,
 )
+
+
+def _is_misconf(error: BaseException) -> bool:
+    """Redis refuses writes while it cannot persist (a full disk under its AOF): MISCONF."""
+    return isinstance(error, redis.ResponseError) and str(error).startswith("MISCONF")
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether waiting may cure ``error``: the server down, restarting, loading, full,
+    or unable to write its disk (which a freed disk cures)."""
+    if isinstance(error, _PERMANENT_ERRORS):
+        return False
+    return isinstance(error, TRANSIENT_ERRORS) or _is_misconf(error)
 
 
 @dataclass(frozen=True)
@@ -123,46 +138,11 @@ def _rebuild_unavailable(message: str, seconds: float, expired: bool, out_of_mem
     return RedisUnavailable(message, seconds=seconds, expired=expired, out_of_memory=out_of_memory)
 
 
-class _Outage:
-    """When the current outage started (None: Redis answers), shared by all threads."""
-
-    def __init__(self, label: str, log: Callable[[str], None] | None, clock: Callable[[], float]):
-        self.label = label
-        self.log = log
-        self._clock = clock
-        self.since: float | None = None
-        self.last_error: BaseException | None = None
-        self._lock = threading.Lock()
-
-    def failed(self, error: BaseException) -> float:
-        """Record a failure; returns how long the outage has lasted."""
-        now = self._clock()
-        with self._lock:
-            self.last_error = error
-            if self.since is None:
-                self.since = now
-                if self.log is not None:
-                    self.log(f"redis {self.label}: {_describe(error)}; retrying")
-            return now - self.since
-
-    def ended(self) -> None:
-        if self.since is None:  # the common case: no lock on the hot path
-            return
-        with self._lock:
-            if self.since is None:
-                return
-            seconds, self.since = self._clock() - self.since, None
-        if self.log is not None:
-            self.log(f"redis {self.label}: answering again after {seconds:.1f} s")
-
-    def seconds(self) -> float:
-        since = self.since
-        return 0.0 if since is None else self._clock() - since
-
-
 def _describe(error: BaseException) -> str:
     if isinstance(error, redis.exceptions.OutOfMemoryError):
         return "out of memory: it refuses writes (maxmemory reached, policy noeviction)"
+    if _is_misconf(error):
+        return "its disk is full or failing: it refuses writes until it can persist again (MISCONF)"
     if isinstance(error, redis.exceptions.BusyLoadingError):
         return "loading its data (AOF replay)"
     return f"unreachable ({type(error).__name__}: {error})"
@@ -181,7 +161,9 @@ class ResilientRedis:
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
         self.raw = client
         self.policy = policy
-        self._outage = _Outage(label or _label(client), log, clock)
+        self.label = label or _label(client)
+        self._outage = Outage(f"redis {self.label}", log, clock=clock, describe=_describe)
+        self._backoff = Backoff(policy.backoff_base_s, policy.backoff_cap_s)
         self._sleep = sleep
         # jitter only spreads reconnects out; it needs no seed
         self._rng = rng or random.Random()
@@ -223,32 +205,18 @@ class ResilientRedis:
     def call(self, op: Callable[[redis.Redis], T], *, wait: bool = True) -> T:
         """``op(raw client)``, retried through an outage (``wait=False``: tried once)."""
         wait = wait and not getattr(self._local, "impatient", False)
-        attempt = 0
-        while True:
-            try:
-                result = op(self.raw)
-            except _PERMANENT_ERRORS:
-                raise
-            except TRANSIENT_ERRORS as error:
-                seconds = self._outage.failed(error)
-                expired = seconds >= self.policy.outage_s
-                if expired or not wait:
-                    raise self._unavailable(error, seconds, expired) from error
-                delay = min(self.policy.backoff_cap_s, self.policy.backoff_base_s * 2 ** min(attempt, 30))
-                self._sleep(min(self._rng.uniform(0, delay), self.policy.outage_s - seconds))
-                attempt += 1
-                continue
-            self._outage.ended()
-            return result
+        return ride_out(lambda: op(self.raw), outage=self._outage, budget_s=self.policy.outage_s,
+                        transient=is_transient, give_up=self._unavailable, backoff=self._backoff, rng=self._rng,
+                        sleep=self._sleep, wait=wait)
 
     def _unavailable(self, error: BaseException, seconds: float, expired: bool) -> RedisUnavailable:
         oom = isinstance(error, redis.exceptions.OutOfMemoryError)
         what = _describe(error)
         if expired:
-            message = (f"redis {self._outage.label} was {'full' if oom else 'unreachable'} for {seconds:.0f} s "
+            message = (f"redis {self.label} was {'full' if oom else 'unreachable'} for {seconds:.0f} s "
                        f"(redis.outage_s is {self.policy.outage_s:g}): {what}")
         else:
-            message = f"redis {self._outage.label}: {what}"
+            message = f"redis {self.label}: {what}"
         return RedisUnavailable(message, seconds=seconds, expired=expired, out_of_memory=oom)
 
     def pipeline(self, transaction: bool = True) -> RetriedPipeline:

@@ -433,8 +433,14 @@ class TengenConfig(_Strict):
     cluster: ClusterConfig = ClusterConfig()
     run: RunConfig = RunConfig()
     #: where checkpoints go: a local path or any fsspec URL (``s3://``, ``gs://``,
-    #: ``sftp://``; learner/storage.py); default: inside the run directory
+    #: ``sftp://``; learner/storage.py); default: the run directory (on a cluster, the
+    #: driver keeps them there, whatever node the learner runs on)
     storage: str | None = None
+    #: how long the checkpoint storage, or the run directory's disk (full, failing), may
+    #: be away before the run stops on it: the same budget as Redis's (``redis.outage_s``
+    #: says why 900 s); each storage call also has a deadline (run/outage.py), since a
+    #: backend may hang rather than fail
+    storage_outage_s: float = Field(default=900.0, gt=0, le=86_400)
     #: 32 bits, what every seeder in the stack takes (numba's np.random.seed among them)
     seed: int = Field(default=0, ge=0, lt=2**32)
 

@@ -36,6 +36,7 @@ from tengen.engine.network import weights_from_bytes, weights_to_bytes, write_at
 from tengen.run.config import TengenConfig
 from tengen.run.game_sample import GameSample, NewestEntries
 from tengen.run.model_registry import blob_sha256
+from tengen.run.outage import Outage, StorageUnavailable
 from tengen.run.records import (
     TOTALS,
     GatingLine,
@@ -71,7 +72,7 @@ class TrainingLoop:
     or in-process); ``metrics`` records Prometheus metrics inside Ray (None: none)."""
 
     def __init__(self, config: TengenConfig, files: RunDir, registry: ModelRegistryLike, *, log: Callable[[str], None],
-                 metrics: Gauges | None = None):
+                 metrics: Gauges | None = None, clock: Callable[[], float] = time.monotonic):
         self.config = config
         self.files = files
         self.registry = registry
@@ -98,6 +99,10 @@ class TrainingLoop:
                                 matches=config.run.keep_gating_matches, log=log)
         self._last_counts: dict[str, tuple[str, WorkerStats]] = {}  # worker -> (incarnation, its counters)
         self._last_totals: tuple[dict[Total, int], float] = (dict(self.totals), self.started)
+        #: the run directory's disk: full or failing, it is an outage like Redis's, ridden
+        #: out for ``storage_outage_s`` (what it could not write is written again after)
+        self.disk = Outage(f"run directory {files.path}", log, clock=clock)
+        self._best_unsaved = False
 
     # -- the start ---------------------------------------------------------------------
     def begin(self, *, resume: bool) -> int:
@@ -189,11 +194,11 @@ class TrainingLoop:
         rejected one's weights leave the registry; returns the version promoted. The
         match's ``games`` go to the run directory, not into the status line; the rest
         of the result is appended to gating.jsonl (the ladder holds only promotions)."""
-        self.games.write_match(result)
+        self.on_disk(lambda: self.games.write_match(result))
         # The result less its games: the summary the gatekeeper put on the ladder.
         summary = cast(GatingSummary, {key: value for key, value in result.items() if key != "games"})
         self.last_gating = summary
-        append_gating(self.files, GatingLine(time=round(time.time(), 1), summary=summary))
+        self.on_disk(lambda: append_gating(self.files, GatingLine(time=round(time.time(), 1), summary=summary)))
         self.log(f"gating {version_id(summary['candidate'])} vs {version_id(summary['best'])}: "
                  f"{summary['wins']}-{summary['draws']}-{summary['losses']}, Elo {summary['elo']:+.0f} "
                  f"-> {summary['decision']}")
@@ -201,7 +206,7 @@ class TrainingLoop:
         if summary["decision"] == "promote":
             promoted = self.best_version = int(summary["candidate"])
             self.promotions += 1
-            self.save_best()
+            self._best_unsaved = not self.on_disk(self.save_best)
             ladder = self.registry.ladder()
             self._set_metric("tengen_best_version", promoted)
             if ladder and (elo := ladder[-1].get("elo")) is not None:
@@ -237,7 +242,26 @@ class TrainingLoop:
     def keep_games(self, stream: NewestEntries) -> int:
         """Keep the sample's games among those the stream got since the last call;
         returns how many games were kept."""
-        return len(self.games.scan(stream)) // 2
+        kept: list = []
+        self.on_disk(lambda: kept.extend(self.games.scan(stream)))
+        return len(kept) // 2
+
+    def on_disk(self, write: Callable[[], object], *, stop: bool = True) -> bool:
+        """``write()``, a write into the run directory; whether it went through. A disk
+        that fails (full: ENOSPC, or any OSError) is an outage: logged once, the run goes
+        on, and past ``storage_outage_s`` ``StorageUnavailable`` stops it, naming it
+        (``stop=False``: never, for what a stopping run writes last)."""
+        try:
+            write()
+        except OSError as error:
+            seconds = self.disk.failed(error)
+            if stop and seconds >= self.config.storage_outage_s:
+                raise StorageUnavailable(f"the run directory {self.files.path} could not be written for "
+                                         f"{seconds:.0f} s (storage_outage_s is {self.config.storage_outage_s:g}): "
+                                         f"{type(error).__name__}: {error}", seconds=seconds, expired=True) from error
+            return False
+        self.disk.ended()
+        return True
 
     # -- stop and report --------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -276,11 +300,14 @@ class TrainingLoop:
             bad_entries=learner.get("bad_entries", 0) if learner is not None else 0,
             duplicate_games=learner.get("duplicate_games", 0) if learner is not None else 0,
             trimmed_unread=learner.get("trimmed_unread", 0) if learner is not None else 0,
+            disk_outage_s=round(self.disk.seconds(), 1),
             error=self.error, final=final,
             reported_games=dict(list(self.reported_games.items())[-200:]),
             wiring=wiring,
         )
-        write_status(self.files, line)
+        if self._best_unsaved:  # a promotion whose best/ the disk refused
+            self._best_unsaved = not self.on_disk(self.save_best, stop=not final)
+        self.on_disk(lambda: write_status(self.files, line), stop=not final)
         gating = self.last_gating
         gate = f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-"
         self.log(f"{line.elapsed_s:6.0f}s games {line.games} ({line.games_per_s}/s) "

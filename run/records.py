@@ -247,6 +247,7 @@ class StatusLine:
     #: games the stream trimmed (MAXLEN) before the learner read them: acknowledged to
     #: their workers and never trained on (the learner was down longer than the stream holds)
     trimmed_unread: int
+    disk_outage_s: float  # how long the run directory's disk has been failing (0: it writes)
     error: str | None  # why the run stopped early (a crash loop, Redis away too long)
     final: bool  # the run's last line: a reader tells a finished run from a silent one by it
     reported_games: dict[str, int]  # games each worker incarnation said it finished, the newest 200
@@ -284,7 +285,7 @@ _WIRING_CHECKS = {key: _BY_TYPE[str(getattr(kind, "__forward_arg__", kind))]
 #: what a format-0 line lacking these reads as (they came after the first cluster run's line;
 #: ``totals`` is then filled from ``games``, and ``time`` is the file's, ``from_json``'s ``written``)
 _STATUS_OLD: dict[str, Any] = {"totals": {}, "moves_per_s": 0.0, "cache_hit_share": 0.0, "losses": {},
-                               "duplicate_games": 0, "trimmed_unread": 0,
+                               "duplicate_games": 0, "trimmed_unread": 0, "disk_outage_s": 0.0,
                                "error": None, "final": False, "reported_games": {}}
 
 

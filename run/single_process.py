@@ -25,11 +25,13 @@ from pathlib import Path
 
 from tengen.engine.network import CompiledModel
 from tengen.learner.learner import Learner
+from tengen.learner.storage import open_storage
 from tengen.run.checkpoint import build_model
 from tengen.run.codec import encode_game, game_decoder
 from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
 from tengen.run.model_registry import LocalModelRegistry
+from tengen.run.outage import ResilientStorage, StorageUnavailable
 from tengen.run.run_dir import RunDir, RunDirError, version_id
 from tengen.run.sample_stream import LocalSampleStream
 from tengen.workers.gatekeeper import Gatekeeper
@@ -72,9 +74,12 @@ class SingleProcessRun:
         self.best = build_model(config)
         self.best_eval = CompiledModel(self.best)
         self.best_eval.load_weights_blob(self.registry.fetch(best)[0])
+        storage = config.storage or str(self.files.learner)
         self.learner = Learner(game=self.game, network=config.network_spec(), options=config.learner_options(),
                                source=self.stream, registry=self.registry, decode=game_decoder(self.game),
-                               storage=config.storage or str(self.files.learner), seed=config.seed)
+                               storage=ResilientStorage(lambda: open_storage(storage), url=storage,
+                                                        outage_s=config.storage_outage_s, log=self.log),
+                               seed=config.seed)
         self.gatekeeper = Gatekeeper(game=self.game, network=config.network_spec(), registry=self.registry,
                                      options=config.gating_options(), seed=config.seed + 1)
         # A fresh incarnation per process: its games' ids never repeat an earlier session's.
@@ -120,6 +125,9 @@ class SingleProcessRun:
                 self.iterate()
         except KeyboardInterrupt:
             stopped.append("interrupted")
+        except StorageUnavailable as e:  # the checkpoints' storage, or the run directory's disk, away too long
+            self.loop.error = str(e)
+            self.log(f"stopping: {e}")
         finally:
             restore()
         if stopped:
@@ -145,8 +153,11 @@ class SingleProcessRun:
             self._report()
 
     def finish(self) -> dict:
-        self.learner.checkpoint()
-        self.loop.save_best()
+        try:
+            self.learner.checkpoint()
+        except StorageUnavailable as e:
+            self.log(f"final learner checkpoint failed ({e}); the last one stands")
+        self.loop.on_disk(self.loop.save_best, stop=False)
         self.loop.prune_registry()
         self._report(final=True)
         summary = self.loop.summary()
@@ -167,5 +178,8 @@ class SingleProcessRun:
     def log(self, line: str) -> None:
         self._print(line)
         if not self._log_file.closed:
-            self._log_file.write(line + "\n")
-            self._log_file.flush()
+            try:
+                self._log_file.write(line + "\n")
+                self._log_file.flush()
+            except OSError:
+                pass  # a full disk: the line still went to the terminal, and the loop says the disk is away
