@@ -72,6 +72,7 @@ from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
 from tengen.run.outage import ResilientStorage, StorageUnavailable
 from tengen.run.run_dir import RunDir, RunDirError, version_id
+from tengen.run.run_log import RunLog
 
 if TYPE_CHECKING:
     from tengen.learner.learner import LearnerStats, LearnerStep
@@ -113,7 +114,7 @@ class ClusterRun:
         self.learner: Any = None
         self._learner_ref: Any = None
         self._setup: ActorSetup | None = None
-        self._log_file: Any = None
+        self._log_file: RunLog | None = None
         #: this driver's hold on the run (cluster/lease.py), once run() took it
         self.lease: DriverLease | None = None
         #: the learner's checkpoints as this driver keeps them, and those the disk refused
@@ -189,7 +190,8 @@ class ClusterRun:
                                                  policy=OutagePolicy(outage_s=self.config.redis.outage_s)),
                                          self.run_id).acquire()
                 files.write(files.config, self.config.to_yaml().encode())
-                self._log_file = open(files.log, "a", encoding="utf-8")  # noqa: SIM115
+                run = self.config.run
+                self._log_file = RunLog(files, max_bytes=int(run.log_mb * 2**20), keep=run.log_files)
                 self._record_connection(redis_url)
                 if self.redis is not None:
                     keeper = threading.Thread(target=self._keep_redis, args=(keeper_stop,), name="redis-keeper",
@@ -374,13 +376,8 @@ class ClusterRun:
 
     def log(self, line: str) -> None:
         self._print(line)
-        log_file = getattr(self, "_log_file", None)
-        if log_file is not None and not log_file.closed:
-            try:
-                log_file.write(line + "\n")
-                log_file.flush()
-            except OSError:
-                pass  # a full disk: the line still went to the terminal, and the loop says the disk is away
+        if self._log_file is not None:
+            self._log_file.write(line)
 
 
 def _default_maxmemory() -> int:

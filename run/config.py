@@ -418,6 +418,16 @@ class RunConfig(_Strict):
     #: the newest gating matches whose games games/gating/ keeps, each game as SGF or
     #: a plain line; 0 keeps none
     keep_gating_matches: int = Field(default=10, ge=0)
+    #: status.jsonl's bound: past it the older half is thinned to every other line, so a
+    #: run of days keeps its whole history (at 5 s a line, 64 workers: ~50 MB a day unbound)
+    status_history_mb: float = Field(default=32.0, gt=0, le=100_000)
+    #: log.txt is rotated past this (log.1.txt the newest old one), keeping ``log_files``
+    log_mb: float = Field(default=32.0, gt=0, le=100_000)
+    log_files: int = Field(default=5, ge=1, le=1000)
+    #: models/ keeps the newest ``keep_models`` promoted models whole, and of the older
+    #: ones every ``keep_model_every``-th version's (0: none; ladder.json keeps them all)
+    keep_models: int = Field(default=100, ge=1)
+    keep_model_every: int = Field(default=10, ge=0)
 
 
 class TengenConfig(_Strict):

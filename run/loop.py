@@ -103,6 +103,9 @@ class TrainingLoop:
         #: out for ``storage_outage_s`` (what it could not write is written again after)
         self.disk = Outage(f"run directory {files.path}", log, clock=clock)
         self._best_unsaved = False
+        #: ladder entries the registry lacks (their models thinned out of models/ when a
+        #: single-process run's ladder was rebuilt from it): ladder.json keeps them
+        self._ladder_before: list = []
 
     # -- the start ---------------------------------------------------------------------
     def begin(self, *, resume: bool) -> int:
@@ -137,11 +140,16 @@ class TrainingLoop:
             ladder = read_ladder(self.files).entries
         except FileNotFoundError:
             return None
-        for entry in ladder:
+        for i, entry in enumerate(ladder):
             version = entry["version"]
             path = self.files.model(version)
             if not path.exists():
-                raise RunDirError(f"{path} is missing: the ladder of {self.files.path} cannot be rebuilt")
+                if i == len(ladder) - 1:
+                    raise RunDirError(f"{path}, the best model, is missing: the ladder of {self.files.path} "
+                                      "cannot be rebuilt")
+                # thinned out of models/ (run.keep_models): on the ladder still, not in the registry
+                self._ladder_before.append(entry)
+                continue
             blob = path.read_bytes()
             if blob_sha256(blob) != entry["sha256"]:
                 raise RunDirError(f"{path} does not hold the model the ladder names (sha256 differs)")
@@ -236,8 +244,19 @@ class TrainingLoop:
         write_atomically(files.best_model, blob)
         if not files.model(self.best_version).exists():
             write_atomically(files.model(self.best_version), blob)
+        self._thin_models()
         files.write(files.best_config, self.config.to_yaml().encode())
-        write_ladder(files, Ladder(tuple(self.registry.ladder())))
+        entries = sorted((*self._ladder_before, *self.registry.ladder()), key=lambda entry: entry["version"])
+        write_ladder(files, Ladder(tuple(entries)))
+
+    def _thin_models(self) -> None:
+        """models/ within its bound: the newest ``run.keep_models`` whole, and of the
+        older ones every ``run.keep_model_every``-th version (ladder.json names them all)."""
+        run = self.config.run
+        versions = sorted(int(path.stem) for path in self.files.models.glob("*.safetensors") if path.stem.isdigit())
+        for version in versions[:-run.keep_models]:
+            if version != self.best_version and not (run.keep_model_every and version % run.keep_model_every == 0):
+                self.files.model(version).unlink(missing_ok=True)
 
     def keep_games(self, stream: NewestEntries) -> int:
         """Keep the sample's games among those the stream got since the last call;
@@ -307,7 +326,8 @@ class TrainingLoop:
         )
         if self._best_unsaved:  # a promotion whose best/ the disk refused
             self._best_unsaved = not self.on_disk(self.save_best, stop=not final)
-        self.on_disk(lambda: write_status(self.files, line), stop=not final)
+        history_bytes = int(self.config.run.status_history_mb * 2**20)
+        self.on_disk(lambda: write_status(self.files, line, history_bytes=history_bytes), stop=not final)
         gating = self.last_gating
         gate = f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-"
         self.log(f"{line.elapsed_s:6.0f}s games {line.games} ({line.games_per_s}/s) "

@@ -65,8 +65,8 @@ if TYPE_CHECKING:
 
 __all__ = ["STATUS_FORMAT", "GATING_FORMAT", "LADDER_FORMAT", "UNRECORDED", "RecordError", "Total", "TOTALS",
            "WiringStatus", "StatusLine", "GatingLine", "Ladder", "ladder_entry", "ladder_entry_from_json",
-           "parse_line", "write_status", "append_gating", "write_ladder", "read_status", "read_status_history",
-           "read_gating_history", "read_ladder"]
+           "parse_line", "write_status", "thin_history", "append_gating", "write_ladder", "read_status",
+           "read_status_history", "read_gating_history", "read_ladder"]
 
 #: the formats this module writes, and the newest each reader takes
 STATUS_FORMAT = 1
@@ -414,11 +414,31 @@ def _append(path: os.PathLike, data: dict[str, Any]) -> None:
         f.write(json.dumps(data) + "\n")
 
 
-def write_status(files: RunDir, line: StatusLine) -> None:
-    """status.json (rewritten whole, atomically) and a line appended to status.jsonl."""
+def write_status(files: RunDir, line: StatusLine, *, history_bytes: int | None = None) -> None:
+    """status.json (rewritten whole, atomically) and a line appended to status.jsonl.
+
+    The history's line leaves out what only the newest line is read for (each part's
+    restarts and errors, ``components``; each worker's game count, ``reported_games``),
+    kilobytes a line at 64 workers, every 5 s for days. Past ``history_bytes`` the file
+    is thinned (``thin_history``): the whole run stays in it, the older half at half the
+    resolution each time, so it stays within the bound however long the run."""
     data = line.to_json()
     files.write(files.status, json.dumps(data, indent=2).encode())
-    _append(files.status_history, data)
+    history = {**data, "reported_games": {}}
+    history.pop("components", None)
+    _append(files.status_history, history)
+    if history_bytes is not None and files.status_history.stat().st_size > history_bytes:
+        thin_history(files)
+
+
+def thin_history(files: RunDir) -> None:
+    """status.jsonl with every other line of its older half dropped (the first and the
+    newest half kept whole), rewritten atomically: what a long run's plots need, at the
+    resolution the run page shows anyway (it samples a big history, web/status_history.py)."""
+    lines = files.status_history.read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    kept = [line for i, line in enumerate(lines[:half]) if i % 2 == 0] + lines[half:]
+    files.write(files.status_history, b"".join(kept))
 
 
 def append_gating(files: RunDir, line: GatingLine) -> None:

@@ -4,7 +4,7 @@ format, is run/records.py's).
 
     run.json                the run's id (unique, made when the run is created), format version
     config.yaml             the config used, every default spelled out
-    log.txt                 what the driver said
+    log.txt                 what the driver said (log.1.txt ... the older ones, rotated: run/run_log.py)
     status.json             the last status line
     status.jsonl            every status line, one JSON object a line (what a finished run shows)
     ladder.json             every promotion with its gating result and Elo
@@ -96,6 +96,10 @@ class RunDir:
     @property
     def log(self) -> Path:
         return self.path / "log.txt"
+
+    def old_log(self, n: int) -> Path:
+        """The ``n``-th newest rotated log (``log.1.txt``: the one before log.txt)."""
+        return self.path / f"log.{n}.txt"
 
     @property
     def status(self) -> Path:

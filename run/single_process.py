@@ -33,6 +33,7 @@ from tengen.run.loop import TrainingLoop, stop_on_sigterm
 from tengen.run.model_registry import LocalModelRegistry
 from tengen.run.outage import ResilientStorage, StorageUnavailable
 from tengen.run.run_dir import RunDir, RunDirError, version_id
+from tengen.run.run_log import RunLog
 from tengen.run.sample_stream import LocalSampleStream
 from tengen.workers.gatekeeper import Gatekeeper
 from tengen.workers.selfplay_worker import SelfPlayWorker
@@ -63,7 +64,7 @@ class SingleProcessRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_id = self.files.create_identity()
         self.files.write(self.files.config, config.to_yaml().encode())
-        self._log_file = open(self.files.log, "a", encoding="utf-8")  # noqa: SIM115
+        self._log_file = RunLog(self.files, max_bytes=int(config.run.log_mb * 2**20), keep=config.run.log_files)
         self._print = log
         self.resume = resume
         self.game = config.game.make()
@@ -177,9 +178,4 @@ class SingleProcessRun:
 
     def log(self, line: str) -> None:
         self._print(line)
-        if not self._log_file.closed:
-            try:
-                self._log_file.write(line + "\n")
-                self._log_file.flush()
-            except OSError:
-                pass  # a full disk: the line still went to the terminal, and the loop says the disk is away
+        self._log_file.write(line)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from unavailable import unavailable
@@ -163,7 +164,7 @@ def test_the_learners_node_preempted_the_run_goes_on_from_its_checkpoint(cpu_bed
         # By default the checkpoints reach the run directory on the driver's node (the
         # head), whatever node the learner runs on.
         checkpoint = RunDir(run.run_dir).learner / CHECKPOINT_FILE
-        wait_for(lambda: checkpoint.exists() and run.status().get("learner_step", 0) >= 2 * CANDIDATE_EVERY,
+        wait_for(lambda: checkpoint.exists() and run.learner_step() >= 2 * CANDIDATE_EVERY,
                  timeout_s=600, what=f"two candidates and a checkpoint on the head\n{run.log()[-3000:]}")
         ((node, _),) = bed.find("ray::LearnerActor")
         kept = int(weights_metadata(checkpoint.read_bytes())["step"])  # the step it resumes from
@@ -174,9 +175,9 @@ def test_the_learners_node_preempted_the_run_goes_on_from_its_checkpoint(cpu_bed
         # The new learner, on another node, resumed from the head's checkpoint: its steps
         # go on from there (not from 0), its window was rebuilt from the stream, and it
         # published no version that its predecessor had.
-        wait_for(lambda: run.status().get("learner_step", 0) > kept + CANDIDATE_EVERY, timeout_s=600,
+        wait_for(lambda: run.learner_step() > kept + CANDIDATE_EVERY, timeout_s=600,
                  what=f"learner steps past {kept}\n{run.log()[-3000:]}")
-        assert run.status()["window"] > 0
+        assert (last := run.status()) is not None and last.window > 0
         assert unique(run.ladder_versions())
         assert "already published" not in run.log()
     finally:
@@ -201,5 +202,30 @@ def test_a_second_driver_of_a_run_is_refused_and_the_first_goes_on(cpu_bed):
         assert RunDir(run.run_dir).config.read_bytes() == config_before
         games = run.games()
         run.games_flow(after=games + 10, timeout_s=300)  # the first goes on
+    finally:
+        assert run.stop() == 0, run.log()[-3000:]
+
+
+def test_the_head_disk_full_for_30_s_is_an_outage_the_run_goes_through(cpu_bed):
+    bed, redis = cpu_bed
+    run = bed.run("disk-full", BED_RUN, redis=redis).start(minutes=20)
+    try:
+        run.wait_until_playing(timeout_s=600, games=20, steps=CANDIDATE_EVERY)
+        log_before = len(run.log())
+        # The head's disk holds the run directory and Redis's AOF: both fail to write.
+        bed.fill_disk()
+        try:
+            wait_for(lambda: "No space left on device" in bed.log_tail(bed.nodes["head"], "run-disk-full", 50_000),
+                     timeout_s=120, what="the run saying its disk is full")
+            time.sleep(30)  # the outage the issue names; the run must live through it
+        finally:
+            bed.free_disk()
+        assert run.process is not None and run.process.poll() is None  # it did not stop
+        games = run.games()
+        run.games_flow(after=games + 20, timeout_s=600)  # status.json is written again, with new games
+        after = run.log()[log_before:]
+        assert "answering again" in after, after[-3000:]
+        last = run.status()
+        assert last is not None and last.error is None and last.disk_outage_s == 0
     finally:
         assert run.stop() == 0, run.log()[-3000:]
