@@ -74,8 +74,10 @@ _PERMANENT_ERRORS: tuple[type[Exception], ...] = (
 
 
 def _is_misconf(error: BaseException) -> bool:
-    """Redis refuses writes while it cannot persist (a full disk under its AOF): MISCONF."""
-    return isinstance(error, redis.ResponseError) and str(error).startswith("MISCONF")
+    """Redis refuses writes while it cannot persist (a full disk under its AOF): MISCONF,
+    as a command's error, or inside a pipeline's or a script's ("Command # 1 ... caused
+    error: MISCONF ...", "Error running script ... -MISCONF ...")."""
+    return isinstance(error, redis.ResponseError) and "MISCONF " in str(error)
 
 
 def is_transient(error: BaseException) -> bool:

@@ -163,7 +163,9 @@ class ClusterBed:
         self.close()
 
     def build(self) -> ClusterBed:
+        sweep_stale_beds()
         self.root.mkdir(parents=True)
+        (self.root / OWNER_FILE).write_text(f"{os.getpid()}\n")
         self.head_dir.mkdir()
         self.logs.mkdir()
         SHARED_CACHE.mkdir(parents=True, exist_ok=True)
@@ -470,6 +472,50 @@ def _code_paths() -> list[str]:
     paths |= {p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
     # the outermost of nested ones: a bind of the outer one shows the inner
     return sorted(p for p in paths if not any(p != q and _under(p, q) for q in paths))
+
+
+#: the file in a bed's folder that names the process that built it
+OWNER_FILE = "owner.pid"
+
+
+def _owner_alive(root: Path) -> bool:
+    """Whether the process that built the bed in ``root`` still runs (a bed without an
+    owner file, from an older tengen, is taken for alive for its first six hours)."""
+    try:
+        os.kill(int((root / OWNER_FILE).read_text()), 0)
+    except FileNotFoundError:
+        try:
+            return time.time() - root.stat().st_mtime < 6 * 3600
+        except OSError:
+            return False
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def sweep_stale_beds() -> list[str]:
+    """Remove what beds left behind when their process died before its teardown (a
+    test killed, a CI job cancelled): their nodes' processes and namespaces, their
+    bridge, their head's tmpfs, their folder. Beds whose builder lives are left alone.
+    Returns the bed names swept."""
+    stale = {root.name.removeprefix("tengen-bed-") for root in BED_ROOT.glob("tengen-bed-*")
+             if root.is_dir() and root != SHARED_CACHE and not _owner_alive(root)}
+    namespaces = _run("ip", "netns", "list", check=False).stdout.split()
+    live = {root.name.removeprefix("tengen-bed-") for root in BED_ROOT.glob("tengen-bed-*") if _owner_alive(root)}
+    # namespaces of a bed whose folder is gone too
+    stale |= {ns.split("-")[0].removeprefix("tgb") for ns in namespaces
+              if ns.startswith("tgb") and "-" in ns and ns.split("-")[0].removeprefix("tgb") not in live}
+    for token in sorted(stale):
+        for namespace in [ns for ns in namespaces if ns.startswith(f"tgb{token}-")]:
+            for word in _run("ip", "netns", "pids", namespace, check=False).stdout.split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(word), signal.SIGKILL)
+            _run("ip", "netns", "del", namespace, check=False)
+        _run("ip", "link", "del", f"tgb{token}", check=False)
+        root = BED_ROOT / f"tengen-bed-{token}"
+        _run("umount", "-l", str(root / "head"), check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    return sorted(stale)
 
 
 def node_home() -> str:

@@ -208,7 +208,9 @@ def test_a_second_driver_of_a_run_is_refused_and_the_first_goes_on(cpu_bed):
 
 def test_the_head_disk_full_for_30_s_is_an_outage_the_run_goes_through(cpu_bed):
     bed, redis = cpu_bed
-    run = bed.run("disk-full", BED_RUN, redis=redis).start(minutes=20)
+    # Outage budgets longer than the outage (BED_RUN's Redis budget is chaos's 30 s)
+    config = {**BED_RUN, "redis": {"outage_s": 300}, "storage_outage_s": 300}
+    run = bed.run("disk-full", config, redis=redis).start(minutes=20)
     try:
         run.wait_until_playing(timeout_s=600, games=20, steps=CANDIDATE_EVERY)
         log_before = len(run.log())
@@ -220,11 +222,13 @@ def test_the_head_disk_full_for_30_s_is_an_outage_the_run_goes_through(cpu_bed):
             time.sleep(30)  # the outage the issue names; the run must live through it
         finally:
             bed.free_disk()
-        assert run.process is not None and run.process.poll() is None  # it did not stop
+        said = bed.log_tail(bed.nodes["head"], "run-disk-full", 20_000)
+        assert run.process is not None and run.process.poll() is None, said  # it did not stop
         games = run.games()
         run.games_flow(after=games + 20, timeout_s=600)  # status.json is written again, with new games
         after = run.log()[log_before:]
         assert "answering again" in after, after[-3000:]
+        assert "MISCONF" in said or "run directory" in said  # the outage it rode out, said
         last = run.status()
         assert last is not None and last.error is None and last.disk_outage_s == 0
     finally:

@@ -207,3 +207,17 @@ def test_a_wrong_password_is_not_an_outage(server):
     with pytest.raises(redis.AuthenticationError):
         client.ping()
     assert clock.sleeps == [] and client.last_error is None  # no waiting, no outage
+
+
+def test_a_redis_that_cannot_write_its_aof_is_an_outage_however_the_refusal_comes():
+    # As Redis 6.2 words it on a full disk (seen on the cluster bed), for a command, a
+    # pipeline's command and a script's call.
+    from tengen.cluster.redis_client import is_transient
+
+    for message in ("MISCONF Errors writing to the AOF file: No space left on device",
+                    "Command # 1 (HSET tengen:{run}:decisions 000018-000016 {...}) of pipeline caused error: MISCONF "
+                    "Errors writing to the AOF file: No space left on device",
+                    "Error running script (call to f_3c47): @user_script:1: @user_script: 1: -MISCONF Errors writing "
+                    "to the AOF file: No space left on device"):
+        assert is_transient(redis.ResponseError(message)), message
+    assert not is_transient(redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"))
