@@ -117,6 +117,14 @@ class OpenSpielCppSide(_Side):
         return self.simulations
 
 
+def _search(game, games: int, **settings) -> Search:
+    """A ``Search`` of these settings, made as the tengen this runs on takes them: one
+    ``SearchSettings`` value, or (a ``--baseline`` checkout from before it) keywords."""
+    if "simulations" in SearchSettings.__dataclass_fields__:
+        return Search(game, games=games, settings=SearchSettings(**settings))
+    return Search(game, games=games, **settings)
+
+
 class OurSide(_Side):
     """Our search of many games at once: ``kind`` "uniform" (PUCT, uniform evaluator,
     64 games, 8 leaves per round), "gumbel" (the same with Gumbel's search, each
@@ -127,19 +135,19 @@ class OurSide(_Side):
         self.simulations = simulations
         self._noise: np.random.Generator | None = None
         if kind == "gumbel":
-            self.search = Search(game, games=64, settings=SearchSettings(simulations=simulations, leaves_per_round=8,
-                                                                         search="gumbel", gumbel_considered=16))
+            self.search = _search(game, 64, simulations=simulations, leaves_per_round=8, search="gumbel",
+                                  gumbel_considered=16)
             self._noise = np.random.default_rng(0)
             evaluate = uniform_evaluator(game.num_actions)
             self._run = lambda: self.search.run(evaluate)
         elif kind == "uniform":
-            self.search = Search(game, games=64, settings=SearchSettings(simulations=simulations, leaves_per_round=8,
-                                                                         c_puct=1.25, fpu_reduction=0.0))
+            self.search = _search(game, 64, simulations=simulations, leaves_per_round=8, c_puct=1.25,
+                                  fpu_reduction=0.0)
             evaluate = uniform_evaluator(game.num_actions)
             self._run = lambda: self.search.run(evaluate)
         else:
-            settings = SearchSettings(simulations=simulations, leaves_per_round=1, c_puct=UCT_C).for_rollouts()
-            self.search = Search(game, games=32, settings=settings)
+            self.search = _search(game, 32, simulations=simulations, leaves_per_round=1, c_puct=UCT_C,
+                                  formula="uct", keep_leaf_states=True)
             rollouts = RolloutEvaluator(game, rollouts=1, seed=0)
             self._run = lambda: rollouts.run(self.search)
         self.sims_per_s(0.0)  # compile outside the clock
