@@ -10,6 +10,9 @@ after the Supervisor's pause (cluster/supervision.py), holds the worker count th
 should have (``tengen scale`` changes it once per request), and keeps the servers in
 step with the cluster's GPU nodes: a node that joins gets servers and workers of its
 own, a node that leaves takes its servers and their workers with it.
+
+Where a worker runs is cluster/placement.py's: next to its server when that node has
+a free CPU now, else wherever Ray finds room.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.actors import ActorSetup, SelfPlayActor, SelfPlayReport
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool
+from tengen.cluster.placement import WORKER_ASK, Room, nodes_alive
 from tengen.cluster.supervision import Supervisor, kill_actor
 from tengen.run.config import TengenConfig
 from tengen.run.loop import TrainingLoop
@@ -64,12 +68,13 @@ class Fleet:
 
     def start_workers(self, first_servers: list[str]) -> None:
         """The first workers: the config's count (or as many as the cluster has room
-        for) on the CPU server, else ``workers_per_gpu`` beside each GPU server."""
+        for) on the CPU server, else ``workers_per_gpu`` for each GPU server."""
+        room = Room(nodes_alive())
         if self.config.cluster.workers or first_servers == [CPU_SERVER]:
-            self._add_workers(self._worker_count())
+            self._add_workers(self._worker_count(), room=room)
         else:
             for key in first_servers:
-                self._add_workers(self.config.cluster.workers_per_gpu, server=key)
+                self._add_workers(self.config.cluster.workers_per_gpu, server=key, room=room)
         self.pool.update_clients()
 
     def _worker_count(self) -> int:
@@ -123,24 +128,29 @@ class Fleet:
         for w in self.workers.values():
             w.set_model_version.remote(version)
 
-    def _add_workers(self, count: int, server: str | None = None) -> None:
+    def _add_workers(self, count: int, server: str | None = None, room: Room | None = None) -> None:
         """``count`` more workers for the run to hold (on ``server``, or the least
         loaded each time)."""
         self.target_workers += count
-        self._start_new_workers(count, server)
+        self._start_new_workers(count, server, room)
 
-    def _start_new_workers(self, count: int, server: str | None = None) -> None:
+    def _start_new_workers(self, count: int, server: str | None = None, room: Room | None = None) -> None:
+        room = room if room is not None else Room(nodes_alive())
         for _ in range(count):
             index, self._next_worker = self._next_worker, self._next_worker + 1
-            self._start_worker(f"w{index:03d}", server)
+            self._start_worker(f"w{index:03d}", server, room)
 
-    def _start_worker(self, wid: str, server: str | None = None) -> None:
+    def _start_worker(self, wid: str, server: str | None = None, room: Room | None = None) -> None:
         if wid in self.workers:
             return
         handle, node = self.pool.attach(wid, server)
-        # Next to their GPU server when it has one; else SPREAD: workers go to
-        # different nodes first, so losing a node loses few.
-        placement: Any = (NodeAffinitySchedulingStrategy(node, soft=True) if node else "SPREAD")
+        # Next to its GPU server when that node has a free CPU now (spilling elsewhere if
+        # another part takes it first); else wherever Ray finds room, spread over the
+        # nodes, so that losing a node loses few. A soft affinity to a busy node would
+        # be a wait: Ray leaves such a node only when it is gone or can never hold it.
+        near = (room if room is not None else Room(nodes_alive())).near(node, WORKER_ASK) if node else None
+        placement: Any = (NodeAffinitySchedulingStrategy(near, soft=True, _spill_on_unavailable=True)
+                          if near else "SPREAD")
         url, password = self.setup.redis()
         # A replacement plays other games than the worker it replaces.
         starts = self._worker_starts[wid] = self._worker_starts.get(wid, 0) + 1
@@ -226,9 +236,10 @@ class Fleet:
         for wid in orphans:
             self._drop_worker(wid)
         self.target_workers -= len(orphans)
+        room = Room(nodes_alive()) if added else None
         for key in added:
             if key.startswith("gpu:"):
-                self._add_workers(self.config.cluster.workers_per_gpu, server=key)
+                self._add_workers(self.config.cluster.workers_per_gpu, server=key, room=room)
         if self.target_workers < 1:  # the last GPU node went: carry on on the CPU server
             self._add_workers(self._worker_count() - self.target_workers)
         gone = before - set(self.pool.servers)

@@ -180,3 +180,40 @@ def test_the_learners_node_preempted_the_run_goes_on_from_its_checkpoint(cpu_bed
         assert "already published" not in run.log()
     finally:
         assert run.stop() == 0, run.log()[-3000:]
+
+
+# -- a GPU node whose CPU the learner holds ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpu_bed():
+    """The issue's small cluster: a head with 2 CPUs (the driver and Redis live there
+    too), a "gpu" node with 1 CPU and a fake GPU, where the learner and the inference
+    server go, and a CPU node with 1 CPU."""
+    if (reason := unavailable_reason()) is not None:
+        unavailable(reason)
+    with ClusterBed(ray_env=FAST_NODE_DEATH) as bed:
+        bed.start_head(cpus=2)
+        bed.add_node("gpu", cpus=1)
+        bed.add_node("cpu", cpus=1)
+        redis = bed.start_redis()
+        try:
+            yield bed, redis
+        finally:
+            redis.stop()
+
+
+def test_workers_beside_a_busy_gpu_node_run_where_cpus_are_free(gpu_bed):
+    """The learner holds the GPU node's only CPU: the two workers for its server must
+    not wait for it (before: sent there with a soft affinity, they waited for good, 0
+    games, while the status said 2 workers), but run on the head and the CPU node."""
+    bed, redis = gpu_bed
+    run = bed.run("busy-gpu-node", BED_RUN, redis=redis).start(minutes=20)
+    try:
+        run.games_flow(after=20, timeout_s=300)
+        ((learner_node, _),) = bed.find("ray::LearnerActor")
+        ((server_node, _),) = bed.find("ray::InferenceServer")
+        assert learner_node.name == server_node.name == "gpu1"
+        workers = sorted(node.name for node, _ in bed.find("ray::SelfPlayActor"))
+        assert len(workers) == 2 and "gpu1" not in workers, workers
+    finally:
+        assert run.stop() == 0, run.log()[-3000:]
