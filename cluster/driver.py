@@ -25,7 +25,10 @@ Faults are normal on a cluster of spot nodes, and the driver is where they end:
   keep their games); the embedded server, if it dies, is restarted on its AOF; past
   the limit the run stops, after a final checkpoint, saying that Redis was away;
 - GPU nodes that join get servers and workers of their own; a node that leaves takes
-  its servers and their workers with it.
+  its servers and their workers with it;
+- a part that Ray has not placed within ``cluster.start_timeout_s`` (no node has room
+  for it) is reported in the status and the log with the reason and started again,
+  placed anew, once per that many seconds (cluster/placement.py).
 
 The driver itself is not replaced: a lost head node is restarted from outside with
 ``tengen train --resume`` (deploy/). A status line goes to the terminal every few
@@ -58,6 +61,7 @@ from tengen.cluster.fleet import Fleet
 from tengen.cluster.inference_pool import learner_gpu_share
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.metrics import RunMetrics
+from tengen.cluster.placement import Starting, actor_states, explain, explain_text, nodes_alive
 from tengen.cluster.promotion import Promotion
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
@@ -65,7 +69,7 @@ from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.reporting import Reporting
 from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
-from tengen.cluster.supervision import CrashLoop, Supervisor
+from tengen.cluster.supervision import CrashLoop, Supervisor, kill_actor
 from tengen.learner.storage import LocalStorage
 from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
@@ -103,6 +107,8 @@ class ClusterRun:
         self.reporting: Reporting | None = None
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
                                      window_s=config.cluster.crash_loop_s, log=self.log)
+        #: the parts started that do not run yet (cluster/placement.py)
+        self.starting = Starting(bound_s=config.cluster.start_timeout_s, log=self.log)
         #: why the run was asked to stop (SIGTERM, a program's request), None while it runs
         self._stop_requested: str | None = None
         #: set by the thread that keeps the embedded Redis when it gave up
@@ -206,7 +212,7 @@ class ClusterRun:
         best = loop.begin(resume=self.resume)
         blob, _ = registry.fetch(best)
         setup = self._setup = ActorSetup(cfg.model_dump(mode="json"), self.run_id, redis_url, password)
-        fleet = self.fleet = Fleet(cfg, setup, self.supervisor, loop, log=self.log)
+        fleet = self.fleet = Fleet(cfg, setup, self.supervisor, loop, starting=self.starting, log=self.log)
         promotion = self.promotion = Promotion(cfg, setup, self.supervisor, loop, fleet, client=client, log=self.log)
         gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
         self._start_learner()
@@ -233,6 +239,7 @@ class ClusterRun:
                 fleet.requested(client.try_once(status.desired_workers))
                 if reporting.due():
                     fleet.sync()
+                    self._place()
                     fleet.hold_workers()
                     reporting.report()
         except KeyboardInterrupt:
@@ -253,7 +260,9 @@ class ClusterRun:
         """The final checkpoint (to storage, not Redis: it works when Redis is gone),
         the best model saved, the last report."""
         assert self.loop is not None and self.promotion is not None and self.reporting is not None
-        if self.learner is not None:
+        if self.learner is not None and self.starting.waits("learner"):
+            self.log("the learner never started: the last checkpoint stands")
+        elif self.learner is not None:
             try:
                 # Queued behind the step in flight: the stats of what the checkpoint holds.
                 stats = ray.get(self.learner.checkpoint.remote(), timeout=120)
@@ -288,6 +297,7 @@ class ClusterRun:
                 self.supervisor.replace("learner", e, self._start_learner, lost=self.learner)
                 self.learner = None
                 return
+            self.starting.running("learner")
             self.supervisor.succeeded("learner")
             self._keep_checkpoints(stats)
             self.loop.learner_reported(stats)
@@ -308,7 +318,44 @@ class ClusterRun:
         held = None if storage is not None else self._held_checkpoints()
         self.learner = ray.remote(LearnerActor).options(num_cpus=1, num_gpus=gpus).remote(
             self._setup.config, self.run_id, url, password, storage, self.config.seed, held)
+        self.starting.started("learner", self.learner, {"CPU": 1.0, "GPU": gpus})
         self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
+
+    def _place(self) -> None:
+        """The parts that have waited ``cluster.start_timeout_s`` or more since they were
+        started: each reported (the status shows the reason, the log says it once), and
+        each that Ray has not placed tried again once per bound, placed anew."""
+        assert self.fleet is not None
+        late = self.starting.late()
+        if not late:
+            return
+        nodes = nodes_alive()
+        states = actor_states({w.part: w.handle for w in late})
+        now = self.starting.clock()
+        replacing = set(self.supervisor.waiting())
+        for waiting in late:
+            state = states[waiting.part]
+            waiting.report = explain(waiting, state, nodes, now)
+            if not waiting.said:
+                waiting.said = True
+                self.log(explain_text(waiting.report) + ("; it is tried again every "
+                                                         f"{self.starting.bound_s:g} s until it runs"
+                                                         if state.waits_for_room else ""))
+            # Only what waits for room is tried again (one that Ray placed runs its
+            # constructor; one that died is replaced after its pause).
+            if not state.waits_for_room or waiting.part in replacing or not self.starting.retry_due(waiting):
+                continue
+            if waiting.part == "learner":
+                self._retry_learner()
+            else:
+                self.fleet.retry(waiting)
+
+    def _retry_learner(self) -> None:
+        """The learner that Ray has not placed: a new one, placed anew (not a failure:
+        nothing failed)."""
+        lost, self._learner_ref = self.learner, None  # its step never ran: nothing to wait for
+        kill_actor(lost)
+        self._start_learner()
 
     def _held_checkpoints(self) -> dict[str, bytes]:
         """The learner's checkpoints as this driver keeps them, by file name."""

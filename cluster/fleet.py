@@ -12,7 +12,10 @@ step with the cluster's GPU nodes: a node that joins gets servers and workers of
 own, a node that leaves takes its servers and their workers with it.
 
 Where a worker runs is cluster/placement.py's: next to its server when that node has
-a free CPU now, else wherever Ray finds room.
+a free CPU now, else wherever Ray finds room. A worker runs once its first chunk came
+back; until then it is one of the parts ``Starting`` keeps, and one that Ray has not
+placed within ``cluster.start_timeout_s`` is started again, placed anew (``retry``), as
+is a server that Ray has not placed.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.actors import ActorSetup, SelfPlayActor, SelfPlayReport
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool
-from tengen.cluster.placement import WORKER_ASK, Room, nodes_alive
+from tengen.cluster.placement import WORKER_ASK, Room, Starting, Waiting, nodes_alive
 from tengen.cluster.supervision import Supervisor, kill_actor
 from tengen.run.config import TengenConfig
 from tengen.run.loop import TrainingLoop
@@ -37,19 +40,20 @@ __all__ = ["Fleet"]
 class Fleet:
     """The self-play workers (by id, ``w003``) and the inference servers (``pool``).
     The workers' reports go to ``loop``, and a new worker's samples carry its best
-    version."""
+    version. ``starting`` keeps the workers and servers that do not run yet."""
 
     def __init__(self, config: TengenConfig, setup: ActorSetup, supervisor: Supervisor, loop: TrainingLoop, *,
-                 log: Callable[[str], None]):
+                 starting: Starting, log: Callable[[str], None]):
         self.config = config
         self.setup = setup
         self.supervisor = supervisor
         self.loop = loop
+        self.starting = starting
         self.log = log
         cluster = config.cluster
         self.pool = InferencePool(run=setup.run_id, network=config.network_spec(), max_batch=cluster.max_batch,
                                   batch_timeout_ms=cluster.batch_timeout_ms,
-                                  cpu_model_calls=cluster.cpu_server_model_calls)
+                                  cpu_model_calls=cluster.cpu_server_model_calls, starting=starting)
         #: the self-play worker actors and their chunk in flight, by worker id
         self.workers: dict[str, Any] = {}
         self.worker_refs: dict[str, Any] = {}
@@ -95,6 +99,10 @@ class Fleet:
         """The chunks of games in flight."""
         return list(self.worker_refs.values())
 
+    def running_workers(self) -> list[str]:
+        """The workers that run: their first chunk came back (not those Ray has yet to place)."""
+        return [wid for wid in self.workers if not self.starting.waits(f"worker {wid}")]
+
     def chunk_done(self, ref: Any) -> None:
         """A worker's chunk came back (``ref``): its report to the loop and its next
         chunk started, or, if it failed, the worker replaced after its pause. A server
@@ -110,6 +118,7 @@ class Fleet:
             self._drop_worker(wid, keep_slot=True)
             self.supervisor.replace(f"worker {wid}", e, lambda: self._start_worker(wid))
             return
+        self.starting.running(f"worker {wid}")
         self.supervisor.succeeded(f"worker {wid}")
         self.loop.worker_reported(wid, stats["incarnation"], stats)
         worker = self.workers[wid]
@@ -159,13 +168,17 @@ class Fleet:
             self.setup.config, self.setup.run_id, url, password, handle, wid, seed, self.loop.best_version)
         self.workers[wid] = worker
         self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
+        self.starting.started(f"worker {wid}", worker, WORKER_ASK)
         self.pool.update_clients()
 
-    def _drop_worker(self, wid: str, *, keep_slot: bool = False) -> None:
-        """Stop and forget a worker (``keep_slot``: a replacement will take its id)."""
+    def _drop_worker(self, wid: str, *, keep_slot: bool = False, keep_wait: bool = False) -> None:
+        """Stop and forget a worker (``keep_slot``: a replacement will take its id;
+        ``keep_wait``: a new try of it starts now, and its wait goes on)."""
         handle = self.workers.pop(wid, None)
         self.worker_refs.pop(wid, None)
         self.pool.detach(wid)
+        if not keep_wait:
+            self.starting.forget(f"worker {wid}")
         if not keep_slot:
             self.supervisor.forget(f"worker {wid}")
         if handle is not None:
@@ -193,13 +206,35 @@ class Fleet:
         if self.target_workers < wanted:
             self._add_workers(wanted - self.target_workers)
         while self.target_workers > wanted:
-            wid = sorted(set(self.workers) | set(self._waiting_workers()))[-1]
-            self._drop_worker(wid)
+            ids = sorted(set(self.workers) | set(self._waiting_workers()))
+            if ids:
+                self._drop_worker(ids[-1])
             self.target_workers -= 1
         self.pool.update_clients()
         self.log(f"scaled to {self.target_workers} self-play workers")
 
+    def retry(self, waiting: Waiting) -> None:
+        """A worker or server that Ray did not place within the bound: a new actor in its
+        place, placed anew from the nodes alive (not counted as a failure)."""
+        kind, name = waiting.part.split(" ", 1)
+        if kind == "worker" and name in self.workers:
+            self._drop_worker(name, keep_slot=True, keep_wait=True)
+            self._start_worker(name)
+        elif kind == "inference" and name in self.pool.servers:
+            self._restart_server(name)
+
     # -- the servers ----------------------------------------------------------------------
+    def _restart_server(self, key: str) -> bool:
+        """A new server in place of ``key``'s, its workers told; False when its node is gone."""
+        handle = self.pool.restart(key)
+        if handle is None:
+            return False  # its node is gone: the next sync drops it with its workers
+        for wid in self.pool.servers[key].workers:
+            if wid in self.workers:
+                self.workers[wid].set_server.remote(handle)
+        self.pool.update_clients()
+        return True
+
     def server_lost(self, key: str, error: BaseException) -> None:
         """An inference server on a live node died or stopped answering (or did not
         load a promoted model): a new one, with its workers, after the supervisor's
@@ -209,14 +244,8 @@ class Fleet:
         def restart() -> None:
             if key not in self.pool.servers:
                 return  # its node went meanwhile
-            handle = self.pool.restart(key)
-            if handle is None:
-                return  # its node is gone: the next sync drops it with its workers
-            for wid in self.pool.servers[key].workers:
-                if wid in self.workers:
-                    self.workers[wid].set_server.remote(handle)
-            self.pool.update_clients()
-            self.log(f"inference server {key} restarted with {len(self.pool.servers[key].workers)} workers")
+            if self._restart_server(key):
+                self.log(f"inference server {key} restarted with {len(self.pool.servers[key].workers)} workers")
 
         if delay:
             self.supervisor.schedule(f"inference {key}", delay, restart)

@@ -24,6 +24,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.metrics import RunMetrics
+from tengen.cluster.placement import CPU, GPU, Starting
 from tengen.engine.network_spec import NetworkSpec
 from tengen.workers.inference_server import InferenceServer
 
@@ -55,13 +56,18 @@ class _Server:
 
 
 class InferencePool:
+    """The servers by key and which worker uses which. ``starting`` (cluster/placement.py)
+    is told of every server started, and of each that answers, so that one that Ray
+    does not place is reported; None: nothing is told."""
+
     def __init__(self, *, run: str, network: NetworkSpec, max_batch: int, batch_timeout_ms: float,
-                 cpu_model_calls: int):
+                 cpu_model_calls: int, starting: Starting | None = None):
         self.run = run
         self.network = network
         self.max_batch = max_batch
         self.batch_timeout_ms = batch_timeout_ms
         self.cpu_model_calls = cpu_model_calls
+        self.starting = starting
         self.servers: dict[str, _Server] = {}
         self._worker_server: dict[str, str] = {}
         self._weights: tuple[bytes, int] | None = None
@@ -125,6 +131,12 @@ class InferencePool:
         """The Ray actor id of ``key``'s server now (a worker names the one it lost)."""
         return self.servers[key].handle._actor_id.hex()
 
+    def running(self) -> list[str]:
+        """The keys of the servers that answered since they were (re)started."""
+        if self.starting is None:
+            return list(self.servers)
+        return [key for key in self.servers if not self.starting.waits(f"inference {key}")]
+
     def _gpu_share(self, node: str) -> float:
         learner_node, learner_gpus = self._learner
         return 1.0 - learner_gpus if node == learner_node and 0 < learner_gpus < 1 else 1.0
@@ -148,10 +160,14 @@ class InferencePool:
             batch_timeout_ms=self.batch_timeout_ms, clients=1, model_calls=1 if gpus else self.cpu_model_calls,
             metrics=RunMetrics(self.run))
         self.servers[key] = _Server(handle, node)
+        if self.starting is not None:
+            self.starting.started(f"inference {key}", handle, {GPU: gpus} if gpus else {CPU: 1.0}, node)
         return key
 
     def _drop(self, key: str) -> list[str]:
         server = self.servers.pop(key)
+        if self.starting is not None:
+            self.starting.forget(f"inference {key}")
         for wid in server.workers:
             self._worker_server.pop(wid, None)
         return sorted(server.workers)
@@ -214,6 +230,8 @@ class InferencePool:
             except ray.exceptions.RayError:
                 failed.append(key)
                 continue
+            if self.starting is not None:
+                self.starting.running(f"inference {key}")  # it answers: it runs
             merged["servers"] += 1
             merged["evaluations"] += one.get("evaluations", 0)
             merged["batches"] += one.get("batches", 0)

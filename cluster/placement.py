@@ -1,4 +1,4 @@
-"""Where the run's parts have room on the nodes alive.
+"""Where the run's parts have room on the nodes alive, and which of them wait for it.
 
 Ray places an actor on a node where what it asks for is free; which node to prefer is
 decided here, from what the nodes alive have now (``nodes_alive``: each node's total
@@ -9,16 +9,27 @@ and free CPUs and GPUs, Ray's view):
   affinity to a busy node is a wait, not a fallback: Ray leaves a node only when it is
   gone or can never hold the actor, so workers sent to a GPU node whose CPUs the
   learner holds would wait there for good.
+
+``Starting`` keeps the parts that the run started and that do not run yet (a worker
+runs once its first chunk came back, a server once it answered, the learner once its
+first step came back), since when, and what they ask for. One that has waited past the
+bound (``cluster.start_timeout_s``) is reported with the reason (``explain``: Ray's
+state of the actor, what it asks for, what the nodes have free), said in the log once,
+and, while Ray has not placed it, tried again once per bound (the driver does it,
+cluster/driver.py). Its clock is an argument, so that its tests own it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import ray
 
-__all__ = ["CPU", "GPU", "WORKER_ASK", "NodeRoom", "Room", "fits", "nodes_alive"]
+__all__ = ["CPU", "GPU", "WORKER_ASK", "ActorState", "NodeRoom", "Room", "Starting", "Waiting", "actor_states",
+           "describe_free", "explain", "explain_text", "fits", "nodes_alive"]
 
 CPU = "CPU"
 GPU = "GPU"
@@ -61,6 +72,13 @@ def nodes_alive() -> dict[str, NodeRoom]:
     return out
 
 
+def describe_free(nodes: Mapping[str, NodeRoom]) -> dict[str, dict[str, float]]:
+    """What each node has free, by address: ``{"10.0.0.3": {"CPU": 0.0, "GPU": 0.5}}``."""
+    return {room.address: {name: round(amount, 2) for name, amount in room.free.items()
+                           if amount or room.total.get(name)}
+            for _, room in sorted(nodes.items(), key=lambda item: item[1].address)}
+
+
 class Room:
     """The free CPUs and GPUs of ``nodes`` as one pass of placements takes them (Ray's
     own view lags the actors just created)."""
@@ -84,3 +102,164 @@ class Room:
             return None
         self.take(node, ask)
         return node
+
+
+# -- parts that wait for room ----------------------------------------------------------------
+
+@dataclass
+class Waiting:
+    """A part started and not yet running: its actor, what it asks for, the node it is
+    pinned to (None: any), since when this try waits, since when it waits at all, how
+    many tries, and whether its wait was said in the log."""
+
+    part: str
+    handle: Any
+    asks: dict[str, float]
+    node: str | None
+    since: float
+    first: float
+    tries: int = 1
+    said: bool = False
+    #: the last report of its wait (``explain``), once it waited past the bound
+    report: dict[str, Any] | None = field(default=None)
+
+
+#: the order of the waiting parts: the learner first (not elastic), then the servers
+#: (their workers need them), then the workers
+_PRIORITY = ("learner", "inference ", "worker ")
+
+
+def _priority(part: str) -> tuple[int, str]:
+    return next((i for i, prefix in enumerate(_PRIORITY) if part.startswith(prefix)), len(_PRIORITY)), part
+
+
+class Starting:
+    """The parts started and not yet running, by name (``learner``, ``inference cpu``,
+    ``worker w003``); ``bound_s``: how long one may wait before it is reported and tried
+    again; ``log``: where a part whose wait was said is said to run; ``clock``:
+    monotonic seconds."""
+
+    def __init__(self, *, bound_s: float, log: Callable[[str], None] = lambda line: None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.bound_s = bound_s
+        self.log = log
+        self.clock = clock
+        self._parts: dict[str, Waiting] = {}
+
+    def started(self, part: str, handle: Any, asks: Mapping[str, float], node: str | None = None) -> None:
+        """A new actor for ``part`` (a retry keeps the time its wait began and counts on)."""
+        now = self.clock()
+        before = self._parts.get(part)
+        self._parts[part] = Waiting(part, handle, {k: v for k, v in asks.items() if v}, node, since=now,
+                                    first=before.first if before else now, tries=before.tries + 1 if before else 1,
+                                    said=before.said if before else False)
+
+    def running(self, part: str) -> Waiting | None:
+        """``part`` runs: no longer waiting (said in the log if its wait was). Returns
+        its record if it was waiting."""
+        waiting = self._parts.pop(part, None)
+        if waiting is not None and waiting.said:
+            self.log(f"{part} runs, {self.clock() - waiting.first:.0f} s after it was first started "
+                     f"({waiting.tries} {'try' if waiting.tries == 1 else 'tries'})")
+        return waiting
+
+    def forget(self, part: str) -> None:
+        """A part the run stopped before it ran."""
+        self._parts.pop(part, None)
+
+    def waits(self, part: str) -> bool:
+        return part in self._parts
+
+    def get(self, part: str) -> Waiting | None:
+        return self._parts.get(part)
+
+    def waiting(self, prefix: str = "") -> list[Waiting]:
+        """The waiting parts whose name starts with ``prefix``, the learner first."""
+        return sorted((w for w in self._parts.values() if w.part.startswith(prefix)), key=lambda w: _priority(w.part))
+
+    def late(self) -> list[Waiting]:
+        """The parts that have waited ``bound_s`` or more since they were first started,
+        the learner first, then the servers, then the workers."""
+        now = self.clock()
+        return [w for w in self.waiting() if now - w.first >= self.bound_s]
+
+    def retry_due(self, waiting: Waiting) -> bool:
+        """Whether ``waiting``'s present try has waited ``bound_s`` or more."""
+        return self.clock() - waiting.since >= self.bound_s
+
+    def report(self) -> list[dict[str, Any]]:
+        """The reports of the parts that waited past the bound (their last ``explain``)."""
+        return [w.report for w in self.waiting() if w.report is not None]
+
+
+@dataclass(frozen=True)
+class ActorState:
+    """What Ray says of an actor: its state (``PENDING_CREATION``, ``ALIVE``, ...) and
+    whether it has a process (Ray found it room; its constructor may still run)."""
+
+    state: str
+    placed: bool
+
+    @property
+    def waits_for_room(self) -> bool:
+        """Pending creation with no process: Ray has found no node with room for it."""
+        return self.state == "PENDING_CREATION" and not self.placed
+
+
+def actor_states(handles: Mapping[str, Any]) -> dict[str, ActorState]:
+    """Ray's state of each actor in ``handles`` (by part), from the GCS: one call for
+    all the actors pending creation, one more per other actor asked about."""
+    from ray._private import state  # a DeveloperAPI: the GCS's actor table
+
+    if not handles:
+        return {}
+    try:
+        pending = state.actors(actor_state_name="PENDING_CREATION")
+    except Exception:  # noqa: BLE001 - a report must not stop the run; said as UNKNOWN
+        pending = None
+    out = {}
+    for part, handle in handles.items():
+        actor_id = handle._actor_id.hex()
+        info = pending.get(actor_id) if pending is not None else None
+        if info is None:
+            try:
+                info = state.actors(actor_id) or {}
+            except Exception:  # noqa: BLE001
+                info = {}
+        out[part] = ActorState(str(info.get("State", "UNKNOWN")), bool(info.get("Pid")))
+    return out
+
+
+def explain(waiting: Waiting, state: ActorState, nodes: Mapping[str, NodeRoom], now: float) -> dict[str, Any]:
+    """Why ``waiting`` has not started, as the status reports it: Ray's state, what it
+    asks for and where, what each node has free, and the reason in words."""
+    asks = {name: round(amount, 2) for name, amount in waiting.asks.items()}
+    where = [waiting.node] if waiting.node is not None else list(nodes)
+    pinned = nodes[waiting.node].address if waiting.node is not None and waiting.node in nodes else None
+    if state.state == "DEAD":
+        why = "its actor died before it ran: the run replaces it"
+    elif state.placed:
+        why = "Ray placed it: its process is starting"
+    elif state.state != "PENDING_CREATION":
+        why = f"Ray says {state.state}"
+    elif waiting.node is not None and waiting.node not in nodes:
+        why = "the node it is pinned to is gone"
+    elif not any(fits(asks, nodes[node].total) for node in where if node in nodes):
+        why = (f"no node alive {'there ' if pinned else ''}can ever hold {asks}: it waits for a node to join "
+               "(an autoscaler adds one)")
+    elif not any(fits(asks, nodes[node].free) for node in where if node in nodes):
+        why = f"no node alive {'there ' if pinned else ''}has {asks} free: the run's other parts hold them"
+    else:
+        why = "room is free now: Ray has not placed it yet"
+    return {"part": waiting.part, "waited_s": round(now - waiting.first, 1), "tries": waiting.tries,
+            "state": state.state, "asks": asks, "node": pinned or (waiting.node[:8] if waiting.node else None),
+            "free": describe_free(nodes), "why": why}
+
+
+def explain_text(report: Mapping[str, Any]) -> str:
+    """One log line of an ``explain`` report."""
+    free = ", ".join(f"{address} " + " ".join(f"{name} {amount:g}" for name, amount in room.items())
+                     for address, room in report["free"].items())
+    where = f" on {report['node']}" if report["node"] else ""
+    return (f"{report['part']} has not started in {report['waited_s']:.0f} s: Ray says {report['state']}; "
+            f"it asks for {report['asks']}{where}; free: {free or 'nothing'}; {report['why']}")

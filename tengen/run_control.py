@@ -1,6 +1,11 @@
 """Reading and steering a run from outside it: `tengen status`, `tengen scale` and
 `tengen games`.
 
+``tengen status`` says how many self-play workers and inference servers run (a worker
+runs once its first chunk of games came back), how many were started and do not run
+yet, and which parts have waited past ``cluster.start_timeout_s`` for a node with room,
+each with Ray's state, what it asks for and what the nodes have free.
+
 A live run is reached through its Redis (cluster/live_run.py); none of these commands
 imports TensorFlow or Ray. ``tengen status`` waits a few seconds at most for Redis and
 then reports from the run directory (a stopped run, or Redis away); ``tengen scale``
@@ -44,8 +49,15 @@ def read_status(run_dir: Path) -> dict:
         raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
     status: dict = {"run_dir": str(run_dir), "run_id": files.run_id(), "live": False}
     if files.status.exists():
-        status["last_report"] = json.loads(files.status.read_text())
-        status["components"] = status["last_report"].get("components", {})
+        last = status["last_report"] = json.loads(files.status.read_text())
+        status["components"] = last.get("components", {})
+        # What runs, and what the run started that does not run yet (with the reason for
+        # each part that waited past cluster.start_timeout_s).
+        status["workers"] = {"running": last.get("workers"), "starting": last.get("workers_starting", 0),
+                             "target": last.get("target_workers")}
+        status["inference_servers"] = {"running": last.get("inference_servers"),
+                                       "starting": last.get("inference_servers_starting", 0)}
+        status["not_started"] = last.get("not_started", [])
     if files.ladder.exists():
         status["ladder"] = json.loads(files.ladder.read_text())
     client = live_client(files, wait_s=STATUS_WAIT_S)

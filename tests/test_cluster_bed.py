@@ -15,6 +15,7 @@ from unavailable import unavailable
 from tengen.engine.network import weights_metadata
 from tengen.learner.learner import CHECKPOINT_FILE
 from tengen.run.run_dir import RunDir
+from tengen.run_control import read_status
 from tengen.testing.chaos import CHAOS_CONFIG, unique, wait_for
 from tengen.testing.cluster_bed import FAST_NODE_DEATH, ClusterBed, unavailable_reason
 
@@ -215,5 +216,35 @@ def test_workers_beside_a_busy_gpu_node_run_where_cpus_are_free(gpu_bed):
         assert learner_node.name == server_node.name == "gpu1"
         workers = sorted(node.name for node, _ in bed.find("ray::SelfPlayActor"))
         assert len(workers) == 2 and "gpu1" not in workers, workers
+    finally:
+        assert run.stop() == 0, run.log()[-3000:]
+
+
+def test_a_worker_without_room_is_counted_apart_reported_with_the_reason_and_tried_again(gpu_bed):
+    """Four workers where three CPUs are left: the status counts the three that run and
+    the one that waits, which past cluster.start_timeout_s is reported in the status
+    and, once, in the log, with Ray's state, what it asks for and what the nodes have
+    free, and is tried again (before: the status said 4 workers and nothing else)."""
+    bed, redis = gpu_bed
+    config = {**BED_RUN, "cluster": {**BED_RUN["cluster"], "workers": 4, "start_timeout_s": 30}}
+    run = bed.run("no-room", config, redis=redis).start(minutes=20)
+    try:
+        run.games_flow(after=20, timeout_s=300)
+        wait_for(lambda: run.status().get("not_started"), timeout_s=120,
+                 what=f"a worker reported as not started\n{run.log()[-3000:]}")
+        status = run.status()
+        assert (status["workers"], status["workers_starting"], status["target_workers"]) == (3, 1, 4), status
+        (waiting,) = status["not_started"]
+        assert waiting["part"].startswith("worker ") and waiting["state"] == "PENDING_CREATION", waiting
+        assert waiting["asks"] == {"CPU": 1.0} and waiting["free"] and waiting["waited_s"] >= 30
+        assert all(free.get("CPU") == 0 for free in waiting["free"].values()), waiting["free"]
+        assert "no node alive has {'CPU': 1.0} free" in waiting["why"]
+        wait_for(lambda: (run.status().get("not_started") or [{}])[0].get("tries", 0) >= 2, timeout_s=120,
+                 what="the worker tried again")
+        assert run.log().count(f"{waiting['part']} has not started in") == 1  # said once, in the status after
+        # `tengen status` says it too, as an operator reads it
+        told = read_status(run.run_dir)
+        assert told["workers"] == {"running": 3, "starting": 1, "target": 4}, told["workers"]
+        assert [part["part"] for part in told["not_started"]] == [waiting["part"]]
     finally:
         assert run.stop() == 0, run.log()[-3000:]
