@@ -9,7 +9,8 @@ replaces a worker that dies or raises and a server that dies or stops answering
 after the Supervisor's pause (cluster/supervision.py), holds the worker count the run
 should have (``tengen scale`` changes it once per request), and keeps the servers in
 step with the cluster's GPU nodes: a node that joins gets servers and workers of its
-own, a node that leaves takes its servers and their workers with it.
+own, a node that leaves takes its servers with it, and the workers started for their
+GPUs (the others, the run's own count, go to the servers left).
 
 Where a worker runs is cluster/placement.py's: next to its server when that node has
 a free CPU now, else wherever Ray finds room. A worker runs once its first chunk came
@@ -59,6 +60,9 @@ class Fleet:
         self.worker_refs: dict[str, Any] = {}
         #: how many workers the run holds
         self.target_workers = 0
+        #: of those, how many were added for each GPU server (``workers_per_gpu``): they go
+        #: with it; the others are the run's own count (``cluster.workers``, ``tengen scale``)
+        self._for_gpu: dict[str, int] = {}
         #: the servers' merged stats, as of the last sync
         self.server_stats: dict = {}
         self._next_worker = 0
@@ -139,8 +143,10 @@ class Fleet:
 
     def _add_workers(self, count: int, server: str | None = None, room: Room | None = None) -> None:
         """``count`` more workers for the run to hold (on ``server``, or the least
-        loaded each time)."""
+        loaded each time; for a GPU server, they go when it goes)."""
         self.target_workers += count
+        if server is not None and server != CPU_SERVER:
+            self._for_gpu[server] = self._for_gpu.get(server, 0) + count
         self._start_new_workers(count, server, room)
 
     def _start_new_workers(self, count: int, server: str | None = None, room: Room | None = None) -> None:
@@ -224,6 +230,15 @@ class Fleet:
             self._restart_server(name)
 
     # -- the servers ----------------------------------------------------------------------
+    def _move_workers(self, orphans: list[str]) -> None:
+        """Workers whose server went while they run: to the servers left (the CPU
+        server once there is no other)."""
+        for wid in orphans:
+            if wid in self.workers:
+                handle, _ = self.pool.attach(wid)
+                self.workers[wid].set_server.remote(handle)
+        self.pool.update_clients()
+
     def _restart_server(self, key: str) -> bool:
         """A new server in place of ``key``'s, its workers told; False when its node is gone."""
         handle = self.pool.restart(key)
@@ -256,15 +271,24 @@ class Fleet:
         """Servers (and their workers) for GPU nodes that joined; drop what left; restart
         servers that stopped answering."""
         before = set(self.pool.servers)
+        owners = {wid: self.pool.server_of(wid) for wid in self.workers}
         added, orphans = self.pool.sync()
         self.server_stats, failed = self.pool.stats()
         for key in failed:
             if key in self.pool.servers and f"inference {key}" not in self.supervisor.waiting():
                 self.server_lost(key, RuntimeError("its stats call failed"))
-        # The workers of a server whose node left were placed for that GPU: they go too.
-        for wid in orphans:
+        # Of the workers of a server whose node left, those started for its GPU go too
+        # (the newest); the others, the run's own count, run on with the servers left.
+        stopped, moved = [], []
+        for key in sorted(before - set(self.pool.servers)):
+            wids = sorted(wid for wid in orphans if owners.get(wid) == key)
+            going = min(self._for_gpu.pop(key, 0), len(wids))
+            stopped += wids[len(wids) - going:]
+            moved += wids[:len(wids) - going]
+        for wid in stopped:
             self._drop_worker(wid)
-        self.target_workers -= len(orphans)
+        self.target_workers -= len(stopped)
+        self._move_workers(moved)
         room = Room(nodes_alive()) if added else None
         for key in added:
             if key.startswith("gpu:"):
@@ -274,5 +298,6 @@ class Fleet:
         gone = before - set(self.pool.servers)
         if added or gone:
             self.log(f"inference servers: {len(self.pool.servers)} (+{len(added)} -{len(gone)}), "
-                     f"self-play workers: {len(self.workers)} (-{len(orphans)} with a lost server)")
+                     f"self-play workers: {len(self.workers)} (-{len(stopped)} with a lost server"
+                     + (f", {len(moved)} moved to the servers left)" if moved else ")"))
         self.pool.update_clients()
