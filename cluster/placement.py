@@ -1,14 +1,23 @@
 """Where the run's parts have room on the nodes alive, and which of them wait for it.
 
-Ray places an actor on a node where what it asks for is free; which node to prefer is
-decided here, from what the nodes alive have now (``nodes_alive``: each node's total
-and free CPUs and GPUs, Ray's view):
+Ray places an actor on a node where what it asks for is free; what to ask for and
+which node to prefer is decided here, from what the nodes alive have now
+(``nodes_alive``: each node's total and free CPUs and GPUs, Ray's view) and from what
+the run itself holds (its servers' GPU shares, the parts it started that Ray has not
+placed yet):
 
 - a self-play worker goes next to its inference server only when that node has a free
   CPU now (``Room.near``); otherwise Ray spreads it over the nodes with room. A soft
   affinity to a busy node is a wait, not a fallback: Ray leaves a node only when it is
   gone or can never hold the actor, so workers sent to a GPU node whose CPUs the
-  learner holds would wait there for good.
+  learner holds would wait there for good;
+- the learner's GPU share comes from the GPUs alive now (``learner_gpu_share``), on a
+  node where that much GPU is left beside the run's servers, and it is pinned there so
+  that the servers' shares leave it room (``plan_learner``); when the servers hold
+  every GPU, one of them gives up half of its GPU for it (the learner is not elastic);
+- a GPU server gets what its node has left beside the learner and the run's other
+  servers there (``server_gpu_shares``, ``gpu_left``), never a whole GPU pinned to a node
+  that cannot hold it.
 
 ``Starting`` keeps the parts that the run started and that do not run yet (a worker
 runs once its first chunk came back, a server once it answered, the learner once its
@@ -16,27 +25,40 @@ first step came back), since when, and what they ask for. One that has waited pa
 bound (``cluster.start_timeout_s``) is reported with the reason (``explain``: Ray's
 state of the actor, what it asks for, what the nodes have free), said in the log once,
 and, while Ray has not placed it, tried again once per bound (the driver does it,
-cluster/driver.py). Its clock is an argument, so that its tests own it.
+cluster/driver.py); the learner and the servers are given room by stopping workers
+(cluster/fleet.py). Its clock is an argument, so that its tests own it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 
-__all__ = ["CPU", "GPU", "WORKER_ASK", "ActorState", "NodeRoom", "Room", "Starting", "Waiting", "actor_states",
-           "describe_free", "explain", "explain_text", "fits", "nodes_alive"]
+__all__ = ["CPU", "GPU", "MIN_GPU_SHARE", "WORKER_ASK", "ActorState", "LearnerPlan", "NodeRoom", "Room",
+           "Starting", "Waiting", "actor_states", "describe_free", "explain", "explain_text", "fits", "gpu_left",
+           "learner_gpu_share", "nodes_alive", "plan_learner", "server_gpu_shares"]
 
 CPU = "CPU"
 GPU = "GPU"
 #: what a self-play worker asks for
 WORKER_ASK: Mapping[str, float] = {CPU: 1.0}
+#: the least GPU a server or the learner is given (half of one): a node with less left
+#: beside the others gets no server
+MIN_GPU_SHARE = 0.5
 #: resource amounts are sums of halves and wholes; compared with this much slack
 _EPS = 1e-6
+
+
+def learner_gpu_share(total_gpus: float) -> float:
+    """The learner's GPU request among ``total_gpus`` GPUs alive: none on a CPU cluster,
+    half of the only GPU, or a whole one when there are several."""
+    if total_gpus <= 0:
+        return 0.0
+    return MIN_GPU_SHARE if total_gpus < 2 else 1.0
 
 
 def fits(ask: Mapping[str, float], resources: Mapping[str, float]) -> bool:
@@ -80,12 +102,16 @@ def describe_free(nodes: Mapping[str, NodeRoom]) -> dict[str, dict[str, float]]:
 
 
 class Room:
-    """The free CPUs and GPUs of ``nodes`` as one pass of placements takes them (Ray's
-    own view lags the actors just created)."""
+    """The free CPUs and GPUs of ``nodes`` as one pass of placements takes them: Ray's
+    own view lags the actors just created, and the parts the run started that Ray has
+    not placed yet (``reserved``: their node and what they ask for) will take theirs."""
 
-    def __init__(self, nodes: Mapping[str, NodeRoom]):
+    def __init__(self, nodes: Mapping[str, NodeRoom], reserved: Iterable[tuple[str | None, Mapping[str, float]]] = ()):
         self.nodes = dict(nodes)
         self._free = {node: dict(room.free) for node, room in nodes.items()}
+        for node, ask in reserved:
+            if node is not None and node in self._free:
+                self.take(node, ask)
 
     def free(self, node: str) -> dict[str, float]:
         return dict(self._free.get(node, {}))
@@ -102,6 +128,67 @@ class Room:
             return None
         self.take(node, ask)
         return node
+
+
+# -- GPU shares ------------------------------------------------------------------------------
+
+def server_gpu_shares(gpus: float, learner: float) -> list[float]:
+    """The GPU shares of the servers for a node with ``gpus`` GPUs beside a learner that
+    holds ``learner`` of them: one per whole GPU left, and one on the part of a GPU the
+    learner shares (half of it), none on less."""
+    left = gpus - learner
+    whole = int(left + _EPS)
+    shares = [1.0] * whole
+    if left - whole >= MIN_GPU_SHARE - _EPS:
+        shares.append(round(left - whole, 3))
+    return shares
+
+
+def gpu_left(gpus: float, learner: float, servers: Iterable[float]) -> float:
+    """What a node with ``gpus`` GPUs has left beside the learner's share there and the
+    shares of the servers there: at most a whole GPU, the most one server takes."""
+    return max(0.0, min(1.0, gpus - learner - sum(servers)))
+
+
+@dataclass(frozen=True)
+class LearnerPlan:
+    """Where the learner goes: ``node`` (None: any node with a free CPU; it asks for no
+    GPU) and its GPU share; ``make_room``: a server on ``node`` must give up ``gpus`` of
+    its GPU first (the servers hold every GPU)."""
+
+    node: str | None
+    gpus: float
+    make_room: bool = False
+
+    @property
+    def ask(self) -> dict[str, float]:
+        return {CPU: 1.0, GPU: self.gpus} if self.gpus else {CPU: 1.0}
+
+
+def plan_learner(nodes: Mapping[str, NodeRoom], servers: Mapping[str, float]) -> LearnerPlan:
+    """The learner's node and GPU share among ``nodes`` (those alive), where the run's
+    inference servers hold ``servers`` GPUs per node: its share from the GPUs alive, on
+    the node with most of that left beside the servers (one with a free CPU first, then
+    by node id); half a GPU when no node has a whole one left; when the servers hold
+    every GPU, half of one, which a server gives up (the GPU node with a free CPU and
+    most GPUs first)."""
+    gpu_nodes = {node: room for node, room in nodes.items() if room.total.get(GPU, 0.0) > 0}
+    share = learner_gpu_share(sum(room.total[GPU] for room in gpu_nodes.values()))
+    if not share:
+        return LearnerPlan(None, 0.0)
+
+    def left(node: str) -> float:
+        return gpu_nodes[node].total[GPU] - servers.get(node, 0.0)
+
+    def cpu_free(node: str) -> bool:
+        return gpu_nodes[node].free.get(CPU, 0.0) >= 1.0 - _EPS
+
+    for wanted in dict.fromkeys((share, MIN_GPU_SHARE)):
+        room = [node for node in gpu_nodes if left(node) >= wanted - _EPS]
+        if room:
+            return LearnerPlan(max(room, key=lambda n: (cpu_free(n), left(n), n)), wanted)
+    node = max(gpu_nodes, key=lambda n: (cpu_free(n), gpu_nodes[n].total[GPU], n))
+    return LearnerPlan(node, MIN_GPU_SHARE, make_room=True)
 
 
 # -- parts that wait for room ----------------------------------------------------------------
@@ -124,8 +211,8 @@ class Waiting:
     report: dict[str, Any] | None = field(default=None)
 
 
-#: the order of the waiting parts: the learner first (not elastic), then the servers
-#: (their workers need them), then the workers
+#: the order of the waiting parts, and in which they are given room: the learner first
+#: (not elastic), then the servers (their workers need them), then the workers
 _PRIORITY = ("learner", "inference ", "worker ")
 
 
@@ -187,6 +274,10 @@ class Starting:
         """Whether ``waiting``'s present try has waited ``bound_s`` or more."""
         return self.clock() - waiting.since >= self.bound_s
 
+    def reserved(self) -> list[tuple[str | None, dict[str, float]]]:
+        """(node, ask) of every waiting part pinned to a node: room it will take there."""
+        return [(w.node, w.asks) for w in self._parts.values() if w.node is not None]
+
     def report(self) -> list[dict[str, Any]]:
         """The reports of the parts that waited past the bound (their last ``explain``)."""
         return [w.report for w in self.waiting() if w.report is not None]
@@ -238,6 +329,8 @@ def explain(waiting: Waiting, state: ActorState, nodes: Mapping[str, NodeRoom], 
     pinned = nodes[waiting.node].address if waiting.node is not None and waiting.node in nodes else None
     if state.state == "DEAD":
         why = "its actor died before it ran: the run replaces it"
+    elif state.state == "ALIVE":
+        why = "it is up; its first report (a chunk of games, a step, an answer) has not come back yet"
     elif state.placed:
         why = "Ray placed it: its process is starting"
     elif state.state != "PENDING_CREATION":

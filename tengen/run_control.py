@@ -4,7 +4,8 @@
 ``tengen status`` says how many self-play workers and inference servers run (a worker
 runs once its first chunk of games came back), how many were started and do not run
 yet, and which parts have waited past ``cluster.start_timeout_s`` for a node with room,
-each with Ray's state, what it asks for and what the nodes have free.
+each with Ray's state, what it asks for and what the nodes have free (and, while the
+learner or a server waits, that no worker starts for it: ``held_for``).
 
 A live run is reached through its Redis (cluster/live_run.py); none of these commands
 imports TensorFlow or Ray. ``tengen status`` waits a few seconds at most for Redis and
@@ -58,6 +59,7 @@ def read_status(run_dir: Path) -> dict:
         status["inference_servers"] = {"running": last.get("inference_servers"),
                                        "starting": last.get("inference_servers_starting", 0)}
         status["not_started"] = last.get("not_started", [])
+        status["held_for"] = last.get("held_for")  # what no worker starts for, while it waits for room
     if files.ladder.exists():
         status["ladder"] = json.loads(files.ladder.read_text())
     client = live_client(files, wait_s=STATUS_WAIT_S)

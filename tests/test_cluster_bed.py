@@ -6,6 +6,7 @@ these out (``-m "not bed"``); CI runs them, as root."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -246,5 +247,44 @@ def test_a_worker_without_room_is_counted_apart_reported_with_the_reason_and_tri
         told = read_status(run.run_dir)
         assert told["workers"] == {"running": 3, "starting": 1, "target": 4}, told["workers"]
         assert [part["part"] for part in told["not_started"]] == [waiting["part"]]
+    finally:
+        assert run.stop() == 0, run.log()[-3000:]
+
+
+def test_the_learners_gpu_node_preempted_a_worker_makes_room_for_the_learner(gpu_bed):
+    """The learner and the server on the gpu node, three workers on the three other
+    CPUs; the gpu node is preempted and no node joins. The new learner (a CPU one now:
+    no GPU is alive) and the CPU server that takes over find every CPU held by the
+    workers: past cluster.start_timeout_s a worker is stopped for the learner (said in
+    the log), the learner runs again and its window fills, and the run holds its
+    worker count again, reporting the workers that wait (before: the learner waited
+    for a CPU for good while self-play went on into a window of 0, with no error)."""
+    bed, redis = gpu_bed
+    config = {**BED_RUN, "cluster": {**BED_RUN["cluster"], "workers": 3, "start_timeout_s": 30}}
+    run = bed.run("learner-gpu-preempted", config, redis=redis).start(minutes=25)
+    try:
+        wait_for(lambda: run.status().get("workers") == 3 and run.status().get("learner_step", 0) >= CANDIDATE_EVERY,
+                 timeout_s=600, what=f"3 workers and a candidate\n{run.log()[-3000:]}")
+        ((node, _),) = bed.find("ray::LearnerActor")
+        assert node.name == "gpu1"
+        log_before = len(run.log())
+        bed.preempt(node)
+        wait_for(lambda: "learner lost" in run.log()[log_before:], timeout_s=300, what="the loss logged")
+        wait_for(lambda: "\nlearner runs, " in run.log()[log_before:], timeout_s=600,
+                 what=f"the learner running again\n{run.log()[log_before:][-4000:]}")
+        after = run.log()[log_before:]
+        assert re.search(r"stopped self-play worker w\d+ on \S+ to free a CPU for learner", after), after[-4000:]
+        assert "learner has not started in" in after
+        ((node, _),) = bed.find("ray::LearnerActor")
+        assert node.name != "gpu1"
+        # Its window fills from the stream and from the games of the workers left.
+        window = run.status()["window"]
+        wait_for(lambda: run.status().get("window", 0) > max(window, 0), timeout_s=300,
+                 what=f"the new learner's window filling\n{run.log()[-3000:]}")
+        # Once the learner (and the CPU server) run, the run holds 3 workers again: those
+        # without a CPU wait, and the status says so.
+        wait_for(lambda: run.status().get("held_for") is None and run.status().get("target_workers") == 3
+                 and run.status().get("workers", 0) >= 1, timeout_s=300, what="the worker count held again")
+        assert "waits for room: holding 3 self-play workers again" in run.log()[log_before:]
     finally:
         assert run.stop() == 0, run.log()[-3000:]
