@@ -329,9 +329,9 @@ class ClusterRun:
         plan = plan_learner(nodes, self.fleet.pool.gpus_held())
         before, self._learner_plan = self._learner_plan, plan
         if plan.make_room or (before is not None and before != plan):
-            where = nodes[plan.node].address if plan.node is not None else "any node with a free CPU"
-            self.log(f"the learner goes to {where} with {plan.gpus:g} GPU"
-                     + (" (a server there gives up half of its GPU)" if plan.make_room else ""))
+            self.log(f"the learner goes to {nodes[plan.node].address} with {plan.gpus:g} GPU"
+                     + (" (a server there gives up half of its GPU)" if plan.make_room else "")
+                     if plan.node is not None else "the learner goes to any node with a free CPU (no GPU is alive)")
         self.fleet.learner_at(plan)
         url, password = self._setup.redis()
         # A new learner resumes from its checkpoint and the stream: the config's storage,
