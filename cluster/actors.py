@@ -93,6 +93,7 @@ class SelfPlayReport(WorkerStats):
     incarnation: str  # this actor's process of it, ``w003.1f2e9a``: its games' ids start with it
     server_lost: str | None  # the actor id of an inference server that stopped answering
     games_waiting: int  # finished games held in the outbox while Redis is away
+    node: str  # the Ray node it runs on
 
 
 #: the self-play counters recorded as metrics, by the counter's name in WorkerStats
@@ -173,10 +174,10 @@ class SelfPlayActor:
             self.metrics.inc(name, stats[key] - self._last[key], worker=self.worker_id)
             self._last[key] = stats[key]
         report: SelfPlayReport = {**stats, "worker": self.worker_id, "incarnation": self.incarnation,
-                                  "server_lost": lost, "games_waiting": len(self.outbox)}
-        node = ray.get_runtime_context().get_node_id()
+                                  "server_lost": lost, "games_waiting": len(self.outbox),
+                                  "node": ray.get_runtime_context().get_node_id()}
         try:  # the status is a courtesy: not worth a wait during an outage
-            self.status.set_status(f"worker:{self.worker_id}", {**report, "node": node}, wait=False)
+            self.status.set_status(f"worker:{self.worker_id}", dict(report), wait=False)
         except RedisUnavailable as e:
             if e.expired:
                 raise
@@ -216,10 +217,6 @@ class LearnerActor:
         self._steps = self.learner.trainer.step
         self._read = self.learner.positions_read
         self._clock = time.monotonic()
-
-    def node_id(self) -> str:
-        """The Ray node this learner runs on (its GPU may be shared with a server)."""
-        return ray.get_runtime_context().get_node_id()
 
     def step(self, seconds: float, best_version: int) -> LearnerStep:
         stats = self.learner.step(seconds=seconds, best_version=best_version, until_step=self.config.stop.steps)

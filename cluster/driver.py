@@ -25,7 +25,13 @@ Faults are normal on a cluster of spot nodes, and the driver is where they end:
   keep their games); the embedded server, if it dies, is restarted on its AOF; past
   the limit the run stops, after a final checkpoint, saying that Redis was away;
 - GPU nodes that join get servers and workers of their own; a node that leaves takes
-  its servers and their workers with it.
+  its servers and their workers with it;
+- a part that Ray has not placed within ``cluster.start_timeout_s`` (no node has room
+  for it) is reported in the status and the log with the reason and started again,
+  placed anew from the nodes alive, once per that many seconds (cluster/placement.py);
+  the learner comes first: while it cannot be placed no worker starts and running
+  workers are stopped one at a time to free a CPU for it, and once it runs the worker
+  count is held again (a server that cannot be placed comes next).
 
 The driver itself is not replaced: a lost head node is restarted from outside with
 ``tengen train --resume`` (deploy/). A status line goes to the terminal every few
@@ -52,13 +58,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.actors import ActorSetup, LearnerActor
 from tengen.cluster.fleet import Fleet
-from tengen.cluster.inference_pool import learner_gpu_share
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.lease import DriverLease, LeaseLost
 from tengen.cluster.metrics import RunMetrics
+from tengen.cluster.placement import (
+    LearnerPlan,
+    Starting,
+    actor_states,
+    explain,
+    explain_text,
+    nodes_alive,
+    plan_learner,
+)
 from tengen.cluster.promotion import Promotion
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
@@ -66,7 +81,7 @@ from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.reporting import Reporting
 from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
-from tengen.cluster.supervision import CrashLoop, Supervisor
+from tengen.cluster.supervision import CrashLoop, Supervisor, kill_actor
 from tengen.learner.storage import LocalStorage
 from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
@@ -106,6 +121,8 @@ class ClusterRun:
         self.reporting: Reporting | None = None
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
                                      window_s=config.cluster.crash_loop_s, log=self.log)
+        #: the parts started that do not run yet (cluster/placement.py)
+        self.starting = Starting(bound_s=config.cluster.start_timeout_s, log=self.log)
         #: why the run was asked to stop (SIGTERM, a program's request), None while it runs
         self._stop_requested: str | None = None
         #: set by the thread that keeps the embedded Redis when it gave up
@@ -113,6 +130,8 @@ class ClusterRun:
         #: the learner actor's handle while the run lives (tests kill it to check recovery)
         self.learner: Any = None
         self._learner_ref: Any = None
+        #: where the learner was last placed
+        self._learner_plan: LearnerPlan | None = None
         self._setup: ActorSetup | None = None
         self._log_file: RunLog | None = None
         #: this driver's hold on the run (cluster/lease.py), once run() took it
@@ -227,12 +246,11 @@ class ClusterRun:
         best = loop.begin(resume=self.resume)
         blob, _ = registry.fetch(best)
         setup = self._setup = ActorSetup(cfg.model_dump(mode="json"), self.run_id, redis_url, password)
-        fleet = self.fleet = Fleet(cfg, setup, self.supervisor, loop, log=self.log)
+        fleet = self.fleet = Fleet(cfg, setup, self.supervisor, loop, starting=self.starting, log=self.log)
         promotion = self.promotion = Promotion(cfg, setup, self.supervisor, loop, fleet, client=client, log=self.log)
-        gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
+        # The learner first: the servers get what its node has left beside it.
         self._start_learner()
-        learner_node = ray.get(self.learner.node_id.remote(), timeout=300) if gpus else None
-        first_servers = fleet.start_servers(blob, best, learner_node=learner_node, learner_gpus=gpus)
+        first_servers = fleet.start_servers(blob, best)
         promotion.start_gatekeeper()
         fleet.start_workers(first_servers)
         self.log(f"run {self.run_id}: {self.game.name}, {len(fleet.workers)} self-play workers, "
@@ -256,6 +274,7 @@ class ClusterRun:
                 fleet.requested(client.try_once(status.desired_workers))
                 if reporting.due():
                     fleet.sync()
+                    self._place()
                     fleet.hold_workers()
                     reporting.report()
         except KeyboardInterrupt:
@@ -276,7 +295,9 @@ class ClusterRun:
         """The final checkpoint (to storage, not Redis: it works when Redis is gone),
         the best model saved, the last report."""
         assert self.loop is not None and self.promotion is not None and self.reporting is not None
-        if self.learner is not None:
+        if self.learner is not None and self.starting.waits("learner"):
+            self.log("the learner never started: the last checkpoint stands")
+        elif self.learner is not None:
             try:
                 # Queued behind the step in flight: the stats of what the checkpoint holds.
                 stats = ray.get(self.learner.checkpoint.remote(), timeout=120)
@@ -313,6 +334,7 @@ class ClusterRun:
                 self.supervisor.replace("learner", e, self._start_learner, lost=self.learner)
                 self.learner = None
                 return
+            self.starting.running("learner")
             self.supervisor.succeeded("learner")
             self._keep_checkpoints(stats)
             self.loop.learner_reported(stats)
@@ -323,17 +345,77 @@ class ClusterRun:
             self.fleet.chunk_done(ref)
 
     def _start_learner(self) -> None:
-        assert self._setup is not None and self.loop is not None
+        """A learner, placed from the nodes alive now (cluster/placement.py): its GPU
+        share from the GPUs alive, pinned to a node with that much left beside the
+        servers (one of them gives up half of its GPU when they hold every GPU), and
+        the pool told where it is."""
+        assert self._setup is not None and self.loop is not None and self.fleet is not None
+        nodes = nodes_alive()
+        plan = plan_learner(nodes, self.fleet.pool.gpus_held())
+        before, self._learner_plan = self._learner_plan, plan
+        if plan.make_room or (before is not None and before != plan):
+            self.log(f"the learner goes to {nodes[plan.node].address} with {plan.gpus:g} GPU"
+                     + (" (a server there gives up half of its GPU)" if plan.make_room else "")
+                     if plan.node is not None else "the learner goes to any node with a free CPU (no GPU is alive)")
+        self.fleet.learner_at(plan)
         url, password = self._setup.redis()
-        gpus = learner_gpu_share(ray.cluster_resources().get("GPU", 0))
         # A new learner resumes from its checkpoint and the stream: the config's storage,
         # or by default the checkpoints this driver keeps in the run directory, handed to
         # it whatever node it lands on.
         storage = self.config.storage
         held = None if storage is not None else self._held_checkpoints()
-        self.learner = ray.remote(LearnerActor).options(num_cpus=1, num_gpus=gpus).remote(
+        options: dict[str, Any] = {"num_cpus": 1, "num_gpus": plan.gpus}
+        if plan.node is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(plan.node, soft=False)
+        self.learner = ray.remote(LearnerActor).options(**options).remote(
             self._setup.config, self.run_id, url, password, storage, self.config.seed, held)
+        self.starting.started("learner", self.learner, plan.ask, plan.node)
         self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
+
+    def _place(self) -> None:
+        """The parts that have waited ``cluster.start_timeout_s`` or more since they were
+        started: each reported (the status shows the reason, the log says it once), each
+        that Ray has not placed tried again once per bound, placed anew, and the
+        workers make room for the learner first, else for a server (cluster/fleet.py)."""
+        assert self.fleet is not None
+        late = self.starting.late()
+        if not late:
+            self.fleet.make_room(None, {})
+            return
+        nodes = nodes_alive()
+        states = actor_states({w.part: w.handle for w in late})
+        now = self.starting.clock()
+        replacing = set(self.supervisor.waiting())
+        blocking = None
+        for waiting in late:
+            state = states[waiting.part]
+            waiting.report = explain(waiting, state, nodes, now)
+            if not waiting.said:
+                waiting.said = True
+                self.log(explain_text(waiting.report) + ("; it is tried again every "
+                                                         f"{self.starting.bound_s:g} s until it runs"
+                                                         if state.waits_for_room else ""))
+            # Only what waits for room is tried again (one that Ray placed runs its
+            # constructor; one that died is replaced after its pause).
+            if not state.waits_for_room or waiting.part in replacing:
+                continue
+            if blocking is None and not waiting.part.startswith("worker "):
+                blocking = waiting  # not elastic: the workers make room for it
+            if not self.starting.retry_due(waiting):
+                continue
+            if waiting.part == "learner":
+                self._retry_learner()
+            else:
+                self.fleet.retry(waiting)
+        # (a part tried again has a new record: what it asks for now)
+        self.fleet.make_room(self.starting.get(blocking.part) if blocking is not None else None, nodes)
+
+    def _retry_learner(self) -> None:
+        """The learner that Ray has not placed: a new one, placed anew (not a failure:
+        nothing failed)."""
+        lost, self._learner_ref = self.learner, None  # its step never ran: nothing to wait for
+        kill_actor(lost)
+        self._start_learner()
 
     def _held_checkpoints(self) -> dict[str, bytes]:
         """The learner's checkpoints as this driver keeps them, by file name."""

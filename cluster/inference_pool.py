@@ -11,7 +11,12 @@ last server goes, a CPU server takes over so the run never stalls.
 
 The learner may share one GPU with a server: on a cluster with a single GPU both
 get half of it (TensorFlow grows its memory on demand in both); with two or more,
-the learner's node has one server fewer.
+the learner's node has one server fewer. Where the learner is comes from the driver
+each time it starts one (``learner_at``: the node cluster/placement.py planned for
+it); a server started or restarted on a node gets what that node has left beside
+the learner and the other servers there, and a server whose share no longer fits
+beside a learner that moved in is restarted with what is left (or, with nothing left,
+dropped), so that no server is pinned to a node where it can never run.
 """
 
 from __future__ import annotations
@@ -24,21 +29,14 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.metrics import RunMetrics
+from tengen.cluster.placement import CPU, GPU, MIN_GPU_SHARE, Starting, gpu_left, server_gpu_shares
 from tengen.engine.network_spec import NetworkSpec
 from tengen.workers.inference_server import InferenceServer
 
-__all__ = ["InferencePool", "learner_gpu_share", "CPU_SERVER"]
+__all__ = ["InferencePool", "CPU_SERVER", "alive_gpu_nodes"]
 
 #: the key of the CPU server (GPU servers are keyed ``gpu:<node id>:<index>``)
 CPU_SERVER = "cpu"
-
-
-def learner_gpu_share(total_gpus: float) -> float:
-    """The learner's GPU request: none on a CPU cluster, half of the only GPU, or a
-    whole one when there are several."""
-    if total_gpus <= 0:
-        return 0.0
-    return 0.5 if total_gpus < 2 else 1.0
 
 
 def alive_gpu_nodes() -> dict[str, int]:
@@ -51,32 +49,65 @@ def alive_gpu_nodes() -> dict[str, int]:
 class _Server:
     handle: Any
     node: str | None  # None: the CPU server, wherever Ray put it
+    gpus: float  # its GPU share (0: the CPU server)
     workers: set[str] = field(default_factory=set)
 
 
 class InferencePool:
+    """The servers by key and which worker uses which. ``starting`` (cluster/placement.py)
+    is told of every server started, and of each that answers, so that one that Ray
+    does not place is reported; None: nothing is told."""
+
     def __init__(self, *, run: str, network: NetworkSpec, max_batch: int, batch_timeout_ms: float,
-                 cpu_model_calls: int):
+                 cpu_model_calls: int, starting: Starting | None = None):
         self.run = run
         self.network = network
         self.max_batch = max_batch
         self.batch_timeout_ms = batch_timeout_ms
         self.cpu_model_calls = cpu_model_calls
+        self.starting = starting
         self.servers: dict[str, _Server] = {}
         self._worker_server: dict[str, str] = {}
         self._weights: tuple[bytes, int] | None = None
+        #: where the learner is (None: no GPU node) and its GPU share, as the driver last placed it
         self._learner: tuple[str | None, float] = (None, 0.0)
 
     # -- servers ----------------------------------------------------------------------
-    def start(self, blob: bytes, version: int, *, learner_node: str | None = None,
-              learner_gpus: float = 0.0) -> list[str]:
-        """The first servers: one per GPU, or the CPU server. Returns their keys."""
+    def start(self, blob: bytes, version: int) -> list[str]:
+        """The first servers: one per GPU (beside the learner, ``learner_at`` first), or
+        the CPU server. Returns their keys."""
         self._weights = (blob, version)
-        self._learner = (learner_node, learner_gpus)
         added = self.sync()[0]
         if not self.servers:
             added.append(self._start_server(CPU_SERVER, node=None, gpus=0.0))
         return added
+
+    def learner_at(self, node: str | None, gpus: float) -> tuple[list[str], list[str]]:
+        """The learner now goes to ``node`` with ``gpus`` of its GPUs (None: no GPU node).
+        A server there whose share no longer fits beside it is restarted with what is
+        left, or dropped when less than half a GPU is left. Returns ``(servers
+        restarted, workers whose server was dropped)``."""
+        self._learner = (node, gpus)
+        if node is None or not gpus or self._weights is None:
+            return [], []
+        total = alive_gpu_nodes().get(node, 0)
+        kept: list[float] = []
+        restarted: list[str] = []
+        orphans: list[str] = []
+        for key in sorted(k for k, s in self.servers.items() if s.node == node):
+            server = self.servers[key]
+            room = gpu_left(total, gpus, kept)
+            if server.gpus <= room + 1e-6:
+                kept.append(server.gpus)
+            elif room >= MIN_GPU_SHARE:
+                self._replace(key, gpus=room)
+                kept.append(room)
+                restarted.append(key)
+            else:
+                orphans.extend(self._drop(key, kill=True))
+        if not self.servers:  # (its workers need one)
+            self._start_server(CPU_SERVER, node=None, gpus=0.0)
+        return restarted, orphans
 
     def sync(self) -> tuple[list[str], list[str]]:
         """Start servers on GPU nodes that joined, forget those on nodes that left.
@@ -88,14 +119,11 @@ class InferencePool:
             orphans.extend(self._drop(key))
         served = {s.node for s in self.servers.values()}
         added: list[str] = []
-        learner_node, learner_gpus = self._learner
         for node, gpus in sorted(nodes.items()):
             if node in served:
                 continue
-            count, share = gpus, self._gpu_share(node)
-            if node == learner_node and learner_gpus >= 1:
-                count -= 1
-            added.extend(self._start_server(f"gpu:{node}:{i}", node=node, gpus=share) for i in range(count))
+            shares = server_gpu_shares(gpus, self._learner_gpus(node))
+            added.extend(self._start_server(f"gpu:{node}:{i}", node=node, gpus=share) for i, share in enumerate(shares))
         if not self.servers:
             added.append(self._start_server(CPU_SERVER, node=None, gpus=0.0))
         return added, orphans
@@ -106,13 +134,23 @@ class InferencePool:
         server), with the current weights; its workers stay attached. Returns the new
         handle, for the workers."""
         server = self.servers[key]
-        if server.node is not None and server.node not in alive_gpu_nodes():
+        if server.node is None:
+            return self._replace(key, gpus=0.0)
+        total = alive_gpu_nodes().get(server.node)
+        if total is None:
             return None
+        # What its node has left beside the learner and the others there: at least what
+        # it had, since learner_at keeps the learner and the servers within the node's GPUs.
+        others = [s.gpus for k, s in self.servers.items() if s.node == server.node and k != key]
+        return self._replace(key, gpus=gpu_left(total, self._learner_gpus(server.node), others))
+
+    def _replace(self, key: str, *, gpus: float) -> Any:
+        """A new server in place of ``key``'s, with ``gpus``; its workers stay attached."""
+        server = self.servers[key]
         try:
             ray.kill(server.handle)  # a hung one must not linger on its GPU
         except ValueError:
             pass
-        gpus = 0.0 if server.node is None else self._gpu_share(server.node)
         workers = set(server.workers)
         self._start_server(key, node=server.node, gpus=gpus)
         self.servers[key].workers = workers
@@ -125,9 +163,24 @@ class InferencePool:
         """The Ray actor id of ``key``'s server now (a worker names the one it lost)."""
         return self.servers[key].handle._actor_id.hex()
 
-    def _gpu_share(self, node: str) -> float:
+    def _learner_gpus(self, node: str) -> float:
+        """The learner's GPU share on ``node`` (0 when it is elsewhere)."""
         learner_node, learner_gpus = self._learner
-        return 1.0 - learner_gpus if node == learner_node and 0 < learner_gpus < 1 else 1.0
+        return learner_gpus if node == learner_node else 0.0
+
+    def gpus_held(self) -> dict[str, float]:
+        """The GPUs the servers hold (or will, once Ray places them), per node."""
+        held: dict[str, float] = {}
+        for server in self.servers.values():
+            if server.node is not None:
+                held[server.node] = held.get(server.node, 0.0) + server.gpus
+        return held
+
+    def running(self) -> list[str]:
+        """The keys of the servers that answered since they were (re)started."""
+        if self.starting is None:
+            return list(self.servers)
+        return [key for key in self.servers if not self.starting.waits(f"inference {key}")]
 
     def lost(self, key: str) -> list[str]:
         """A server that stopped answering: drop it (a CPU server replaces the last
@@ -147,11 +200,20 @@ class InferencePool:
             network=self.network, weights=blob, version=version, max_batch=self.max_batch,
             batch_timeout_ms=self.batch_timeout_ms, clients=1, model_calls=1 if gpus else self.cpu_model_calls,
             metrics=RunMetrics(self.run))
-        self.servers[key] = _Server(handle, node)
+        self.servers[key] = _Server(handle, node, gpus)
+        if self.starting is not None:
+            self.starting.started(f"inference {key}", handle, {GPU: gpus} if gpus else {CPU: 1.0}, node)
         return key
 
-    def _drop(self, key: str) -> list[str]:
+    def _drop(self, key: str, *, kill: bool = False) -> list[str]:
         server = self.servers.pop(key)
+        if self.starting is not None:
+            self.starting.forget(f"inference {key}")
+        if kill:
+            try:
+                ray.kill(server.handle)
+            except ValueError:
+                pass
         for wid in server.workers:
             self._worker_server.pop(wid, None)
         return sorted(server.workers)
@@ -214,6 +276,8 @@ class InferencePool:
             except ray.exceptions.RayError:
                 failed.append(key)
                 continue
+            if self.starting is not None:
+                self.starting.running(f"inference {key}")  # it answers: it runs
             merged["servers"] += 1
             merged["evaluations"] += one.get("evaluations", 0)
             merged["batches"] += one.get("batches", 0)

@@ -3,13 +3,16 @@
 The driver (cluster/driver.py) keeps the run going; this is the part of it that
 reports. Every ``REPORT_S`` the loop's status line (run/loop.py: ``status.json``,
 ``status.jsonl``, the terminal) gets what this wiring adds (the fleet's workers and
-servers, the servers' mean batch, the stream's length, the Redis outage and the
-Redis memory by part, refreshed every ``MEMORY_REPORT_S``, and every part's restarts
-and last error from the Supervisor), and the line goes on the run's status board as
-the ``driver`` entry, which ``tengen status`` reads while the run lives; the run
-directory's sample of games is read from the stream then too. While Redis is away
-each of these is tried once and skipped, so that a report never stalls the driver;
-the final report is written to the run directory even then.
+servers that run and those that do not yet, the parts that have waited past
+``cluster.start_timeout_s`` with the reason (``not_started``, cluster/placement.py)
+and the part the workers make room for (``held_for``), the servers' mean batch, the
+stream's length, the Redis outage and the Redis memory by part, refreshed every
+``MEMORY_REPORT_S``, and every part's restarts and last error from the Supervisor),
+and the line goes on the run's status board as the ``driver`` entry, which ``tengen
+status`` reads while the run lives; the run directory's sample of games is read from
+the stream then too. While Redis is away each of these is tried once and skipped, so
+that a report never stalls the driver; the final report is written to the run
+directory even then.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class Reporting:
     def report(self) -> None:
         """The periodic report: the live workers as a metric, the memory by part when
         it is due, the status line."""
-        self.metrics.set("tengen_workers_alive", len(self.fleet.workers))
+        self.metrics.set("tengen_workers_alive", len(self.fleet.running_workers()))
         if time.monotonic() - self._last_memory >= MEMORY_REPORT_S:
             self._last_memory = time.monotonic()
             self.memory = self.client.try_once(lambda: memory_by_part(self.client, self.run_id)) or self.memory
@@ -86,10 +89,14 @@ class Reporting:
         client, stream, fleet = self.client, self.stream, self.fleet
         if redis:
             client.try_once(lambda: self.loop.keep_games(stream))
+        running, servers = fleet.running_workers(), fleet.pool.running()
         line = self.loop.report(
             final=final, mean_batch=round(fleet.server_stats.get("mean_batch_size", 0.0), 1),
-            workers=len(fleet.workers), target_workers=fleet.target_workers,
-            inference_servers=len(fleet.pool.servers), stream_length=client.try_once(stream.length) if redis else None,
+            workers=len(running), workers_starting=len(fleet.workers) - len(running),
+            target_workers=fleet.target_workers, inference_servers=len(servers),
+            inference_servers_starting=len(fleet.pool.servers) - len(servers),
+            not_started=fleet.starting.report(), held_for=fleet.held_for,
+            stream_length=client.try_once(stream.length) if redis else None,
             redis_outage_s=round(client.outage_seconds, 1), redis_memory=self.memory,
             components=self.supervisor.report())
         if redis:

@@ -164,7 +164,10 @@ class Supervisor:
 
 
 def kill_actor(handle: Any) -> None:
-    """Stop a Ray actor; a no-op for one that is gone already."""
+    """Stop a Ray actor; a no-op for one that is gone already, and without a Ray
+    connection (there is no actor then, and ``ray.kill`` would start a local Ray)."""
+    if not ray.is_initialized():
+        return
     try:
         ray.kill(handle)
     except (ValueError, ray.exceptions.RayError):

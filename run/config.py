@@ -405,6 +405,12 @@ class ClusterConfig(_Strict):
     #: the one before, stops the run (a config that cannot work) instead of restarting
     crash_loop_failures: int = Field(default=5, ge=1)
     crash_loop_s: float = Field(default=300.0, gt=0, le=86_400)
+    #: seconds a part (a self-play worker, an inference server, the learner) may wait for
+    #: Ray to place it before the run reports it (the status and the log: Ray's state, what
+    #: it asks for, what the nodes have free) and starts it again, placed anew, once per
+    #: this many seconds (cluster/placement.py); an autoscaler adds nodes for what waits
+    #: meanwhile
+    start_timeout_s: float = Field(default=120.0, gt=0, le=86_400)
 
 
 class RunConfig(_Strict):

@@ -20,6 +20,7 @@ as a failure, and tried again on a storage opened afresh.
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import random
 import threading
 import time
@@ -129,8 +130,14 @@ def _rebuild_unavailable(message: str, seconds: float, expired: bool) -> Storage
     return StorageUnavailable(message, seconds=seconds, expired=expired)
 
 
-#: errors that waiting does not cure: the storage is misconfigured, not away
-_PERMANENT = (PermissionError, ValueError, TypeError, NotImplementedError)
+#: errors that waiting does not cure: the storage is misconfigured, not away (a path
+#: that cannot be: a directory under /proc, a file where a folder should be)
+_PERMANENT = (PermissionError, FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError,
+              ValueError, TypeError, NotImplementedError)
+
+
+def _transient(error: BaseException) -> bool:
+    return not isinstance(error, _PERMANENT) and getattr(error, "errno", None) != errno.EROFS
 
 
 class ResilientStorage:
@@ -184,7 +191,7 @@ class ResilientStorage:
                                       expired=False)
 
         return ride_out(lambda: self._call(op), outage=self._outage, budget_s=self.outage_s,
-                        transient=lambda e: not isinstance(e, _PERMANENT), give_up=give_up, rng=self._rng,
+                        transient=_transient, give_up=give_up, rng=self._rng,
                         sleep=self._sleep, wait=wait)
 
     def read_bytes(self, name: str) -> bytes | None:

@@ -119,6 +119,7 @@ _BOOL = _typed("true or false", bool)
 _VERSION_ID = _Check("a model version id (000042)", lambda v: type(v) is str and bool(re.fullmatch(r"\d{6,}", v)))
 _DECISION = _Check('"promote" or "reject"', lambda v: v in ("promote", "reject"))
 _ANY_OBJECT = _typed("an object", dict)
+_LIST_OF_OBJECTS = _Check("a list of objects", lambda v: type(v) is list and all(type(x) is dict for x in v))
 
 #: a field's type as annotated below -> its check (the fields are checked by their annotation)
 _BY_TYPE: dict[str, _Check] = {
@@ -126,6 +127,7 @@ _BY_TYPE: dict[str, _Check] = {
     "float | None": _or_null(_NUMBER), "str | None": _or_null(_STR), "int | None": _or_null(_INT),
     "dict[str, int]": _object("integers", int), "dict[str, float]": _object("numbers", int, float),
     "dict[Total, int]": _object("integers", int), "dict[str, dict[str, Any]]": _object("objects", dict),
+    "list[dict[str, Any]]": _LIST_OF_OBJECTS,
     "GatingSummary | None": _or_null(_ANY_OBJECT),  # and then read as one (_summary)
 }
 #: the fields whose annotation says less than what they hold
@@ -212,6 +214,10 @@ class WiringStatus(TypedDict, total=False):
     stream_length: int | None  # None: the run's Redis did not answer
     mean_batch: float
     target_workers: int
+    workers_starting: int  # started, not yet running (Ray has not placed them, or they start)
+    inference_servers_starting: int
+    not_started: list[dict[str, Any]]  # each part waiting past cluster.start_timeout_s, with the reason
+    held_for: str | None  # the part no worker starts for while it waits for room
     redis_outage_s: float
     redis_memory: dict[str, int]  # bytes by part (cluster/status_board.py's memory_by_part)
     components: dict[str, dict[str, Any]]  # restarts and last errors by part (cluster/supervision.py)

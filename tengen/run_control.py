@@ -1,6 +1,12 @@
 """Reading and steering a run from outside it: `tengen status`, `tengen scale` and
 `tengen games`.
 
+``tengen status`` says how many self-play workers and inference servers run (a worker
+runs once its first chunk of games came back), how many were started and do not run
+yet, and which parts have waited past ``cluster.start_timeout_s`` for a node with room,
+each with Ray's state, what it asks for and what the nodes have free (and, while the
+learner or a server waits, that no worker starts for it: ``held_for``).
+
 A live run is reached through its Redis (cluster/live_run.py); none of these commands
 imports TensorFlow or Ray. ``tengen status`` waits a few seconds at most for Redis and
 then reports from the run directory (a stopped run, or Redis away); ``tengen scale``
@@ -47,10 +53,20 @@ def read_status(run_dir: Path) -> dict:
     status: dict = {"run_dir": str(run_dir), "run_id": files.run_id(), "live": False}
     try:
         last = records.read_status(files)
-        status["last_report"] = last.to_json()
-        status["components"] = last.wiring.get("components", {})
     except FileNotFoundError:
         pass  # stopped before its first report
+    else:
+        status["last_report"] = last.to_json()
+        wiring = last.wiring
+        status["components"] = wiring.get("components", {})
+        # What runs, and what the run started that does not run yet (with the reason for
+        # each part that waited past cluster.start_timeout_s).
+        status["workers"] = {"running": wiring.get("workers"), "starting": wiring.get("workers_starting", 0),
+                             "target": wiring.get("target_workers")}
+        status["inference_servers"] = {"running": wiring.get("inference_servers"),
+                                       "starting": wiring.get("inference_servers_starting", 0)}
+        status["not_started"] = wiring.get("not_started", [])
+        status["held_for"] = wiring.get("held_for")  # what no worker starts for, while it waits for room
     try:
         status["ladder"] = list(records.read_ladder(files).entries)
     except FileNotFoundError:

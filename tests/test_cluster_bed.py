@@ -7,6 +7,7 @@ them, as root."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from unavailable import unavailable
 from tengen.engine.network import weights_metadata
 from tengen.learner.learner import CHECKPOINT_FILE
 from tengen.run.run_dir import RunDir
+from tengen.run_control import read_status
 from tengen.testing.chaos import CHAOS_CONFIG, unique, wait_for
 from tengen.testing.cluster_bed import FAST_NODE_DEATH, ClusterBed, unavailable_reason
 
@@ -231,5 +233,118 @@ def test_the_head_disk_full_for_30_s_is_an_outage_the_run_goes_through(cpu_bed):
         assert "MISCONF" in said or "run directory" in said  # the outage it rode out, said
         last = run.status()
         assert last is not None and last.error is None and last.disk_outage_s == 0
+    finally:
+        assert run.stop() == 0, run.log()[-3000:]
+
+
+# -- a GPU node whose CPU the learner holds ----------------------------------------------------
+
+def reported(run) -> dict:
+    """The run's last status line as written (its wiring's keys beside the loop's; {}
+    before the first)."""
+    last = run.status()
+    return last.to_json() if last is not None else {}
+
+
+@pytest.fixture(scope="module")
+def gpu_bed():
+    """The issue's small cluster: a head with 2 CPUs (the driver and Redis live there
+    too), a "gpu" node with 1 CPU and a fake GPU, where the learner and the inference
+    server go, and a CPU node with 1 CPU."""
+    if (reason := unavailable_reason()) is not None:
+        unavailable(reason)
+    with ClusterBed(ray_env=FAST_NODE_DEATH) as bed:
+        bed.start_head(cpus=2)
+        bed.add_node("gpu", cpus=1)
+        bed.add_node("cpu", cpus=1)
+        redis = bed.start_redis()
+        try:
+            yield bed, redis
+        finally:
+            redis.stop()
+
+
+def test_workers_beside_a_busy_gpu_node_run_where_cpus_are_free(gpu_bed):
+    """The learner holds the GPU node's only CPU: the two workers for its server must
+    not wait for it (before: sent there with a soft affinity, they waited for good, 0
+    games, while the status said 2 workers), but run on the head and the CPU node."""
+    bed, redis = gpu_bed
+    run = bed.run("busy-gpu-node", BED_RUN, redis=redis).start(minutes=20)
+    try:
+        run.games_flow(after=20, timeout_s=300)
+        ((learner_node, _),) = bed.find("ray::LearnerActor")
+        ((server_node, _),) = bed.find("ray::InferenceServer")
+        assert learner_node.name == server_node.name == "gpu1"
+        workers = sorted(node.name for node, _ in bed.find("ray::SelfPlayActor"))
+        assert len(workers) == 2 and "gpu1" not in workers, workers
+    finally:
+        assert run.stop() == 0, run.log()[-3000:]
+
+
+def test_a_worker_without_room_is_counted_apart_reported_with_the_reason_and_tried_again(gpu_bed):
+    """Four workers where three CPUs are left: the status counts the three that run and
+    the one that waits, which past cluster.start_timeout_s is reported in the status
+    and, once, in the log, with Ray's state, what it asks for and what the nodes have
+    free, and is tried again (before: the status said 4 workers and nothing else)."""
+    bed, redis = gpu_bed
+    config = {**BED_RUN, "cluster": {**BED_RUN["cluster"], "workers": 4, "start_timeout_s": 30}}
+    run = bed.run("no-room", config, redis=redis).start(minutes=20)
+    try:
+        run.games_flow(after=20, timeout_s=300)
+        wait_for(lambda: reported(run).get("not_started"), timeout_s=120,
+                 what=f"a worker reported as not started\n{run.log()[-3000:]}")
+        status = reported(run)
+        assert (status["workers"], status["workers_starting"], status["target_workers"]) == (3, 1, 4), status
+        (waiting,) = status["not_started"]
+        assert waiting["part"].startswith("worker ") and waiting["state"] == "PENDING_CREATION", waiting
+        assert waiting["asks"] == {"CPU": 1.0} and waiting["free"] and waiting["waited_s"] >= 30
+        assert all(free.get("CPU") == 0 for free in waiting["free"].values()), waiting["free"]
+        assert "no node alive has {'CPU': 1.0} free" in waiting["why"]
+        wait_for(lambda: (reported(run).get("not_started") or [{}])[0].get("tries", 0) >= 2, timeout_s=120,
+                 what="the worker tried again")
+        assert run.log().count(f"{waiting['part']} has not started in") == 1  # said once, in the status after
+        # `tengen status` says it too, as an operator reads it
+        told = read_status(run.run_dir)
+        assert told["workers"] == {"running": 3, "starting": 1, "target": 4}, told["workers"]
+        assert [part["part"] for part in told["not_started"]] == [waiting["part"]]
+    finally:
+        assert run.stop() == 0, run.log()[-3000:]
+
+
+def test_the_learners_gpu_node_preempted_a_worker_makes_room_for_the_learner(gpu_bed):
+    """The learner and the server on the gpu node, three workers on the three other
+    CPUs; the gpu node is preempted and no node joins. The new learner (a CPU one now:
+    no GPU is alive) and the CPU server that takes over find every CPU held by the
+    workers: past cluster.start_timeout_s a worker is stopped for the learner (said in
+    the log), the learner runs again and its window fills, and the run holds its
+    worker count again, reporting the workers that wait (before: the learner waited
+    for a CPU for good while self-play went on into a window of 0, with no error)."""
+    bed, redis = gpu_bed
+    config = {**BED_RUN, "cluster": {**BED_RUN["cluster"], "workers": 3, "start_timeout_s": 30}}
+    run = bed.run("learner-gpu-preempted", config, redis=redis).start(minutes=25)
+    try:
+        wait_for(lambda: reported(run).get("workers") == 3 and reported(run).get("learner_step", 0) >= CANDIDATE_EVERY,
+                 timeout_s=600, what=f"3 workers and a candidate\n{run.log()[-3000:]}")
+        ((node, _),) = bed.find("ray::LearnerActor")
+        assert node.name == "gpu1"
+        log_before = len(run.log())
+        bed.preempt(node)
+        wait_for(lambda: "learner lost" in run.log()[log_before:], timeout_s=300, what="the loss logged")
+        wait_for(lambda: "\nlearner runs, " in run.log()[log_before:], timeout_s=600,
+                 what=f"the learner running again\n{run.log()[log_before:][-4000:]}")
+        after = run.log()[log_before:]
+        assert re.search(r"stopped self-play worker w\d+ on \S+ to free a CPU for learner", after), after[-4000:]
+        assert "learner has not started in" in after
+        ((node, _),) = bed.find("ray::LearnerActor")
+        assert node.name != "gpu1"
+        # Its window fills from the stream and from the games of the workers left.
+        window = reported(run)["window"]
+        wait_for(lambda: reported(run).get("window", 0) > max(window, 0), timeout_s=300,
+                 what=f"the new learner's window filling\n{run.log()[-3000:]}")
+        # Once the learner (and the CPU server) run, the run holds 3 workers again: those
+        # without a CPU wait, and the status says so.
+        wait_for(lambda: reported(run).get("held_for") is None and reported(run).get("target_workers") == 3
+                 and reported(run).get("workers", 0) >= 1, timeout_s=300, what="the worker count held again")
+        assert "waits for room: holding 3 self-play workers again" in run.log()[log_before:]
     finally:
         assert run.stop() == 0, run.log()[-3000:]

@@ -12,7 +12,7 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from tengen.cluster.inference_pool import CPU_SERVER, InferencePool, learner_gpu_share
+from tengen.cluster.inference_pool import CPU_SERVER, InferencePool
 from tengen.engine.network import weights_to_bytes
 from tengen.run.config import parse_config
 
@@ -39,16 +39,13 @@ def new_pool() -> InferencePool:
                          cpu_model_calls=2)
 
 
-def test_the_learner_gets_half_a_lone_gpu_or_a_whole_one():
-    assert [learner_gpu_share(n) for n in (0, 1, 2, 8)] == [0.0, 0.5, 1.0, 1.0]
-
-
 def test_a_server_per_gpu_and_workers_spread_over_them(gpu_cluster):
     cluster, one_gpu, one_gpu_id, two_gpus_id = gpu_cluster
     blob = weights_to_bytes(CONFIG.network_spec().build(), metadata={"version": 0})
     pool = new_pool()
     # The learner took a whole GPU of the two-GPU node: that node keeps one for a server.
-    started = pool.start(blob, 0, learner_node=two_gpus_id, learner_gpus=1.0)
+    pool.learner_at(two_gpus_id, 1.0)
+    started = pool.start(blob, 0)
     assert sorted(started) == sorted([f"gpu:{one_gpu_id}:0", f"gpu:{two_gpus_id}:0"])
     nodes = [pool.attach(f"w{i}")[1] for i in range(4)]
     assert sorted(nodes) == sorted([one_gpu_id, two_gpus_id] * 2)  # two workers beside each server

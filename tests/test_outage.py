@@ -76,6 +76,18 @@ def test_a_misconfigured_storage_is_not_waited_for():
     assert clock.sleeps == [] and lines == []
 
 
+def test_a_local_storage_where_no_folder_can_be_is_not_waited_for(tmp_path):
+    """A path under a file (or under /proc) is a mistake in the config, not an outage:
+    the learner fails at once and the run's crash loop stops it with the reason."""
+    clock, lines = FakeClock(), []
+    (tmp_path / "a-file").write_text("")
+    storage = ResilientStorage(lambda: LocalStorage(tmp_path / "a-file" / "checkpoints"), url="a-file/checkpoints",
+                               outage_s=60, log=lines.append, clock=clock, sleep=clock.sleep)
+    with pytest.raises(NotADirectoryError):
+        storage.write_bytes("learner.ckpt", b"step 10")
+    assert clock.sleeps == [] and lines == []
+
+
 def test_a_hung_storage_call_is_abandoned_and_the_storage_opened_afresh():
     clock, lines, release = FakeClock(), [], threading.Event()
     opened: list[Flaky] = []

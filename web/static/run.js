@@ -140,8 +140,10 @@ function drawNow() {
   const items = [
     ["mode", s.mode || "Ray cluster"],
     ["self-play workers", s.target_workers !== undefined && s.target_workers !== s.workers
-      ? `${s.workers} (asked for ${s.target_workers})` : s.workers],
-    ["inference servers", s.inference_servers],
+      ? `${s.workers} (${s.workers_starting ? `${s.workers_starting} starting, ` : ""}asked for ${s.target_workers})`
+      : s.workers],
+    ["inference servers", s.inference_servers_starting
+      ? `${s.inference_servers} (${s.inference_servers_starting} starting)` : s.inference_servers],
     ["games", formatNumber(s.games)],
     ["learner step", s.learner_step],
     ["loss", s.loss === null || s.loss === undefined ? "–" : s.loss],
@@ -152,6 +154,9 @@ function drawNow() {
     ["mean batch", s.mean_batch ?? "–"],
     ["stream length", s.stream_length ?? "–"],
   ];
+  if (s.not_started && s.not_started.length) {  // parts that waited past cluster.start_timeout_s
+    items.push(["not started", s.not_started.map((p) => `${p.part} (${Math.round(p.waited_s)} s): ${p.why}`).join("; ")]);
+  }
   if (s.error) items.push(["stopped by", s.error]);
   now.replaceChildren(...items.flatMap(([k, v]) => [
     Object.assign(document.createElement("dt"), { textContent: k }),
