@@ -146,6 +146,9 @@ class Learner:
         self.positions_read = 0
         #: games read twice (their ids seen before) and dropped
         self.duplicate_games = 0
+        #: the stream's count as of the last step (stats() must not need Redis: the final
+        #: checkpoint is taken when Redis may be gone)
+        self.trimmed_unread = 0
         self._seen_games: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.resumed = False
         self.restored_from: str | None = None
@@ -181,6 +184,7 @@ class Learner:
                 published.append(self.publish_candidate())
             if self.trainer.step % 50 == 0:
                 self._read(block_ms=0)
+        self.trimmed_unread = self.source.trimmed_unread(GROUP)
         return {**self.stats(best_version), "published": published}
 
     def stats(self, best_version: int = 0) -> LearnerStats:
@@ -196,7 +200,7 @@ class Learner:
             "resumed": self.resumed,
             "restored_from": self.restored_from,
             "duplicate_games": self.duplicate_games,
-            "trimmed_unread": self.source.trimmed_unread(GROUP),
+            "trimmed_unread": self.trimmed_unread,
         }
 
     def _may_train(self) -> bool:

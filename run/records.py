@@ -54,7 +54,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
 from tengen.run.run_dir import RunDir, RunDirError, version_id
@@ -267,6 +267,12 @@ class StatusLine:
         data.update(self.wiring)
         return data
 
+    def for_history(self) -> StatusLine:
+        """The line as status.jsonl keeps it: without what only the newest line is read
+        for (each part's restarts and errors, each worker's game count)."""
+        wiring = cast(WiringStatus, {key: value for key, value in self.wiring.items() if key != "components"})
+        return replace(self, reported_games={}, wiring=wiring)
+
     @classmethod
     def from_json(cls, data: object, where: str, *, written: float | None = None) -> StatusLine:
         """The line in ``data`` (a status line as read from JSON); ``where`` names it in
@@ -428,11 +434,8 @@ def write_status(files: RunDir, line: StatusLine, *, history_bytes: int | None =
     kilobytes a line at 64 workers, every 5 s for days. Past ``history_bytes`` the file
     is thinned (``thin_history``): the whole run stays in it, the older half at half the
     resolution each time, so it stays within the bound however long the run."""
-    data = line.to_json()
-    files.write(files.status, json.dumps(data, indent=2).encode())
-    history = {**data, "reported_games": {}}
-    history.pop("components", None)
-    _append(files.status_history, history)
+    files.write(files.status, json.dumps(line.to_json(), indent=2).encode())
+    _append(files.status_history, line.for_history().to_json())
     if history_bytes is not None and files.status_history.stat().st_size > history_bytes:
         thin_history(files)
 
