@@ -4,8 +4,9 @@
 
 A run with 2 self-play workers on an external Redis (the project's own redis-server,
 AOF, loopback) gets, each with a recovery window: a worker, the inference server, the
-learner and the gatekeeper (mid-match) killed with SIGKILL, and redis-server killed
-and started again 15 s later on its AOF. A 3-node ``ray.cluster_utils`` cluster loses
+learner and the gatekeeper (mid-match) killed with SIGKILL, then each stopped with
+SIGSTOP (hung: replaced past its call's deadline, cluster/deadlines.py), and
+redis-server killed and started again 15 s later on its AOF. A 3-node ``ray.cluster_utils`` cluster loses
 a node under a run. The README's main job (embedded Redis) gets its Redis killed,
 then its driver stopped with SIGTERM and resumed, then killed with SIGKILL and
 resumed. The faults are tengen.testing.chaos's (testing/chaos.py), which tests/test_chaos.py checks.
@@ -65,6 +66,11 @@ def _external_faults(base: Path, results: list) -> None:
         _fault(results, "SIGKILL the learner", lambda: chaos.kill_the_learner(run, timeout_s=WINDOW_S), lost)
         _fault(results, "SIGKILL the gatekeeper mid-match",
                lambda: chaos.kill_the_gatekeeper_mid_match(run, timeout_s=WINDOW_S), lost)
+        _fault(results, "SIGSTOP a self-play worker (hung)",
+               lambda: chaos.hang_a_worker(run, timeout_s=WINDOW_S + 60), lost)
+        _fault(results, "SIGSTOP the learner (hung)", lambda: chaos.hang_the_learner(run, timeout_s=WINDOW_S), lost)
+        _fault(results, "SIGSTOP the gatekeeper mid-match (hung)",
+               lambda: chaos.hang_the_gatekeeper_mid_match(run, timeout_s=WINDOW_S + 120), lost)
         _fault(results, "SIGKILL redis-server, restart it 15 s later",
                lambda: chaos.kill_redis_and_restart_it(run, server, down_s=15, timeout_s=WINDOW_S), lost)
     finally:

@@ -35,6 +35,7 @@ from tengen.cluster.redis_server import connect
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
+from tengen.cluster.supervision import describe_error
 from tengen.run.codec import encode_game, game_decoder
 from tengen.run.config import TengenConfig, parse_config, stream_maxlen
 from tengen.workers.selfplay_worker import WorkerStats
@@ -44,13 +45,10 @@ if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow:
     from tengen.run.records import Total
     from tengen.workers.gatekeeper import GatingResult
 
-__all__ = ["ActorSetup", "SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerLost",
-           "redis_for"]
+__all__ = ["ActorSetup", "SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerFailed",
+           "ServerLost", "redis_for"]
 
 _Stats = TypeVar("_Stats", bound="LearnerStats")
-
-#: how long a worker waits for one leaf evaluation before it calls its server lost
-EVALUATION_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +73,11 @@ class ServerLost(RuntimeError):
     """The inference server stopped answering a worker (it died, or hangs)."""
 
 
+class ServerFailed(ServerLost):
+    """The inference server raised on a worker's leaves (a model call that failed its
+    batch): the server's failure, not the worker's."""
+
+
 def redis_for(config: TengenConfig, url: str, password: str | None, *, component: str) -> ResilientRedis:
     """The run's Redis client for ``component``: its outages go to the actor's log."""
     return connect(url, password=password, policy=OutagePolicy(outage_s=config.redis.outage_s),
@@ -91,7 +94,8 @@ class SelfPlayReport(WorkerStats):
 
     worker: str  # the worker's id, ``w003``
     incarnation: str  # this actor's process of it, ``w003.1f2e9a``: its games' ids start with it
-    server_lost: str | None  # the actor id of an inference server that stopped answering
+    server_lost: str | None  # the actor id of an inference server that stopped answering (or raised)
+    server_error: str | None  # what it raised, one line (None: it stopped answering)
     games_waiting: int  # finished games held in the outbox while Redis is away
     node: str  # the Ray node it runs on
 
@@ -137,9 +141,11 @@ class SelfPlayActor:
 
     def _resolve(self, ref):
         try:
-            return ray.get(ref, timeout=EVALUATION_TIMEOUT_S)
+            return ray.get(ref, timeout=self.config.cluster.evaluation_timeout_s)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
             raise ServerLost(f"inference server lost ({type(e).__name__})") from e
+        except ray.exceptions.RayTaskError as e:
+            raise ServerFailed(f"it raised on a batch: {describe_error(e)}") from e
 
     def _send(self, record) -> None:
         record.game_id = f"{self.incarnation}:{self._games}"
@@ -159,12 +165,14 @@ class SelfPlayActor:
 
     def run_for(self, seconds: float) -> SelfPlayReport:
         """Play for about ``seconds``; returns counters since the start, with
-        ``server_lost`` (the actor id of a server that stopped answering) or None."""
-        lost = None
+        ``server_lost`` (the actor id of a server that stopped answering or raised) or
+        None, and ``server_error`` (what it raised) or None."""
+        lost = error = None
         try:
             stats = self.worker.run_for(seconds)
-        except ServerLost:
+        except ServerLost as e:
             lost = self.server_id()
+            error = str(e) if isinstance(e, ServerFailed) else None
             stats = self.worker.stats()
             # Until the driver sends a new server, a call to the old one fails at once:
             # report now, but do not spin.
@@ -174,7 +182,7 @@ class SelfPlayActor:
             self.metrics.inc(name, stats[key] - self._last[key], worker=self.worker_id)
             self._last[key] = stats[key]
         report: SelfPlayReport = {**stats, "worker": self.worker_id, "incarnation": self.incarnation,
-                                  "server_lost": lost, "games_waiting": len(self.outbox),
+                                  "server_lost": lost, "server_error": error, "games_waiting": len(self.outbox),
                                   "node": ray.get_runtime_context().get_node_id()}
         try:  # the status is a courtesy: not worth a wait during an outage
             self.status.set_status(f"worker:{self.worker_id}", dict(report), wait=False)

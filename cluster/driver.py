@@ -61,6 +61,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.actors import ActorSetup, LearnerActor
+from tengen.cluster.deadlines import Deadlines, Hung, learner_deadline_s
 from tengen.cluster.fleet import Fleet
 from tengen.cluster.keys import RunKeys
 from tengen.cluster.lease import DriverLease, LeaseLost
@@ -94,6 +95,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ClusterRun"]
 
+#: the seconds of training each learner step asks for: the driver hears from it that often
+LEARNER_STEP_S = 1.0
+
 
 class ClusterRun:
     def __init__(self, config: TengenConfig, run_dir: str | Path, *, address: str | None = None,
@@ -123,6 +127,8 @@ class ClusterRun:
                                      window_s=config.cluster.crash_loop_s, log=self.log)
         #: the parts started that do not run yet (cluster/placement.py)
         self.starting = Starting(bound_s=config.cluster.start_timeout_s, log=self.log)
+        #: the calls in flight past their deadline are hung parts (a part still starting is the placement's)
+        self.deadlines = Deadlines(exempt=self.starting.waits)
         #: why the run was asked to stop (SIGTERM, a program's request), None while it runs
         self._stop_requested: str | None = None
         #: set by the thread that keeps the embedded Redis when it gave up
@@ -246,8 +252,10 @@ class ClusterRun:
         best = loop.begin(resume=self.resume)
         blob, _ = registry.fetch(best)
         setup = self._setup = ActorSetup(cfg.model_dump(mode="json"), self.run_id, redis_url, password)
-        fleet = self.fleet = Fleet(cfg, setup, self.supervisor, loop, starting=self.starting, log=self.log)
-        promotion = self.promotion = Promotion(cfg, setup, self.supervisor, loop, fleet, client=client, log=self.log)
+        fleet = self.fleet = Fleet(cfg, setup, self.supervisor, loop, starting=self.starting,
+                                   deadlines=self.deadlines, log=self.log)
+        promotion = self.promotion = Promotion(cfg, setup, self.supervisor, loop, fleet, client=client,
+                                               deadlines=self.deadlines, log=self.log)
         # The learner first: the servers get what its node has left beside it.
         self._start_learner()
         first_servers = fleet.start_servers(blob, best)
@@ -270,6 +278,7 @@ class ClusterRun:
                 self.supervisor.start_due()
                 for ref in self._wait():
                     self._dispatch(ref)
+                self.deadlines.check()
                 promotion.next_match()
                 fleet.requested(client.try_once(status.desired_workers))
                 if reporting.due():
@@ -315,7 +324,8 @@ class ClusterRun:
     def _wait(self, timeout_s: float = 1.0) -> list:
         """What came back: the first within ``timeout_s``, with all that are ready then."""
         assert self.fleet is not None and self.promotion is not None
-        refs = self.fleet.refs() + [r for r in (self._learner_ref, self.promotion.match) if r is not None]
+        learner = [self._learner_ref] if self._learner_ref is not None else []
+        refs = self.fleet.refs() + self.promotion.refs() + learner
         if not refs:
             time.sleep(timeout_s)
             return []
@@ -338,10 +348,10 @@ class ClusterRun:
             self.supervisor.succeeded("learner")
             self._keep_checkpoints(stats)
             self.loop.learner_reported(stats)
-            self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
+            self._step_learner()
         elif ref is self.promotion.match:
             self.promotion.match_done()
-        else:
+        elif not self.promotion.load_done(ref):
             self.fleet.chunk_done(ref)
 
     def _start_learner(self) -> None:
@@ -370,7 +380,21 @@ class ClusterRun:
         self.learner = ray.remote(LearnerActor).options(**options).remote(
             self._setup.config, self.run_id, url, password, storage, self.config.seed, held)
         self.starting.started("learner", self.learner, plan.ask, plan.node)
-        self._learner_ref = self.learner.step.remote(1.0, self.loop.best_version)
+        self._step_learner()
+
+    def _step_learner(self) -> None:
+        """The learner's next step, due within its deadline."""
+        assert self.loop is not None
+        ref = self._learner_ref = self.learner.step.remote(LEARNER_STEP_S, self.loop.best_version)
+        self.deadlines.sent("learner", ref, "step", learner_deadline_s(self.config, LEARNER_STEP_S),
+                            self._learner_hung)
+
+    def _learner_hung(self, ref: Any, error: Hung) -> None:
+        """A step past its deadline: the learner is stopped and replaced like a lost one."""
+        if ref is not self._learner_ref:
+            return
+        lost, self.learner, self._learner_ref = self.learner, None, None
+        self.supervisor.replace("learner", error, self._start_learner, lost=lost)
 
     def _place(self) -> None:
         """The parts that have waited ``cluster.start_timeout_s`` or more since they were

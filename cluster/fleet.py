@@ -34,6 +34,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.actors import ActorSetup, SelfPlayActor, SelfPlayReport
+from tengen.cluster.deadlines import Deadlines, Hung, worker_deadline_s
 from tengen.cluster.inference_pool import CPU_SERVER, InferencePool
 from tengen.cluster.placement import (
     CPU,
@@ -65,9 +66,12 @@ class Fleet:
     monotonic seconds."""
 
     def __init__(self, config: TengenConfig, setup: ActorSetup, supervisor: Supervisor, loop: TrainingLoop, *,
-                 starting: Starting, log: Callable[[str], None], clock: Callable[[], float] = time.monotonic):
+                 starting: Starting, log: Callable[[str], None], clock: Callable[[], float] = time.monotonic,
+                 deadlines: Deadlines | None = None):
         self.config = config
         self.setup = setup
+        #: each worker's chunk in flight is due within its deadline (a worker still starting is exempt)
+        self.deadlines = deadlines if deadlines is not None else Deadlines(exempt=starting.waits, clock=clock)
         self.supervisor = supervisor
         self.loop = loop
         self.starting = starting
@@ -165,11 +169,26 @@ class Fleet:
         key = self.pool.server_of(wid)
         if lost is not None and key is not None:
             # Each of its workers reports the same death: it counts once.
+            # A server that raised on a batch fails, not its workers: it counts against the
+            # server (restarted; one that keeps raising stops the run as a crash loop).
             if self.pool.handle_id(key) == lost and f"inference {key}" not in self.supervisor.waiting():
-                self.server_lost(key, RuntimeError(f"it stopped answering {wid} (actor {lost[:8]})"))
+                why = stats.get("server_error") or f"it stopped answering {wid}"
+                self.server_lost(key, RuntimeError(f"{why} (actor {lost[:8]})"))
             if key in self.pool.servers:
                 worker.set_server.remote(self.pool.handle(key))
-        self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
+        self._run_chunk(wid)
+
+    def _run_chunk(self, wid: str) -> None:
+        """The worker's next chunk of games, due within its deadline."""
+        ref = self.worker_refs[wid] = self.workers[wid].run_for.remote(self.config.cluster.worker_chunk_seconds)
+        self.deadlines.sent(f"worker {wid}", ref, "run_for", worker_deadline_s(self.config), self._chunk_hung)
+
+    def _chunk_hung(self, ref: Any, error: Hung) -> None:
+        """A chunk past its deadline: the worker is stopped and replaced like a lost one."""
+        wid = next((w for w, r in self.worker_refs.items() if r is ref), None)
+        if wid is not None:
+            self._drop_worker(wid, keep_slot=True)
+            self.supervisor.replace(f"worker {wid}", error, lambda: self._start_worker(wid))
 
     def set_model_version(self, version: int) -> None:
         """Every worker's samples carry ``version`` from now on."""
@@ -210,7 +229,7 @@ class Fleet:
         worker: Any = ray.remote(SelfPlayActor).options(num_cpus=1, scheduling_strategy=placement).remote(
             self.setup.config, self.setup.run_id, url, password, handle, wid, seed, self.loop.best_version)
         self.workers[wid] = worker
-        self.worker_refs[wid] = worker.run_for.remote(self.config.cluster.worker_chunk_seconds)
+        self._run_chunk(wid)
         self.starting.started(f"worker {wid}", worker, WORKER_ASK)
         self.pool.update_clients()
 
@@ -219,6 +238,7 @@ class Fleet:
         ``keep_wait``: a new try of it starts now, and its wait goes on)."""
         handle = self.workers.pop(wid, None)
         self.worker_refs.pop(wid, None)
+        self.deadlines.forget(f"worker {wid}")
         self.worker_nodes.pop(wid, None)
         self.pool.detach(wid)
         if not keep_wait:

@@ -21,7 +21,6 @@ dropped), so that no server is pinned to a node where it can never run.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,20 +242,12 @@ class InferencePool:
             server.handle.set_clients.remote(max(1, len(server.workers)))
 
     # -- every server at once ---------------------------------------------------------
-    def load_weights(self, blob: bytes, sha256: str, version: int, *, timeout_s: float = 120.0) -> list[str]:
-        """Hot-swap every server to ``version``; returns the keys of servers that failed
-        or did not answer within ``timeout_s`` (a server started later gets these
-        weights from the start)."""
+    def send_weights(self, blob: bytes, sha256: str, version: int) -> dict[str, Any]:
+        """Hot-swap every server to ``version`` without waiting: the load call in flight
+        of each server, by key, for the caller to wait on with the rest of what it waits
+        for (a server started later gets these weights from the start)."""
         self._weights = (blob, version)
-        refs = {key: s.handle.load_weights.remote(blob, sha256, version) for key, s in self.servers.items()}
-        failed = []
-        deadline = time.monotonic() + timeout_s
-        for key, ref in refs.items():
-            try:
-                ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
-            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
-                failed.append(key)
-        return failed
+        return {key: s.handle.load_weights.remote(blob, sha256, version) for key, s in self.servers.items()}
 
     def stats(self, *, timeout_s: float = 2.0) -> tuple[dict, list[str]]:
         """Merged stats of the servers that answer within ``timeout_s`` (sums, batch

@@ -29,6 +29,7 @@ from typing import Any
 
 import ray
 
+from tengen.cluster.deadlines import Hung
 from tengen.cluster.redis_client import RedisUnavailable
 
 __all__ = ["CrashLoop", "Supervisor", "describe_error", "kill_actor", "root_cause"]
@@ -124,7 +125,8 @@ class Supervisor:
         cause = root_cause(error)
         if isinstance(cause, RedisUnavailable) and cause.expired:
             raise cause
-        what = "lost" if isinstance(error, ray.exceptions.RayActorError) else "failed"
+        what = ("lost" if isinstance(error, ray.exceptions.RayActorError)
+                else "hung" if isinstance(error, Hung) else "failed")
         delay = self.failed(name, error, what=what)
         if lost is not None:
             kill_actor(lost)

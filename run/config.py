@@ -411,6 +411,15 @@ class ClusterConfig(_Strict):
     #: this many seconds (cluster/placement.py); an autoscaler adds nodes for what waits
     #: meanwhile
     start_timeout_s: float = Field(default=120.0, gt=0, le=86_400)
+    #: a call the driver waits for (a learner step, a worker's chunk, a gating match) not
+    #: back within its own length, plus the outages its part may sit out, plus this, is
+    #: taken for a hung part: it is stopped and replaced (cluster/deadlines.py)
+    hang_grace_s: float = Field(default=120.0, gt=0, le=86_400)
+    #: the first gating match's length for its deadline; later ones: 3x the longest so
+    #: far, and at least this
+    match_deadline_s: float = Field(default=3600.0, gt=0, le=7 * 86_400)
+    #: how long a worker waits for one leaf evaluation before it calls its server lost
+    evaluation_timeout_s: float = Field(default=120.0, gt=0, le=3600)
 
 
 class RunConfig(_Strict):

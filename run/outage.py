@@ -130,6 +130,9 @@ def _rebuild_unavailable(message: str, seconds: float, expired: bool) -> Storage
     return StorageUnavailable(message, seconds=seconds, expired=expired)
 
 
+#: a storage call that has not answered in this long is abandoned (and tried again)
+CALL_TIMEOUT_S = 120.0
+
 #: errors that waiting does not cure: the storage is misconfigured, not away (a path
 #: that cannot be: a directory under /proc, a file where a folder should be)
 _PERMANENT = (PermissionError, FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError,
@@ -147,7 +150,7 @@ class ResilientStorage:
     may be what hangs); ``url`` names it in the log and in errors."""
 
     def __init__(self, open: Callable[[], CheckpointStorage], *, url: str, outage_s: float,
-                 call_timeout_s: float = 120.0, log: Callable[[str], None] | None = None,
+                 call_timeout_s: float = CALL_TIMEOUT_S, log: Callable[[str], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None):
         self._open = open

@@ -47,7 +47,9 @@ CHAOS_CONFIG = {
               "max_reuse": 4},
     "gating": {"rule": "threshold", "threshold": 0.3, "games": 48, "games_in_flight": 16, "simulations": 16},
     "redis": {"outage_s": 30},
-    "cluster": {"workers": 2, "games_per_worker": 16, "worker_chunk_seconds": 1.0, "batch_timeout_ms": 2.0},
+    "cluster": {"workers": 2, "games_per_worker": 16, "worker_chunk_seconds": 1.0, "batch_timeout_ms": 2.0,
+                # deadlines of a minute or two, so that a hung part is seen within a test's window
+                "hang_grace_s": 20, "evaluation_timeout_s": 20, "match_deadline_s": 60},
 }
 
 
@@ -172,11 +174,12 @@ class Run:
         return wait_for(lambda: self.games() > after, timeout_s=timeout_s,
                         what=f"games past {after}\n{self.log()[-3000:]}")
 
-    def kill(self, title: str) -> int:
-        """SIGKILL one of the run's processes titled ``title``; returns its pid."""
+    def kill(self, title: str, sig: int = signal.SIGKILL) -> int:
+        """Send ``sig`` (SIGKILL; SIGSTOP: a hung process) to one of the run's processes
+        titled ``title``; returns its pid."""
         pids = actor_pids(self.pid, title)
         assert pids, f"no {title} process under the driver {self.pid}"
-        os.kill(pids[0], signal.SIGKILL)
+        os.kill(pids[0], sig)
         return pids[0]
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 180) -> int:
@@ -278,6 +281,50 @@ def kill_the_gatekeeper_mid_match(run: Run, *, timeout_s: float) -> float:
              what="a match decided after the loss\n" + run.log()[-2000:])
     assert unique(run.ladder_versions())  # one decision per match: no version promoted twice
     return time.monotonic() - killed
+
+
+def hang_a_worker(run: Run, *, timeout_s: float) -> float:
+    """SIGSTOP a self-play worker (hung, not dead: Ray still sees it alive): past its
+    chunk's deadline it is stopped and replaced, and the run is back to its worker count."""
+    workers, log_before = run.workers(), len(run.log())
+    pid = run.kill("ray::SelfPlayActor", signal.SIGSTOP)
+    stopped = time.monotonic()
+    wait_for(lambda: re.search(r"worker w\d+ hung: no answer to run_for", run.log()[log_before:]),
+             timeout_s=timeout_s, what="the hang logged\n" + run.log()[-2000:])
+    run.games_flow(after=run.games() + 10, timeout_s=timeout_s)
+    wait_for(lambda: run.workers() == workers and not alive(pid), timeout_s=timeout_s,
+             what=f"{workers} workers again, the hung one gone")
+    return time.monotonic() - stopped
+
+
+def hang_the_learner(run: Run, *, timeout_s: float) -> float:
+    """SIGSTOP the learner: past its step's deadline it is stopped and replaced, and the
+    new one steps past where it was, no version repeated."""
+    step, log_before = run.learner_step(), len(run.log())
+    pid = run.kill("ray::LearnerActor", signal.SIGSTOP)
+    stopped = time.monotonic()
+    wait_for(lambda: "learner hung: no answer to step" in run.log()[log_before:], timeout_s=timeout_s,
+             what="the hang logged\n" + run.log()[-2000:])
+    wait_for(lambda: run.learner_step() > step and not alive(pid), timeout_s=timeout_s,
+             what=f"learner steps past {step}, the hung one gone\n{run.log()[-2000:]}")
+    assert unique(run.ladder_versions())
+    return time.monotonic() - stopped
+
+
+def hang_the_gatekeeper_mid_match(run: Run, *, timeout_s: float) -> float:
+    """SIGSTOP the gatekeeper while it plays a match: past the match's deadline it is
+    stopped and replaced, the match played again and decided once."""
+    wait_for(lambda: actor_pids(run.pid, "ray::GatekeeperActor.gate"), timeout_s=timeout_s, every_s=0.05,
+             what="a gating match in progress")
+    log_before = len(run.log())
+    pid = run.kill("ray::GatekeeperActor.gate", signal.SIGSTOP)
+    stopped = time.monotonic()
+    wait_for(lambda: "gatekeeper hung: no answer to gate" in run.log()[log_before:], timeout_s=timeout_s,
+             what="the hang logged\n" + run.log()[-2000:])
+    wait_for(lambda: "\ngating " in run.log()[log_before - 1:] and not alive(pid), timeout_s=timeout_s,
+             what="a match decided after the hang\n" + run.log()[-2000:])
+    assert unique(run.ladder_versions())
+    return time.monotonic() - stopped
 
 
 def kill_redis_and_restart_it(run: Run, server: EmbeddedRedis, *, down_s: float, timeout_s: float) -> float:

@@ -113,6 +113,33 @@ def test_a_gatekeeper_killed_mid_match_has_the_match_played_again(external):
     nothing_lost(run, server)
 
 
+def test_a_hung_worker_is_stopped_and_replaced(external):
+    run, server = external
+    before = chaos.restarts(run, "worker")
+    chaos.hang_a_worker(run, timeout_s=RECOVERY_S)
+    replaced(run, "worker", before)
+    assert any("Hung: no answer to run_for" in error for error in chaos.last_errors(run, "worker"))
+    nothing_lost(run, server)
+
+
+def test_a_hung_learner_is_stopped_and_replaced(external):
+    run, server = external
+    before = chaos.restarts(run, "learner")
+    chaos.hang_the_learner(run, timeout_s=RECOVERY_S)
+    replaced(run, "learner", before)
+    nothing_lost(run, server)
+
+
+def test_a_gatekeeper_hung_mid_match_has_the_match_played_again(external):
+    run, server = external
+    chaos.wait_for(lambda: chaos.actor_pids(run.pid, "ray::GatekeeperActor.gate"), timeout_s=START_S,
+                   every_s=0.05, what="a gating match in progress\n" + run.log()[-2000:])
+    before = chaos.restarts(run, "gatekeeper")
+    chaos.hang_the_gatekeeper_mid_match(run, timeout_s=RECOVERY_S + 120)
+    replaced(run, "gatekeeper", before)
+    nothing_lost(run, server)
+
+
 def test_redis_killed_and_restarted_on_its_aof(external):
     run, server = external
     # No part is replaced: the driver and every actor live through it.

@@ -74,3 +74,37 @@ def test_a_server_per_gpu_and_workers_spread_over_them(gpu_cluster):
     handle, node = pool.attach("w9")
     assert node is None and ray.get(handle.evaluate.remote(planes))[0].shape == (5, 9)
     assert ray.get(handle.stats.remote())["model_calls"] == 2, "the CPU server splits its cores"
+
+
+def test_a_server_that_raises_on_a_batch_is_named_by_its_worker_which_plays_on(gpu_cluster, redis_server):
+    """A server whose evaluations raise (here a Connect Four network given a tic-tac-toe
+    worker's leaves: every call fails inside the server) is the failing part: the
+    worker's chunk comes back naming the server and what it raised, and the driver
+    counts it against the server (cluster/fleet.py's chunk_done). Before, the chunk
+    itself raised: the worker was replaced, against the same server, until the crash
+    loop stopped the run blaming workers."""
+    from tengen.cluster.actors import SelfPlayActor
+    from tengen.workers.inference_server import InferenceServer
+
+    c4 = parse_config({"game": {"name": "connect4"}, "network": {"blocks": 1, "filters": 8}})
+    server = ray.remote(InferenceServer).options(num_cpus=0).remote(
+        network=c4.network_spec(), weights=weights_to_bytes(c4.network_spec().build(), metadata={"version": 0}))
+    ttt = CONFIG.with_changes({"mcts.simulations": 8, "cluster.games_per_worker": 2})
+    worker = ray.remote(SelfPlayActor).options(num_cpus=0).remote(
+        ttt.model_dump(mode="json"), "failing-server-test", redis_server.url, redis_server.password, server, "w000",
+        0, 0)
+    report = ray.get(worker.run_for.remote(1.0), timeout=300)
+    assert report["server_lost"] == server._actor_id.hex()
+    assert report["server_error"] is not None and "ValueError: planes must be" in report["server_error"], report
+    # It plays on once it has a server that answers, with the leaves it was waiting for.
+    good = ray.remote(InferenceServer).options(num_cpus=0).remote(
+        network=CONFIG.network_spec(), weights=weights_to_bytes(CONFIG.network_spec().build(),
+                                                                metadata={"version": 0}))
+    ray.get(worker.set_server.remote(good))
+    deadline = time.monotonic() + 120
+    report = ray.get(worker.run_for.remote(1.0), timeout=300)
+    while report["games"] == 0 and time.monotonic() < deadline:
+        report = ray.get(worker.run_for.remote(1.0), timeout=300)
+    assert report["games"] > 0 and report["server_lost"] is None, report
+    for handle in (worker, server, good):
+        ray.kill(handle)

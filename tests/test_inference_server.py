@@ -175,6 +175,11 @@ def test_hot_swap_serves_the_new_weights_and_refuses_a_wrong_hash(nets):
     assert not np.allclose(after[0], before[0])
     assert server.stats()["traces"] == traces, "a hot swap never retraces"
 
+    # Loads are sent without waiting: an older model that arrives after a newer one is
+    # not served.
+    assert server.load_weights(blob_a, blob_sha256(blob_a), 3) == 4
+    assert_rows_match(asyncio.run(server.evaluate(x)), after)
+
 
 def test_set_clients_changes_the_flush_rule(nets):
     (_, blob), _ = nets

@@ -286,7 +286,9 @@ class InferenceServer:
     # -- control ---------------------------------------------------------------------------
 
     def load_weights(self, blob: bytes, sha256: str, version: int) -> int:
-        """Hot-swap to a new model between two batches; returns the version now served.
+        """Hot-swap to a new model between two batches; returns the version now served
+        (a version older than the one served is not loaded: loads are sent without
+        waiting, and a newer one may arrive first).
 
         The blob's sha256 must equal ``sha256`` (else ValueError, weights unchanged); a
         blob that does not fit the network raises ``WeightsError`` (a ValueError) with
@@ -300,6 +302,8 @@ class InferenceServer:
         if digest != sha256:
             raise ValueError(f"weights sha256 mismatch: blob has {digest}, expected {sha256}")
         with self._model_use.swap():
+            if int(version) < self._version:
+                return self._version  # a newer model came first (loads are not waited on in order)
             self._model.load_weights_blob(blob)
             self._version = int(version)
         if self._metrics is not None:
