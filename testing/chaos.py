@@ -43,7 +43,10 @@ CHAOS_CONFIG = {
     "network": {"blocks": 1, "filters": 8},
     "mcts": {"simulations": 16, "leaves_per_round": 4},
     "selfplay": {"temperature_moves": 9},
-    "train": {"batch_size": 32, "min_positions": 64, "candidate_every": 40, "replay_window": 400_000,
+    # a window (and so a stream) that MAXLEN does not trim within a test module's run: at
+    # 100-200 games/s (the evaluation cache answers most of tic-tac-toe) 400,000 positions
+    # were trimmed within 8 minutes, and a trimmed game reads as lost to the checks here
+    "train": {"batch_size": 32, "min_positions": 64, "candidate_every": 40, "replay_window": 4_000_000,
               "max_reuse": 4},
     "gating": {"rule": "threshold", "threshold": 0.3, "games": 48, "games_in_flight": 16, "simulations": 16},
     "redis": {"outage_s": 30},
