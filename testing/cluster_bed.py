@@ -416,7 +416,18 @@ class ClusterBed:
         _run("ip", "link", "set", node.link, "down")
 
     def heal(self, node: Node) -> None:
+        """The node's link up again, and back when this returns: the link carries
+        traffic, and the neighbour entries that failed during the cut are forgotten
+        (else the first packets get "No route to host" until they expire)."""
         _run("ip", "link", "set", node.link, "up")
+        deadline = time.monotonic() + 10
+        operstate = Path(f"/sys/class/net/{node.link}/operstate")
+        while operstate.read_text().strip() != "up" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _run("ip", "-n", node.namespace, "neigh", "flush", "all", check=False)
+        for other in self.nodes.values():
+            if other is not node and not other.gone:
+                _run("ip", "-n", other.namespace, "neigh", "flush", "to", node.address, check=False)
 
     def partition(self, node: Node, seconds: float) -> None:
         """The node cut off for ``seconds``, then back."""
