@@ -108,7 +108,9 @@ def environment(code: Path) -> dict[str, str]:
 def train(code: Path, config: str, minutes: float, run_dir: Path, log: Path) -> list[StatusLine]:
     if run_dir.exists():
         raise RuntimeError(f"{run_dir} exists: a run there would resume, not start from scratch")
-    command = [sys.executable, "-m", "tengen.cli", "train", config, "--single-process",
+    # the command's module where that code has it (before issue 41's restructuring: tengen.cluster.cli)
+    cli = "tengen.cli" if (code / "tengen" / "cli.py").exists() else "tengen.cluster.cli"
+    command = [sys.executable, "-m", cli, "train", config, "--single-process",
                "--minutes", str(minutes), "--run-dir", str(run_dir)]
     with log.open("w") as out:
         done = subprocess.run(command, env=environment(code), cwd=code, stdout=out, stderr=subprocess.STDOUT)
