@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tengen.cluster.redis_server import EmbeddedRedis
 from tengen.testing import chaos
+from tengen.testing.waiting import wait_for
 
 WINDOW_S = 120
 
@@ -102,7 +103,7 @@ def _node_fault(base: Path, results: list) -> None:
         cluster.remove_node(nodes[0])
         removed = time.monotonic()
         view.games_flow(after=view.games() + 20, timeout_s=WINDOW_S)
-        chaos.wait_for(lambda: view.workers() == 3, timeout_s=WINDOW_S, what="3 workers again")
+        wait_for(lambda: view.workers() == 3, timeout_s=WINDOW_S, what="3 workers again")
         last = view.status()
         assert thread.is_alive() and last is not None and last.error is None
         return time.monotonic() - removed

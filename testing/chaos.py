@@ -32,6 +32,7 @@ from tengen.run.codec import decode_game_meta
 from tengen.run.records import StatusLine, read_ladder, read_status
 from tengen.run.run_dir import RunDir
 from tengen.run.sample_stream import ENTRY_FIELD
+from tengen.testing.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,17 +95,6 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def wait_for(condition: Callable[[], object], *, timeout_s: float, what: str, every_s: float = 0.25) -> float:
-    """Seconds until ``condition()`` is true; AssertionError naming ``what`` past the timeout."""
-    start = time.monotonic()
-    while True:
-        if condition():
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
-        time.sleep(every_s)
 
 
 @dataclass

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from tengen.cluster.redis_server import EmbeddedRedis, redis_executable
 from tengen.testing.chaos import ROOT, Run
+from tengen.testing.waiting import wait_for
 
 __all__ = ["ClusterBed", "Node", "BedError", "unavailable_reason", "FAST_NODE_DEATH", "RAY_PORT", "REDIS_PORT"]
 
@@ -420,10 +421,9 @@ class ClusterBed:
         traffic, and the neighbour entries that failed during the cut are forgotten
         (else the first packets get "No route to host" until they expire)."""
         _run("ip", "link", "set", node.link, "up")
-        deadline = time.monotonic() + 10
         operstate = Path(f"/sys/class/net/{node.link}/operstate")
-        while operstate.read_text().strip() != "up" and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: operstate.read_text().strip() == "up", timeout_s=10, every_s=0.05,
+                 what=f"{node.name}'s link up")
         _run("ip", "-n", node.namespace, "neigh", "flush", "all", check=False)
         for other in self.nodes.values():
             if other is not node and not other.gone:

@@ -22,6 +22,7 @@ import pytest
 from tengen.cluster.redis_server import EmbeddedRedis
 from tengen.run.run_dir import RunDir
 from tengen.testing import chaos
+from tengen.testing.waiting import wait_for
 
 RECOVERY_S = 180
 #: a new run plays its first games after Ray starts and the search kernels compile (274 s
@@ -65,7 +66,7 @@ def external(external_runs):
 def replaced(run: chaos.Run, part: str, before: int) -> None:
     """``part`` replaced once more than the ``before`` counted ahead of the fault, and
     its error shown, in status.json."""
-    chaos.wait_for(lambda: chaos.restarts(run, part) > before, timeout_s=RECOVERY_S,
+    wait_for(lambda: chaos.restarts(run, part) > before, timeout_s=RECOVERY_S,
                    what=f"status.json counting {part}'s restart (it had {before})")
     assert chaos.last_errors(run, part), chaos.components(run)
 
@@ -74,7 +75,7 @@ def nothing_lost(run: chaos.Run, server: EmbeddedRedis) -> None:
     """No error for the run, and every game a worker reported finished is in the
     stream (only games still being played may be lost)."""
     assert (last := run.status()) is not None and last.error is None
-    chaos.wait_for(lambda: not chaos.finished_games_lost(run, server.password, server.url), timeout_s=60,
+    wait_for(lambda: not chaos.finished_games_lost(run, server.password, server.url), timeout_s=60,
                    what="every game a worker reported in the stream")
 
 
@@ -105,7 +106,7 @@ def test_a_killed_learner_resumes_past_where_it_was(external):
 def test_a_gatekeeper_killed_mid_match_has_the_match_played_again(external):
     run, server = external
     # A new run's first candidate comes after train.candidate_every steps.
-    chaos.wait_for(lambda: chaos.actor_pids(run.pid, "ray::GatekeeperActor.gate"), timeout_s=START_S,
+    wait_for(lambda: chaos.actor_pids(run.pid, "ray::GatekeeperActor.gate"), timeout_s=START_S,
                    every_s=0.05, what="a gating match in progress\n" + run.log()[-2000:])
     before = chaos.restarts(run, "gatekeeper")
     chaos.kill_the_gatekeeper_mid_match(run, timeout_s=RECOVERY_S)
@@ -132,7 +133,7 @@ def test_a_hung_learner_is_stopped_and_replaced(external):
 
 def test_a_gatekeeper_hung_mid_match_has_the_match_played_again(external):
     run, server = external
-    chaos.wait_for(lambda: chaos.actor_pids(run.pid, "ray::GatekeeperActor.gate"), timeout_s=START_S,
+    wait_for(lambda: chaos.actor_pids(run.pid, "ray::GatekeeperActor.gate"), timeout_s=START_S,
                    every_s=0.05, what="a gating match in progress\n" + run.log()[-2000:])
     before = chaos.restarts(run, "gatekeeper")
     chaos.hang_the_gatekeeper_mid_match(run, timeout_s=RECOVERY_S + 120)
@@ -151,7 +152,7 @@ def test_redis_gone_for_good_stops_the_run_with_the_reason_after_a_checkpoint(ex
     run, server = external
     checkpoint = RunDir(run.run_dir).learner / "learner.ckpt"
     # The learner writes one with each candidate (train.candidate_every steps).
-    chaos.wait_for(checkpoint.exists, timeout_s=START_S, what="the learner's first checkpoint")
+    wait_for(checkpoint.exists, timeout_s=START_S, what="the learner's first checkpoint")
     written = checkpoint.stat().st_mtime
     log_before = len(run.log())
     server._kill()
@@ -213,5 +214,5 @@ def test_sigkill_of_the_driver_leaves_nothing_behind_and_resume_continues(main_j
     _, left = chaos.sigkill_then_resume(main_job, timeout_s=RECOVERY_S + 120)
     assert main_job.stop(signal.SIGTERM) == 0
     # Ray's own processes of the killed driver leave once they miss their raylet.
-    chaos.wait_for(lambda: not any(chaos.alive(pid) for pid in left), timeout_s=180,
+    wait_for(lambda: not any(chaos.alive(pid) for pid in left), timeout_s=180,
                    what="the killed driver's processes gone")

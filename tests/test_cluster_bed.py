@@ -11,16 +11,19 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 from unavailable import unavailable
 
+from tengen.cluster.redis_server import EmbeddedRedis
 from tengen.engine.network import weights_metadata
 from tengen.learner.learner import CHECKPOINT_FILE
 from tengen.run.run_dir import RunDir
 from tengen.run_control import read_status
-from tengen.testing.chaos import CHAOS_CONFIG, unique, wait_for
+from tengen.testing.chaos import CHAOS_CONFIG, unique
 from tengen.testing.cluster_bed import FAST_NODE_DEATH, ClusterBed, unavailable_reason
+from tengen.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -142,21 +145,27 @@ BED_RUN = {**CHAOS_CONFIG, "cluster": {**CHAOS_CONFIG["cluster"], "workers": 2}}
 CANDIDATE_EVERY = BED_RUN["train"]["candidate_every"]
 
 
-@pytest.fixture(scope="module")
-def cpu_bed():
-    """A head without CPUs for Ray (the driver and Redis live there, as on a cluster
-    whose head schedules nothing) and two CPU nodes where the run's parts go."""
+def bed_with_redis(*, head_cpus: int, nodes: list[tuple[str, int]]) -> Iterator[tuple[ClusterBed, EmbeddedRedis]]:
+    """A bed of a head and ``nodes`` (kind, CPUs), with the run's Redis on the head,
+    for a module's runs (skipped, with the reason, where namespaces cannot be made)."""
     if (reason := unavailable_reason()) is not None:
         unavailable(reason)
     with ClusterBed(ray_env=FAST_NODE_DEATH) as bed:
-        bed.start_head(cpus=0)
-        bed.add_node("cpu", cpus=2)
-        bed.add_node("cpu", cpus=2)
+        bed.start_head(cpus=head_cpus)
+        for kind, cpus in nodes:
+            bed.add_node(kind, cpus=cpus)
         redis = bed.start_redis()
         try:
             yield bed, redis
         finally:
             redis.stop()
+
+
+@pytest.fixture(scope="module")
+def cpu_bed():
+    """A head without CPUs for Ray (the driver and Redis live there, as on a cluster
+    whose head schedules nothing) and two CPU nodes where the run's parts go."""
+    yield from bed_with_redis(head_cpus=0, nodes=[("cpu", 2), ("cpu", 2)])
 
 
 def test_the_learners_node_preempted_the_run_goes_on_from_its_checkpoint(cpu_bed):
@@ -251,17 +260,7 @@ def gpu_bed():
     """The issue's small cluster: a head with 2 CPUs (the driver and Redis live there
     too), a "gpu" node with 1 CPU and a fake GPU, where the learner and the inference
     server go, and a CPU node with 1 CPU."""
-    if (reason := unavailable_reason()) is not None:
-        unavailable(reason)
-    with ClusterBed(ray_env=FAST_NODE_DEATH) as bed:
-        bed.start_head(cpus=2)
-        bed.add_node("gpu", cpus=1)
-        bed.add_node("cpu", cpus=1)
-        redis = bed.start_redis()
-        try:
-            yield bed, redis
-        finally:
-            redis.stop()
+    yield from bed_with_redis(head_cpus=2, nodes=[("gpu", 1), ("cpu", 1)])
 
 
 def test_workers_beside_a_busy_gpu_node_run_where_cpus_are_free(gpu_bed):

@@ -48,6 +48,8 @@ import yaml
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tengen.testing.waiting import wait_for
+
 ROOT = Path(__file__).resolve().parent.parent
 RAY_FILES = {"aws": ROOT / "deploy/ray/aws.yaml", "gcp": ROOT / "deploy/ray/gcp.yaml"}
 K8S_DIR = ROOT / "deploy/kubernetes"
@@ -495,10 +497,7 @@ while :; do sleep 0.1; done
 
 
 def _wait_for(condition, what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout_s} s for {what}"
-        time.sleep(0.1)
+    wait_for(condition, timeout_s=timeout_s, every_s=0.1, what=what)
 
 
 class _Keeper:
@@ -530,6 +529,17 @@ class _Keeper:
 
     def driver_pid(self) -> int:
         return int((self.fake / "pids").read_text().split()[-1])
+
+    def polls(self) -> int:
+        """How many times the keeper has looked at Redis and the driver."""
+        path = self.dir / "keeper.polls"
+        text = path.read_text().split() if path.exists() else []
+        return int(text[0]) if text else 0
+
+    def wait_polls(self, more: int) -> None:
+        """Until the keeper has looked ``more`` times from now (whatever it would do, it has done)."""
+        polls = self.polls()
+        _wait_for(lambda: self.polls() >= polls + more, f"{more} more polls of the keeper")
 
 
 def test_keeper_restarts_the_runs_redis_and_driver_and_stops_the_driver_cleanly(tmp_path, monkeypatch):
@@ -567,11 +577,12 @@ def test_keeper_restarts_the_runs_redis_and_driver_and_stops_the_driver_cleanly(
         assert keeper("stop").returncode == 0
         assert keeper.calls()[-1] == "clean stop"
         _wait_for(lambda: "the driver stopped (exit 0); no run is kept" in keeper.log(), "the keeper's note")
-        time.sleep(1)  # ten polls
+        keeper.wait_polls(10)
         assert len([c for c in keeper.calls() if c.startswith("train")]) == 2
         assert not (keeper.dir / "train.args").exists() and (keeper.dir / "train.args.done").exists()
         status = keeper("status").stdout
         assert "keeper: running" in status and "redis: running" in status and "kept: nothing" in status
+        assert re.search(r"keeper's last poll: number \d+, \d+ s ago", status), status
     finally:
         keeper("halt")
         _stop_pidfile(keeper.dir / "redis.pid")
@@ -583,7 +594,7 @@ def test_keeper_gives_a_failing_driver_up_after_its_restarts(tmp_path):
         assert keeper("start").returncode == 0
         assert keeper("train", "go9", "--run-dir", "runs/go9").returncode == 0
         _wait_for(lambda: "giving driver up" in keeper.log(), "the keeper to give up")
-        time.sleep(1)
+        keeper.wait_polls(10)
         # started once, restarted twice (the second after its pause), then no more
         assert len(keeper.calls()) == 3 and keeper.log().count("the driver exited with 3") == 3
         assert (keeper.dir / "train.args.failed").exists() and not (keeper.dir / "train.args").exists()

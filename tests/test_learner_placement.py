@@ -7,7 +7,6 @@ TensorFlow finds no device and the servers compute on the CPU); a stand-in actor
 Ray for what the learner asks for.
 """
 
-import time
 
 import numpy as np
 import ray
@@ -18,6 +17,7 @@ from tengen.cluster.inference_pool import InferencePool
 from tengen.cluster.placement import LearnerPlan, nodes_alive, plan_learner
 from tengen.engine.network import weights_to_bytes
 from tengen.run.config import parse_config
+from tengen.testing.waiting import wait_for
 
 CONFIG = parse_config({"game": {"name": "tictactoe"}, "network": {"blocks": 1, "filters": 8}})
 
@@ -60,9 +60,7 @@ def test_the_learners_gpu_node_lost_a_server_gives_it_half_its_gpu():
         assert ray.get(learner.node.remote(), timeout=120) == plan.node
 
         cluster.remove_node(next(n for n in nodes if ids[n.node_manager_port] == plan.node))
-        deadline = time.monotonic() + 120
-        while plan.node in nodes_alive() and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_for(lambda: plan.node not in nodes_alive(), timeout_s=120, what="Ray seeing the learner's node gone")
         again = plan_learner(nodes_alive(), pool.gpus_held())
         assert again == LearnerPlan(other, 0.5, make_room=True)
         restarted, orphans = pool.learner_at(again.node, again.gpus)

@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from play_server import ROOT, PlayServer, write_checkpoint
@@ -18,6 +17,7 @@ from tengen.engine.games.go import GoGame
 from tengen.engine.games.mnk import tictactoe
 from tengen.play.sgf import read_sgf
 from tengen.play.solvers import tictactoe_optimal_actions
+from tengen.testing.waiting import wait_for
 from tengen.web.play import MAX_VISITS
 
 TTT = tictactoe()
@@ -121,11 +121,13 @@ def test_the_server_answers_while_the_model_thinks(ttt_server):
     thinking.start()
     # An answer that says the model is thinking came during its search: a server that
     # stopped answering while it searched would answer only once the model had moved.
-    views = [ttt_server.call("GET", f"/api/games/{game}")]
-    deadline = time.monotonic() + PATIENCE_S
-    while not views[-1][1]["thinking"] and thinking.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    views: list = []
+
+    def answered_or_moved() -> bool:
         views.append(ttt_server.call("GET", f"/api/games/{game}"))
+        return views[-1][1]["thinking"] or not thinking.is_alive()
+
+    wait_for(answered_or_moved, timeout_s=PATIENCE_S, every_s=0.01, what="an answer while the model thinks")
     status, now = views[-1]
     other = ttt_server.call("POST", "/api/games", {"person": 0})  # another game meanwhile
     refused = ttt_server.call("POST", f"/api/games/{game}/undo")
@@ -149,9 +151,8 @@ def test_go_pass_resign_sgf_and_open(tmp_path):
     checkpoint = write_checkpoint(tmp_path / "best", {"name": "go", "size": 9, "komi": 7.5}, simulations=16)
     server = PlayServer(checkpoint, "--open", env={**os.environ, "BROWSER": str(browser)})
     try:
-        deadline = time.monotonic() + PATIENCE_S  # $BROWSER runs in the background
-        while not (opened.exists() and opened.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: opened.exists() and opened.read_text().strip(), timeout_s=PATIENCE_S,  # in the background
+                 every_s=0.1, what="$BROWSER given the URL")
         assert opened.read_text().strip() == server.url
         go = GoGame(size=9, komi=7.5)
         _, info = server.call("GET", "/api/info")

@@ -20,6 +20,7 @@ from fake_clock import FakeClock
 
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
 from tengen.cluster.redis_server import EmbeddedRedis, connect, redis_executable
+from tengen.testing.waiting import wait_for
 
 QUICK = OutagePolicy(outage_s=30.0, backoff_base_s=0.01, backoff_cap_s=0.2, socket_timeout_s=2.0,
                      connect_timeout_s=1.0)
@@ -41,10 +42,7 @@ def _on_clock(server: EmbeddedRedis, policy: OutagePolicy, clock: FakeClock, **k
 
 
 def _until(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {PATIENCE_S} s: {what}"
-        time.sleep(0.01)
+    wait_for(condition, timeout_s=PATIENCE_S, every_s=0.01, what=what)
 
 
 def _on_disk(raw: redis.Redis) -> None:

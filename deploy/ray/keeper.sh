@@ -27,7 +27,8 @@
 # part up and says so (a driver given up on: `keeper.sh train` again keeps it anew).
 #
 # Its files, in TENGEN_REDIS_DIR (~/tengen-redis, on the host's disk, where the Redis
-# keeps its AOF): keeper.log (what it did, UTC), keeper.pid, train.args (the kept run's
+# keeps its AOF): keeper.log (what it did, UTC), keeper.pid, keeper.polls (how many
+# polls it has made, and when the last one was), train.args (the kept run's
 # arguments), driver.log (the driver's output; the run directory has its own log),
 # driver.pid. Nothing here holds a secret: the driver finds the Redis password and Ray's
 # token in the environment the head's shells get (head_setup_commands).
@@ -187,9 +188,13 @@ loop() {
     echo "$$" > "$dir/keeper.pid"
     log "keeper started (pid $$): at most $max_restarts restarts in ${window_s} s per part"
     trap 'log "keeper stopped (pid $$)"; exit 0' TERM INT
+    local polls=0
     while :; do
         keep_redis
         keep_driver
+        # How far it got and when: `status` shows a keeper that is alive but stuck.
+        polls=$((polls + 1))
+        echo "$polls $(date +%s)" > "$dir/keeper.polls"
         sleep "$poll_s" &
         wait "$!"
     done
@@ -238,6 +243,10 @@ case "${1:-}" in
             pid="$(pid_in "$dir/$part.pid")"
             if alive "$pid"; then echo "$part: running (pid $pid)"; else echo "$part: not running"; fi
         done
+        if [ -s "$dir/keeper.polls" ]; then
+            read -r polls at < "$dir/keeper.polls"
+            echo "keeper's last poll: number $polls, $(( $(date +%s) - at )) s ago (it polls every ${poll_s} s)"
+        fi
         if [ -s "$dir/train.args" ]; then
             printf 'kept: tengen train'; tr '\0' ' ' < "$dir/train.args"; echo '--resume-if-exists'
         else
