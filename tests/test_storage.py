@@ -1,42 +1,30 @@
 """Checkpoint storage (learner/storage.py) on real filesystems: a local directory,
-``file://``, and ``sftp://`` to a real OpenSSH server on loopback.
+``file://``, and ``sftp://`` to a real OpenSSH server on loopback
+(testing/sftp_server.py: Debian's sshd, run unprivileged).
 
 A writer killed with SIGKILL in the middle of its writes leaves the previous
 checkpoint readable, and a Learner killed after it published a candidate resumes on
 the same ``sftp://`` URL from its checkpoint.
-
-sshd is Debian's, from the ``openssh-server`` package and the libraries it links,
-fetched without root into ``.cache/openssh`` (``apt-get download`` and
-``dpkg-deb -x``), as test_monitoring.py fetches Prometheus. It runs unprivileged
-(as uid 65534 when the tests run as root), so it needs neither the ``sshd``
-privilege-separation user nor ``/run/sshd``; Debian's ``nss_wrapper`` gives it a
-passwd file of its own with the one login user, ``tengen``, so nothing on the
-machine is changed (this machine's ``nobody`` reads as a locked account to sshd).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
 
-import debian
 import fsspec.config
 import numpy as np
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from unavailable import unavailable
 
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.stream import SampleStream
@@ -48,134 +36,19 @@ from tengen.learner.learner import CHECKPOINT_FILE, Learner
 from tengen.learner.storage import FsspecStorage, LocalStorage, open_storage
 from tengen.run.codec import encode_game, game_decoder
 from tengen.run.config import ConfigError, parse_config
+from tengen.testing.debian import ToolUnavailable
+from tengen.testing.sftp_server import SftpServer, fetch_openssh
 
 ROOT = Path(__file__).resolve().parent.parent
-#: the server, and the preloaded library that gives it a user without an account
-DEBIAN_PACKAGES = ("openssh-server", "libnss-wrapper")
-#: dependencies not fetched: the C library must be the loader's own, and the test's
-#: sshd runs without PAM
-NOT_FETCHED = {"libc6", "libpam-modules", "libpam-runtime"}
-LOGIN = "tengen"
-#: sshd's uid when the tests run as root (nobody's, without nobody's locked entry)
-UNPRIVILEGED_UID = 65534
 MIB = 1 << 20
-
-
-# -- Debian's sshd ------------------------------------------------------------------------
-def _fetch_debian_openssh() -> Path:
-    """openssh-server and the libraries it links (all of them, recursively, but the C
-    library) unpacked into the cache: no reliance on what the machine has installed."""
-    return debian.unpacked("openssh", DEBIAN_PACKAGES, needs="usr/sbin/sshd", with_libraries=True,
-                           not_fetched=NOT_FETCHED)
-
-
-def _write_key(path: Path) -> str:
-    """A new ed25519 private key in OpenSSH's format at ``path``; returns the public line."""
-    key = Ed25519PrivateKey.generate()
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                       serialization.NoEncryption()))
-    path.chmod(0o600)
-    return key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid``: sshd's per-connection monitor, the process that
-    speaks to the network, and the one serving sftp."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:  # gone meanwhile
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        children = [child for child, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
-    return found
-
-
-class SftpServer:
-    """Debian's sshd on a loopback port, serving sftp to ``LOGIN`` with one key.
-
-    ``url(path)`` names a folder in its ``data`` directory; ``key_file`` is the client's
-    private key (give it to fsspec as its ``key_filename`` option)."""
-
-    def __init__(self, tree: Path, work: Path):
-        self.work = work
-        self.uid, self.gid = (UNPRIVILEGED_UID, UNPRIVILEGED_UID) if os.geteuid() == 0 else (os.getuid(), os.getgid())
-        # A copy inside the work folder: the uid may not traverse to the repository.
-        shutil.copytree(tree, work / "openssh", symlinks=True)
-        self.sshd = work / "openssh" / "usr" / "sbin" / "sshd"  # absolute: sshd re-executes itself
-        libraries = [str(p) for pattern in ("lib/*-linux-gnu", "usr/lib/*-linux-gnu")
-                     for p in sorted((work / "openssh").glob(pattern))]
-        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ":".join(libraries),
-                    "LD_PRELOAD": str(next((work / "openssh").rglob("libnss_wrapper.so"))),
-                    "NSS_WRAPPER_PASSWD": str(work / "passwd"), "NSS_WRAPPER_GROUP": str(work / "group")}
-        (work / "passwd").write_text(f"{LOGIN}:x:{self.uid}:{self.gid}:tengen test:{work}:/bin/sh\n")
-        (work / "group").write_text(f"{LOGIN}:x:{self.gid}:\n")
-        _write_key(work / "host_key")
-        self.key_file = work / "client_key"
-        (work / "authorized_keys").write_text(_write_key(self.key_file) + "\n")
-        self.data = work / "data"
-        self.data.mkdir()
-        self.port = _free_port()
-        (work / "sshd_config").write_text(
-            f"ListenAddress 127.0.0.1:{self.port}\nHostKey {work}/host_key\nPidFile {work}/sshd.pid\n"
-            f"AuthorizedKeysFile {work}/authorized_keys\n"
-            # The files are the test's own; no PAM, no passwords, sftp inside sshd.
-            "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-            "PubkeyAuthentication yes\nSubsystem sftp internal-sftp\nLogLevel VERBOSE\n")
-        for folder, _, files in os.walk(work):
-            for name in [folder, *(os.path.join(folder, f) for f in files)]:
-                os.lchown(name, self.uid, self.gid)
-        self.process: subprocess.Popen | None = None
-        self.start()
-
-    def url(self, path: str) -> str:
-        return f"sftp://{LOGIN}@127.0.0.1:{self.port}{self.data}/{path}"
-
-    def start(self) -> None:
-        log = open(self.work / "sshd.log", "ab")
-        dropped = {"user": self.uid, "group": self.gid, "extra_groups": []} if os.geteuid() == 0 else {}
-        self.process = subprocess.Popen([str(self.sshd), "-D", "-e", "-f", str(self.work / "sshd_config")],
-                                        env=self.env, stdout=log, stderr=log, **dropped)
-        log.close()
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"sshd exited:\n{self.log()}"
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"sshd did not listen on port {self.port}:\n{self.log()}")
-
-    def stop(self) -> None:
-        """Kill the listener and every open connection's process."""
-        if self.process is not None:
-            for pid in _descendants(self.process.pid):
-                with contextlib.suppress(ProcessLookupError):  # ended meanwhile
-                    os.kill(pid, signal.SIGKILL)
-            self.process.kill()
-            self.process.wait(timeout=10)
-            self.process = None
-
-    def log(self) -> str:
-        return (self.work / "sshd.log").read_text(errors="replace")[-4000:]
 
 
 @pytest.fixture(scope="session")
 def sftp_server() -> Iterator[SftpServer]:
-    tree = _fetch_debian_openssh()
+    try:
+        tree = fetch_openssh()
+    except ToolUnavailable as e:
+        unavailable(str(e))
     work = Path(tempfile.mkdtemp(prefix="tengen-sshd-"))
     server = SftpServer(tree, work)
     yield server
