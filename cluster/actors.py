@@ -210,6 +210,7 @@ class LearnerActor:
 
         share_gpu_memory()
         self.config = parse_config(config)
+        self._said: list[str] = []
         client = redis_for(self.config, redis_url, password, component="learner")
         self.stream = SampleStream(client, run_id, maxlen=stream_maxlen(self.config))
         self.registry = ModelRegistry(client, run_id)
@@ -219,7 +220,7 @@ class LearnerActor:
             source=self.stream, registry=self.registry, decode=_decoder(self.config),
             storage=HeldStorage(held) if storage is None else ResilientStorage(
                 lambda: open_storage(storage), url=storage, outage_s=self.config.storage_outage_s,
-                log=lambda line: print(f"learner: {line}", flush=True)),
+                log=self._say),
             seed=seed,
         )
         self._steps = self.learner.trainer.step
@@ -252,11 +253,21 @@ class LearnerActor:
         return self._hand_over(self.learner.stats())
 
     def _hand_over(self, stats: _Stats) -> _Stats:
-        """``stats`` with the checkpoints written since the last call, for the driver to keep."""
+        """``stats`` with the checkpoints written since the last call, for the driver to
+        keep, and the lines said since, for the run's log."""
         take_written = getattr(self.learner.storage, "take_written", None)
         if take_written is not None and (written := take_written()):
             stats["checkpoint_files"] = written
+        if self._said:
+            stats["said"], self._said = self._said, []
         return stats
+
+    def _say(self, line: str) -> None:
+        """A line for the run's log: the driver writes it when this call returns (the
+        actor's own output stays on its node: the driver does not forward it)."""
+        line = f"learner: {line}"
+        print(line, flush=True)
+        self._said.append(line)
 
 
 class GatekeeperActor:

@@ -310,6 +310,8 @@ class ClusterRun:
             try:
                 # Queued behind the step in flight: the stats of what the checkpoint holds.
                 stats = ray.get(self.learner.checkpoint.remote(), timeout=120)
+                for line in stats.pop("said", []):
+                    self.log(line)
                 self.loop.learner_stats = stats
                 self._keep_checkpoints(stats)
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError, StorageUnavailable) as e:
@@ -346,6 +348,8 @@ class ClusterRun:
                 return
             self.starting.running("learner")
             self.supervisor.succeeded("learner")
+            for line in stats.pop("said", []):
+                self.log(line)
             self._keep_checkpoints(stats)
             self.loop.learner_reported(stats)
             self._step_learner()

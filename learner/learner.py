@@ -96,6 +96,9 @@ class LearnerStats(TypedDict):
     #: the checkpoints written since the last report, by file name, when the learner's
     #: owner keeps them (the cluster's LearnerActor hands its HeldStorage's to the driver)
     checkpoint_files: NotRequired[dict[str, bytes]]
+    #: what the learner's owner logged since the last report (the cluster's LearnerActor:
+    #: its storage's outages, which the driver writes into the run's log)
+    said: NotRequired[list[str]]
 
 
 class LearnerStep(LearnerStats):
