@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,9 +189,9 @@ class Run:
             return []
 
 
-def finished_games_lost(run: Run, password: str | None, url: str | None = None) -> list[str]:
-    """Game ids that a worker reported finished but that are not in the stream (every
-    finished game must reach it; only games still being played may be lost)."""
+def games_in_stream(run: Run, password: str | None, url: str | None = None) -> Counter[str]:
+    """How many entries of the run's stream hold each game id (more than one: a write
+    that was tried again after its reply was lost, which the learner must read once)."""
     files = RunDir(run.run_dir)
     if url is None:
         connection = json.loads(files.connection.read_text())
@@ -198,7 +199,7 @@ def finished_games_lost(run: Run, password: str | None, url: str | None = None) 
     client = connect(url, password=password)
     keys = RunKeys(files.run_id())
     game = make_game("tictactoe")  # CHAOS_CONFIG's game
-    stored: set[str] = set()
+    stored: Counter[str] = Counter()
     start = "-"
     while True:
         page = client.xrange(keys.samples, start, "+", count=500)
@@ -206,11 +207,18 @@ def finished_games_lost(run: Run, password: str | None, url: str | None = None) 
             _, meta = decode_game_meta(fields[ENTRY_FIELD], planes_shape=game.planes_shape,
                                        num_actions=game.num_actions, game_name=game.name)
             if meta.game_id:
-                stored.add(meta.game_id)
+                stored[meta.game_id] += 1
         if len(page) < 500:
             break
         start = "(" + page[-1][0].decode()
     client.close()
+    return stored
+
+
+def finished_games_lost(run: Run, password: str | None, url: str | None = None) -> list[str]:
+    """Game ids that a worker reported finished but that are not in the stream (every
+    finished game must reach it; only games still being played may be lost)."""
+    stored = games_in_stream(run, password, url)
     last = run.status()
     reported = last.reported_games if last is not None else {}
     return [f"{inc}:{n}" for inc, count in reported.items() for n in range(count) if f"{inc}:{n}" not in stored]

@@ -7,10 +7,12 @@ routed anywhere else), its own ``ray start`` (the head ``--head``, the others
 ``--address``; a "gpu" node says ``--num-gpus 1``, a resource only: no device is
 there) with its own temp dir, and a private filesystem for everything that is not
 the code: a mount namespace with a tmpfs over /tmp, the home directory and the bed's
-own folder, so that a part restarted on another node cannot read a dead node's files,
+head folder, so that a part restarted on another node cannot read a dead node's files,
 as on a cluster of machines. The head alone sees the bed's head folder, where the run
-directory and the run's Redis (``start_redis``) live, as on a cluster made by
-deploy/ray/: the test reads them from outside, as an operator does over SSH.
+directory, the run's Redis (``start_redis``) and its sftp storage (``start_sftp``) live,
+as on a cluster made by deploy/ray/: the test reads them from outside, as an operator
+does over SSH. What every node's image carries (the cluster's sftp key) is in the bed's
+``image`` folder, the same on every node.
 
 Every process of a node runs in its namespaces (``spawn``, through nsenter into the
 node's first process, which holds them), with Ray's token authentication on and the
@@ -22,10 +24,12 @@ The faults, each a method:
 
 - ``preempt(node)``: every process of the node killed at once with SIGKILL, its
   namespaces and files gone, as a spot instance goes; ``add_node`` brings a fresh one;
-- ``cut(node)`` / ``heal(node)`` and ``partition(node, seconds)``: its link down and up;
+- ``cut(node)`` / ``heal(node)`` and ``partition(node, seconds)``: its link down and up
+  (``wait_until_dropped(node)`` after a cut that Ray took for a death);
   ``slow(node, rate)``: its link held to a rate by a token bucket (``tc tbf``; this
   kernel has no netem for delay or loss), ``unslow(node)``;
 - ``fill_disk()`` / ``free_disk()``: the head folder, a small tmpfs, filled to ENOSPC;
+- ``storage_down(storage, seconds)``: ``start_sftp()``'s server away, then back;
 - process kills are the caller's: ``pids(node)`` and ``titles(node)`` name them.
 
 It needs root (namespaces, links, mounts) and iproute2's ``ip``, ``tc``, util-linux's
@@ -50,6 +54,7 @@ from pathlib import Path
 
 from tengen.cluster.redis_server import EmbeddedRedis, redis_executable
 from tengen.testing.chaos import ROOT, Run
+from tengen.testing.sftp_server import SftpServer, fetch_openssh
 from tengen.testing.waiting import wait_for
 
 __all__ = ["ClusterBed", "Node", "BedError", "unavailable_reason", "FAST_NODE_DEATH", "RAY_PORT", "REDIS_PORT"]
@@ -143,6 +148,10 @@ class ClusterBed:
         self.root = BED_ROOT / f"tengen-bed-{self.token}"
         self.head_dir = self.root / "head"
         self.logs = self.root / "logs"  # the host's: what each node's processes printed
+        self.image = self.root / "image"  # what every node's image carries, the same on each
+        #: the client key of the head's sftp storage (``start_sftp``), in every node's
+        #: environment as fsspec reads it, as a deploy's node setup would put it
+        self.sftp_key = self.image / "sftp_key"
         self.subnet = _free_subnet()
         hosts = self.subnet.hosts()
         self.host_address = str(next(hosts))  # the host's end of the bridge
@@ -169,6 +178,7 @@ class ClusterBed:
         (self.root / OWNER_FILE).write_text(f"{os.getpid()}\n")
         self.head_dir.mkdir()
         self.logs.mkdir()
+        self.image.mkdir()
         SHARED_CACHE.mkdir(parents=True, exist_ok=True)
         _run("mount", "-t", "tmpfs", "-o", f"size={HEAD_SIZE},mode=0755", f"tengen-bed-{self.token}",
              str(self.head_dir))
@@ -204,6 +214,7 @@ class ClusterBed:
             "RAY_AUTH_TOKEN": self.auth_token,
             "RAY_USAGE_STATS_ENABLED": "0",
             "TENGEN_BED_NODE": node.name,
+            "FSSPEC_SFTP_KEY_FILENAME": str(self.sftp_key),
             **self.ray_env,
         })
         return env
@@ -254,8 +265,8 @@ class ClusterBed:
         steps += [f"mount -t tmpfs -o mode=1777 tengen-{name} {path}" for path in hidden]
         for i, path in enumerate(kept):
             steps += [f"mkdir -p {path}", f"mount --bind {self.root / 'kept' / name / str(i)} {path}"]
-        if kind != "head":
-            steps.append(f"mount -t tmpfs -o mode=0755 tengen-{name} {self.root}")
+        if kind != "head":  # the head's files and the host's logs are not theirs
+            steps += [f"mount -t tmpfs -o mode=0755 tengen-{name} {path}" for path in (self.head_dir, self.logs)]
         node.holder = subprocess.Popen(
             [*inside, "unshare", "--mount", "--propagation", "private", "sh", "-c",
              " && ".join(steps) + " && mkdir -p /tmp/ray && echo ready && exec sleep infinity"],
@@ -345,6 +356,25 @@ class ClusterBed:
         return EmbeddedRedis(data_dir=self.head_dir / "redis", host=head.address, port=port,
                              executable=str(wrapper)).start()
 
+    def start_sftp(self) -> SftpServer:
+        """sftp storage on the head: Debian's sshd on the head's address (unprivileged, in
+        its namespaces), its files in the head folder; every node reaches it with the
+        cluster's key (``sftp_key``). ``stop()`` then ``start()`` is a storage outage.
+        Raises ``debian.ToolUnavailable`` where sshd cannot be fetched."""
+        head = self.nodes["head"]
+        work = self.head_dir / "sshd"
+        work.mkdir()
+
+        def launch(argv: Sequence[str], env: Mapping[str, str], uid: int, gid: int) -> subprocess.Popen:
+            # nsenter drops to sshd's user once inside; the loader's variables are set
+            # for sshd alone, by env, not for nsenter
+            return subprocess.Popen(["nsenter", "--target", str(head.holder_pid), "--mount", "--net",
+                                     f"--setuid={uid}", f"--setgid={gid}", "--", "env",
+                                     *(f"{key}={value}" for key, value in env.items()), *argv],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+        return SftpServer(fetch_openssh(), work, host=head.address, key_file=self.sftp_key, launch=launch)
+
     def run(self, name: str, config: Mapping, *, redis: EmbeddedRedis) -> Run:
         """``tengen train`` of ``config`` on the head, joined to the bed's Ray and using
         ``redis`` (its password in the driver's environment, as deploy/ passes it), into
@@ -412,6 +442,16 @@ class ClusterBed:
         _run("ip", "netns", "del", node.namespace, check=False)
         node.gone = True
 
+    def wait_until_dropped(self, node: Node, timeout_s: float = 120) -> None:
+        """Until Ray, which declared ``node`` dead while it was cut off, has its raylet
+        exit (a node declared dead never rejoins); then what is left of it goes, as an
+        autoscaler terminates an instance its cluster no longer counts."""
+        assert node.ray is not None
+        ray_start = node.ray
+        wait_for(lambda: ray_start.poll() is not None, timeout_s=timeout_s,
+                 what=f"{node.name}'s raylet exiting\n{self.log_tail(node, 'ray')}")
+        self._kill_node(node)
+
     def cut(self, node: Node) -> None:
         """The node's link down: it and the rest of the cluster no longer reach each other."""
         _run("ip", "link", "set", node.link, "down")
@@ -436,6 +476,15 @@ class ClusterBed:
             time.sleep(seconds)
         finally:
             self.heal(node)
+
+    def storage_down(self, storage: SftpServer, seconds: float) -> None:
+        """The head's sftp storage (``start_sftp``) away for ``seconds``, every connection
+        it served gone with it, then back on its port."""
+        storage.stop()
+        try:
+            time.sleep(seconds)
+        finally:
+            storage.start()
 
     def slow(self, node: Node, rate: str = "256kbit") -> None:
         """The node's traffic from the bridge held to ``rate`` (a token bucket)."""
