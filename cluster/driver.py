@@ -97,6 +97,8 @@ __all__ = ["ClusterRun"]
 
 #: the seconds of training each learner step asks for: the driver hears from it that often
 LEARNER_STEP_S = 1.0
+#: how often a learner placed without a GPU (none was alive) looks for one that joined
+GPU_LOOK_EVERY_S = 30.0
 
 
 class ClusterRun:
@@ -138,6 +140,7 @@ class ClusterRun:
         self._learner_ref: Any = None
         #: where the learner was last placed
         self._learner_plan: LearnerPlan | None = None
+        self._gpu_looked = float("-inf")
         self._setup: ActorSetup | None = None
         self._log_file: RunLog | None = None
         #: this driver's hold on the run (cluster/lease.py), once run() took it
@@ -352,7 +355,8 @@ class ClusterRun:
                 self.log(line)
             self._keep_checkpoints(stats)
             self.loop.learner_reported(stats)
-            self._step_learner()
+            if not self._learner_to_gpu():
+                self._step_learner()
         elif ref is self.promotion.match:
             self.promotion.match_done()
         elif not self.promotion.load_done(ref):
@@ -392,6 +396,33 @@ class ClusterRun:
         ref = self._learner_ref = self.learner.step.remote(LEARNER_STEP_S, self.loop.best_version)
         self.deadlines.sent("learner", ref, "step", learner_deadline_s(self.config, LEARNER_STEP_S),
                             self._learner_hung)
+
+    def _learner_to_gpu(self) -> bool:
+        """A learner placed without a GPU, since none was alive (its GPU node lost), moves
+        to one that joined since (the autoscaler's replacement): checkpointed between
+        two steps and started again there, since a CPU learner on a GPU cluster would
+        train at a fraction of its speed for the rest of the run. Looked at every
+        ``GPU_LOOK_EVERY_S``; True when it moved."""
+        assert self.fleet is not None
+        plan, now = self._learner_plan, time.monotonic()
+        if plan is None or plan.gpus > 0 or self.learner is None or now < self._gpu_looked + GPU_LOOK_EVERY_S:
+            return False
+        self._gpu_looked = now
+        if plan_learner(nodes_alive(), self.fleet.pool.gpus_held()).gpus <= 0:
+            return False
+        try:
+            stats = ray.get(self.learner.checkpoint.remote(), timeout=120)
+            for line in stats.pop("said", []):
+                self.log(line)
+            self._keep_checkpoints(stats)
+            self.log(f"a GPU is alive again: the learner moves to it from its checkpoint at step {stats['step']}")
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError, StorageUnavailable) as e:
+            self.log(f"a GPU is alive again: the learner moves to it; its checkpoint failed ({type(e).__name__}), "
+                     "the last one stands")
+        kill_actor(self.learner)
+        self.learner = None
+        self._start_learner()
+        return True
 
     def _learner_hung(self, ref: Any, error: Hung) -> None:
         """A step past its deadline: the learner is stopped and replaced like a lost one."""

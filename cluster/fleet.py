@@ -47,7 +47,7 @@ from tengen.cluster.placement import (
     fits,
     nodes_alive,
 )
-from tengen.cluster.supervision import Supervisor, kill_actor
+from tengen.cluster.supervision import Supervisor, kill_actor, node_lost
 from tengen.run.config import TengenConfig
 from tengen.run.loop import TrainingLoop
 
@@ -91,6 +91,13 @@ class Fleet:
         #: of those, how many were added for each GPU server (``workers_per_gpu``): they go
         #: with it; the others are the run's own count (``cluster.workers``, ``tengen scale``)
         self._for_gpu: dict[str, int] = {}
+        #: whether the count is the user's (``cluster.workers``, ``tengen scale``): GPU
+        #: nodes that join then share the workers the run holds, rather than add
+        #: ``workers_per_gpu`` each, so that a node and its replacement leave it as it was
+        self._count_fixed = config.cluster.workers is not None
+        #: the workers started to carry on on the CPU server that stands in for the
+        #: GPU servers: they go when it is retired
+        self._for_stand_in = 0
         #: the part the workers make room for (no worker starts meanwhile), None: none
         self.held_for: str | None = None
         #: the servers' merged stats, as of the last sync
@@ -171,7 +178,13 @@ class Fleet:
             # Each of its workers reports the same death: it counts once.
             # A server that raised on a batch fails, not its workers: it counts against the
             # server (restarted; one that keeps raising stops the run as a crash loop).
-            if self.pool.handle_id(key) == lost and f"inference {key}" not in self.supervisor.waiting():
+            # One still starting (its process coming up, or waiting for room) is not lost
+            # for not answering yet, within the bound on starting (``start_timeout_s``).
+            waiting = self.starting.get(f"inference {key}")
+            starting = (stats.get("server_error") is None and waiting is not None
+                        and not self.starting.retry_due(waiting))
+            if (self.pool.handle_id(key) == lost and f"inference {key}" not in self.supervisor.waiting()
+                    and not starting):
                 why = stats.get("server_error") or f"it stopped answering {wid}"
                 self.server_lost(key, RuntimeError(f"{why} (actor {lost[:8]})"))
             if key in self.pool.servers:
@@ -261,10 +274,11 @@ class Fleet:
             self._start_new_workers(missing)
 
     def requested(self, wanted: int | None) -> None:
-        """``tengen scale``'s request (None: none): it applies once, so that GPU nodes
-        that join later add workers on top."""
+        """``tengen scale``'s request (None: none), applied once: from then on the run
+        holds that many, whatever GPU nodes join."""
         if wanted and wanted != self._applied_scale:
             self._applied_scale = wanted
+            self._count_fixed = True
             self._scale(wanted)
 
     def _scale(self, wanted: int) -> None:
@@ -378,11 +392,14 @@ class Fleet:
         self._tell_workers(key)
         return True
 
-    def server_lost(self, key: str, error: BaseException) -> None:
+    def server_lost(self, key: str, error: BaseException, *, node_gone: bool | None = None) -> None:
         """An inference server on a live node died or stopped answering (or did not
         load a promoted model): a new one, with its workers, after the supervisor's
-        pause."""
-        delay = self.supervisor.failed(f"inference {key}", error, what="lost")
+        pause. Counted once until that one starts (every worker and every push may
+        say so meanwhile); ``node_gone``: as ``Supervisor.failed`` takes it."""
+        if f"inference {key}" in self.supervisor.waiting():
+            return
+        delay = self.supervisor.failed(f"inference {key}", error, what="lost", node_gone=node_gone)
 
         def restart() -> None:
             if key not in self.pool.servers:
@@ -395,6 +412,46 @@ class Fleet:
         else:
             restart()
 
+    def _share_workers(self) -> None:
+        """With a count of the user's, a server that runs and has fewer workers than
+        the busiest by two or more (a GPU node joined) takes workers from it."""
+        if not self._count_fixed:
+            return
+        running = set(self.pool.running())
+        moved = 0
+        while True:
+            loads = {key: len(server.workers) for key, server in self.pool.servers.items() if key in running}
+            if len(loads) < 2:
+                break
+            busiest, idlest = max(loads, key=lambda k: (loads[k], k)), min(loads, key=lambda k: (loads[k], k))
+            if loads[busiest] - loads[idlest] < 2:
+                break
+            wid = sorted(self.pool.servers[busiest].workers)[-1]
+            self.pool.detach(wid)
+            handle, _ = self.pool.attach(wid, idlest)
+            if wid in self.workers:
+                self.workers[wid].set_server.remote(handle)
+            moved += 1
+        if moved:
+            self.pool.update_clients()
+            self.log(f"{moved} self-play workers moved to the inference servers with fewest")
+
+    def _retire_stand_in(self) -> None:
+        """A GPU server runs again: the CPU server that stood in is stopped, the workers
+        started for it with it, and the rest go to the GPU servers."""
+        orphans = self.pool.retire_stand_in()
+        if orphans is None:
+            return
+        going = min(self._for_stand_in, len(orphans))
+        self._for_stand_in = 0
+        for wid in orphans[len(orphans) - going:]:
+            self._drop_worker(wid)
+        self.target_workers -= going
+        self._move_workers(orphans[:len(orphans) - going])
+        self.log(f"a GPU server runs again: the CPU inference server that stood in is stopped, "
+                 f"{len(orphans) - going} of its workers moved to the GPU servers"
+                 + (f", {going} started for it stopped" if going else ""))
+
     def sync(self) -> None:
         """Servers (and their workers) for GPU nodes that joined; drop what left; restart
         servers that stopped answering."""
@@ -402,9 +459,10 @@ class Fleet:
         owners = {wid: self.pool.server_of(wid) for wid in self.workers}
         added, orphans = self.pool.sync()
         self.server_stats, failed = self.pool.stats()
-        for key in failed:
-            if key in self.pool.servers and f"inference {key}" not in self.supervisor.waiting():
-                self.server_lost(key, RuntimeError("its stats call failed"))
+        for key, error in failed.items():
+            if key in self.pool.servers:
+                self.server_lost(key, RuntimeError(f"its stats call failed: {type(error).__name__}"),
+                                 node_gone=node_lost(error))
         # Of the workers of a server whose node left, those started for its GPU go too
         # (the newest); the others, the run's own count, run on with the servers left.
         stopped, moved = [], []
@@ -419,10 +477,14 @@ class Fleet:
         self._move_workers(moved)
         room = self._room() if added else None
         for key in added:
-            if key.startswith("gpu:"):
+            if key.startswith("gpu:") and not self._count_fixed:
                 self._add_workers(self.config.cluster.workers_per_gpu, server=key, room=room)
+        self._retire_stand_in()
+        self._share_workers()
         if self.target_workers < 1:  # the last GPU node went: carry on on the CPU server
-            self._add_workers(self._worker_count() - self.target_workers)
+            count = self._worker_count() - self.target_workers
+            self._for_stand_in += count
+            self._add_workers(count)
         gone = before - set(self.pool.servers)
         if added or gone:
             self.log(f"inference servers: {len(self.pool.servers)} (+{len(added)} -{len(gone)}), "

@@ -7,7 +7,9 @@ they were waiting for again. The driver calls ``sync()`` every few seconds. A GP
 (an autoscaler's new spot instance, say) gets a server per GPU and the driver starts
 ``workers_per_gpu`` workers next to each; a node that went away takes its servers
 with it, and their workers are returned so that the driver can drop them. If the
-last server goes, a CPU server takes over so the run never stalls.
+last server goes, a CPU server stands in so the run never stalls, until a GPU server
+runs again (``retire_stand_in``: an autoscaler's replacement joined); a CPU server of
+a cluster that never had a GPU is the run's own, and stays.
 
 The learner may share one GPU with a server: on a cluster with a single GPU both
 get half of it (TensorFlow grows its memory on demand in both); with two or more,
@@ -70,6 +72,8 @@ class InferencePool:
         self._weights: tuple[bytes, int] | None = None
         #: where the learner is (None: no GPU node) and its GPU share, as the driver last placed it
         self._learner: tuple[str | None, float] = (None, 0.0)
+        #: whether the CPU server stands in for GPU servers that went
+        self.stand_in = False
 
     # -- servers ----------------------------------------------------------------------
     def start(self, blob: bytes, version: int) -> list[str]:
@@ -105,7 +109,7 @@ class InferencePool:
             else:
                 orphans.extend(self._drop(key, kill=True))
         if not self.servers:  # (its workers need one)
-            self._start_server(CPU_SERVER, node=None, gpus=0.0)
+            self._stand_in()
         return restarted, orphans
 
     def sync(self) -> tuple[list[str], list[str]]:
@@ -124,8 +128,24 @@ class InferencePool:
             shares = server_gpu_shares(gpus, self._learner_gpus(node))
             added.extend(self._start_server(f"gpu:{node}:{i}", node=node, gpus=share) for i, share in enumerate(shares))
         if not self.servers:
-            added.append(self._start_server(CPU_SERVER, node=None, gpus=0.0))
+            added.append(self._stand_in())
         return added, orphans
+
+    def _stand_in(self) -> str:
+        """The CPU server, standing in for the GPU servers that went."""
+        self.stand_in = True
+        return self._start_server(CPU_SERVER, node=None, gpus=0.0)
+
+    def retire_stand_in(self) -> list[str] | None:
+        """The CPU server stopped once a GPU server runs again, when it stood in for the
+        lost ones (its CPU goes back to self-play). Returns its workers, to attach to
+        the GPU servers; None when no stand-in was retired."""
+        if not self.stand_in or CPU_SERVER not in self.servers:
+            return None
+        if not any(key != CPU_SERVER for key in self.running()):  # answered: its workers need no wait
+            return None
+        self.stand_in = False
+        return self._drop(CPU_SERVER, kill=True)
 
     def restart(self, key: str) -> Any | None:
         """A new server in place of ``key``'s, which died or stopped answering: on the
@@ -186,7 +206,7 @@ class InferencePool:
         one); returns its workers."""
         orphans = self._drop(key)
         if not self.servers:
-            self._start_server(CPU_SERVER, node=None, gpus=0.0)
+            self._stand_in()
         return orphans
 
     def _start_server(self, key: str, *, node: str | None, gpus: float) -> str:
@@ -249,23 +269,24 @@ class InferencePool:
         self._weights = (blob, version)
         return {key: s.handle.load_weights.remote(blob, sha256, version) for key, s in self.servers.items()}
 
-    def stats(self, *, timeout_s: float = 2.0) -> tuple[dict, list[str]]:
+    def stats(self, *, timeout_s: float = 2.0) -> tuple[dict, dict[str, BaseException]]:
         """Merged stats of the servers that answer within ``timeout_s`` (sums, batch
-        size weighted by model calls) and the keys of servers that died or raised. A
+        size weighted by model calls) and the servers that died or raised, by key, with
+        Ray's error. A
         server that is slow to answer is not dead: it may still be starting on a busy
         node, or busy; its workers' own timeouts catch one that hangs."""
         refs = {key: s.handle.stats.remote() for key, s in self.servers.items()}
         ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
         merged: dict[str, float] = {"servers": 0, "evaluations": 0, "batches": 0}
         weighted = 0.0
-        failed = []
+        failed: dict[str, BaseException] = {}
         for key, ref in refs.items():
             try:
                 one = ray.get(ref, timeout=0)
             except ray.exceptions.GetTimeoutError:
                 continue  # not yet: asked again at the next sync
-            except ray.exceptions.RayError:
-                failed.append(key)
+            except ray.exceptions.RayError as e:
+                failed[key] = e
                 continue
             if self.starting is not None:
                 self.starting.running(f"inference {key}")  # it answers: it runs

@@ -26,7 +26,7 @@ from tengen.cluster.actors import ActorSetup, GatekeeperActor
 from tengen.cluster.deadlines import Deadlines, Hung, match_deadline_s
 from tengen.cluster.fleet import Fleet
 from tengen.cluster.redis_client import RedisUnavailable, ResilientRedis
-from tengen.cluster.supervision import Supervisor
+from tengen.cluster.supervision import Supervisor, node_lost
 from tengen.run.config import TengenConfig
 from tengen.run.loop import TrainingLoop
 from tengen.run.run_dir import version_id
@@ -149,7 +149,7 @@ class Promotion:
     def _load_failed(self, key: str, error: BaseException) -> None:
         if key in self.fleet.pool.servers:
             self.fleet.server_lost(key, RuntimeError(f"it failed to load {version_id(self._loading_version)}: "
-                                                     f"{type(error).__name__}"))
+                                                     f"{type(error).__name__}"), node_gone=node_lost(error))
 
     def _loaded_if_all(self) -> None:
         if not self._loading:

@@ -32,7 +32,7 @@ import ray
 from tengen.cluster.deadlines import Hung
 from tengen.cluster.redis_client import RedisUnavailable
 
-__all__ = ["CrashLoop", "Supervisor", "describe_error", "kill_actor", "root_cause"]
+__all__ = ["CrashLoop", "Supervisor", "describe_error", "kill_actor", "node_lost", "root_cause"]
 
 _BACKOFF_BASE_S = 1.0
 _BACKOFF_CAP_S = 60.0
@@ -68,6 +68,18 @@ def root_cause(error: BaseException) -> BaseException:
     return error
 
 
+def node_lost(error: BaseException) -> bool:
+    """Whether ``error`` says that the part's node went, not the part: Ray's actor death
+    for a node that died (preempted, or cut off past its health checks: "its node has
+    died"), or an actor unavailable (its node unreachable). A node that goes takes its
+    parts with it, and for a while (until Ray declares it dead) a part started again
+    may be sent there and lost again: no crash loop of the part's own."""
+    cause = root_cause(error)
+    if isinstance(cause, ray.exceptions.ActorUnavailableError):
+        return True
+    return isinstance(cause, ray.exceptions.ActorDiedError) and (cause.preempted or "its node has died" in str(cause))
+
+
 @dataclass
 class _Part:
     restarts: int = 0
@@ -97,12 +109,16 @@ class Supervisor:
     def _part(self, name: str) -> _Part:
         return self._parts.setdefault(name, _Part())
 
-    def failed(self, name: str, error: BaseException, *, what: str = "failed") -> float:
+    def failed(self, name: str, error: BaseException, *, what: str = "failed", node_gone: bool | None = None) -> float:
         """Record a failure of ``name``; returns the seconds to wait before replacing
-        it. Raises CrashLoop when it has failed ``failures`` times in a row."""
+        it. Raises CrashLoop when it has failed ``failures`` times in a row. A part
+        lost with its node (``node_gone``; None: judged from ``error``, ``node_lost``)
+        is replaced after a short pause and does not count toward the crash loop."""
         part = self._part(name)
         now = self._clock()
-        streak = part.failures_in_a_row + 1 if now - part.last_failure <= self.window_s else 1
+        gone = node_lost(error) if node_gone is None else node_gone
+        streak = part.failures_in_a_row if gone else (
+            part.failures_in_a_row + 1 if now - part.last_failure <= self.window_s else 1)
         part.failures_in_a_row, part.last_failure = streak, now
         summary = describe_error(error)
         part.last_error = summary
@@ -111,6 +127,9 @@ class Supervisor:
         else:
             part.logged.add(summary)
             self.log(f"{name} {what}: {error}")
+        if gone:
+            part.restarts += 1
+            return _BACKOFF_BASE_S
         if streak >= self.failures:
             raise CrashLoop(f"{name} failed {streak} times in a row within {self.window_s:g} s each; "
                             f"stopping the run. Last error: {summary}")

@@ -55,7 +55,7 @@ def test_a_server_per_gpu_and_workers_spread_over_them(gpu_cluster):
     assert policy.shape == (5, 9) and value.shape == (5,)
     assert ray.get(pool.servers[started[0]].handle.stats.remote())["model_calls"] == 1, "a GPU takes one at a time"
     stats, failed = pool.stats()
-    assert failed == [] and stats["servers"] == 2 and stats["evaluations"] == 5
+    assert failed == {} and stats["servers"] == 2 and stats["evaluations"] == 5
 
     # The one-GPU node goes: its server is forgotten and its workers come back as orphans.
     cluster.remove_node(one_gpu)

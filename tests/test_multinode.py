@@ -1,6 +1,6 @@
 """A run on a multi-node Ray cluster on one machine, with its own Redis server as on a
 real cluster (`--redis`, the password in the environment): workers spread over the
-nodes, a GPU node that joins gets a server and workers, and the run goes on when
+nodes, a GPU node that joins gets a server that shares the workers, and the run goes on when
 nodes go away."""
 
 import threading
@@ -57,8 +57,9 @@ def test_workers_spread_and_survive_a_lost_node(three_nodes, redis_server, tmp_p
     assert len({w["node"] for w in workers.values()}) >= 2  # spread over nodes
 
     # A GPU node joins (an autoscaler's spot instance): the run gives it an inference
-    # server and workers_per_gpu workers placed next to it. (Ray's GPU here is only a
-    # resource; TensorFlow finds no device and runs on the CPU.)
+    # server, which takes workers from the CPU server (the config fixes the count at
+    # 3: no workers_per_gpu more). (Ray's GPU here is only a resource; TensorFlow finds
+    # no device and runs on the CPU.)
     gpu_node = cluster.add_node(num_cpus=2, num_gpus=1)
     driver: dict = {}
     while thread.is_alive() and time.monotonic() < deadline + 60 and driver.get("inference_servers") != 2:

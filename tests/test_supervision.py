@@ -7,11 +7,12 @@ The supervisor's window is read from a clock the tests move (tests/fake_clock.py
 from __future__ import annotations
 
 import pytest
+import ray
 from fake_clock import FakeClock
 
 from tengen.cluster.driver import ClusterRun
 from tengen.cluster.redis_client import RedisUnavailable
-from tengen.cluster.supervision import CrashLoop, Supervisor, describe_error
+from tengen.cluster.supervision import CrashLoop, Supervisor, describe_error, node_lost
 from tengen.run.config import parse_config
 
 
@@ -27,6 +28,25 @@ def test_pauses_grow_and_a_crash_loop_stops_with_the_error():
     assert "Traceback" in lines[0] and all("Traceback" not in line for line in lines[1:])
     assert lines[1] == "learner failed again: RuntimeError: storage is read-only"
     assert supervisor.report()["learner"]["last_error"] == "RuntimeError: storage is read-only"
+
+
+def test_a_part_lost_with_its_node_is_no_crash_loop_of_its_own():
+    """A preempted or cut-off node takes its parts with it, and until Ray declares it
+    dead a part started again may go there and be lost again: replaced after a short
+    pause, each time, without stopping the run (before: a GPU node's server, lost at
+    each promotion's push, stopped the run within seconds of a preemption)."""
+    supervisor = Supervisor(failures=3, window_s=60, log=lambda line: None, clock=FakeClock())
+    unreachable = ray.exceptions.ActorUnavailableError("RpcError: Socket closed", None)
+    assert node_lost(unreachable) and not node_lost(ray.exceptions.ActorDiedError())
+    assert [supervisor.failed("inference gpu:n1:0", unreachable, what="lost") for _ in range(6)] == [1.0] * 6
+    pushed = RuntimeError("it failed to load 000298: ActorDiedError")  # what the caller knew: its node died
+    assert supervisor.failed("inference gpu:n1:0", pushed, node_gone=True) == 1.0
+    assert supervisor.report()["inference gpu:n1:0"]["restarts"] == 7
+    # ... while the part's own failures still stop the run
+    supervisor.failed("inference gpu:n1:0", pushed)
+    supervisor.failed("inference gpu:n1:0", pushed)
+    with pytest.raises(CrashLoop):
+        supervisor.failed("inference gpu:n1:0", pushed)
 
 
 def test_a_success_or_a_quiet_spell_resets_the_count():
