@@ -21,8 +21,10 @@ from tengen.engine.network import weights_metadata
 from tengen.learner.learner import CHECKPOINT_FILE
 from tengen.run.run_dir import RunDir
 from tengen.run_control import read_status
-from tengen.testing.chaos import CHAOS_CONFIG, unique
+from tengen.testing.chaos import CHAOS_CONFIG, WORKER_LOST, finished_games_lost, games_in_stream, unique
 from tengen.testing.cluster_bed import FAST_NODE_DEATH, ClusterBed, unavailable_reason
+from tengen.testing.debian import ToolUnavailable
+from tengen.testing.sftp_server import SftpServer
 from tengen.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -145,6 +147,13 @@ BED_RUN = {**CHAOS_CONFIG, "cluster": {**CHAOS_CONFIG["cluster"], "workers": 2}}
 CANDIDATE_EVERY = BED_RUN["train"]["candidate_every"]
 
 
+def stop_cleanly(bed: ClusterBed, run) -> None:
+    """SIGTERM the run's driver: it stops with 0 (else what it printed, its log after)."""
+    code = run.stop()
+    assert code == 0, (f"the driver exited with {code}:\n"
+                       f"{bed.log_tail(bed.nodes['head'], f'run-{run.run_dir.name}', 6000)}\n{run.log()[-2000:]}")
+
+
 def bed_with_redis(*, head_cpus: int, nodes: list[tuple[str, int]]) -> Iterator[tuple[ClusterBed, EmbeddedRedis]]:
     """A bed of a head and ``nodes`` (kind, CPUs), with the run's Redis on the head,
     for a module's runs (skipped, with the reason, where namespaces cannot be made)."""
@@ -192,7 +201,7 @@ def test_the_learners_node_preempted_the_run_goes_on_from_its_checkpoint(cpu_bed
         assert unique(run.ladder_versions())
         assert "already published" not in run.log()
     finally:
-        assert run.stop() == 0, run.log()[-3000:]
+        stop_cleanly(bed, run)
 
 
 def test_a_second_driver_of_a_run_is_refused_and_the_first_goes_on(cpu_bed):
@@ -214,7 +223,7 @@ def test_a_second_driver_of_a_run_is_refused_and_the_first_goes_on(cpu_bed):
         games = run.games()
         run.games_flow(after=games + 10, timeout_s=300)  # the first goes on
     finally:
-        assert run.stop() == 0, run.log()[-3000:]
+        stop_cleanly(bed, run)
 
 
 def test_the_head_disk_full_for_30_s_is_an_outage_the_run_goes_through(cpu_bed):
@@ -243,7 +252,52 @@ def test_the_head_disk_full_for_30_s_is_an_outage_the_run_goes_through(cpu_bed):
         last = run.status()
         assert last is not None and last.error is None and last.disk_outage_s == 0
     finally:
-        assert run.stop() == 0, run.log()[-3000:]
+        stop_cleanly(bed, run)
+
+
+def sftp_on_head(bed: ClusterBed) -> SftpServer:
+    try:
+        return bed.start_sftp()
+    except ToolUnavailable as e:
+        unavailable(str(e))
+
+
+def checkpoint_step(path) -> int:
+    """The training step a learner checkpoint holds (0: none yet)."""
+    return int(weights_metadata(path.read_bytes())["step"]) if path.exists() else 0
+
+
+def test_the_storage_down_for_60_s_the_learner_waits_it_out_and_goes_on(cpu_bed):
+    """Checkpoints go to sftp on the head, from a learner on another node; sshd goes
+    away for 60 s with every connection it served. The learner's writes wait the
+    outage out (``storage_outage_s``, a deadline on every call), the run's log says so
+    at both ends, the learner is neither replaced nor reset, and its next checkpoint
+    reaches the storage (before: one retry, then five quick learner failures stopped
+    the run)."""
+    bed, redis = cpu_bed
+    storage = sftp_on_head(bed)
+    url = storage.url("storage-down")
+    run = bed.run("storage-down", {**BED_RUN, "storage": url, "storage_outage_s": 300}, redis=redis)
+    run.start(minutes=20)
+    checkpoint = storage.data / "storage-down" / CHECKPOINT_FILE
+    try:
+        wait_for(lambda: checkpoint_step(checkpoint) >= CANDIDATE_EVERY, timeout_s=600,
+                 what=f"a checkpoint on the head's sftp\n{run.log()[-3000:]}")
+        log_before = len(run.log())
+        bed.storage_down(storage, 60)
+        kept = checkpoint_step(checkpoint)
+        wait_for(lambda: f"learner: storage {url}: answering again" in run.log()[log_before:], timeout_s=300,
+                 what=f"the learner's storage back, said in the run's log\n{run.log()[-3000:]}")
+        after = run.log()[log_before:]
+        assert re.search(rf"learner: storage {re.escape(url)}: .+; retrying", after), after[-3000:]
+        assert "learner lost" not in after and "learner hung" not in after, after[-3000:]
+        wait_for(lambda: checkpoint_step(checkpoint) > kept, timeout_s=300,
+                 what=f"a checkpoint written after the outage\n{run.log()[-3000:]}")
+        assert run.process is not None and run.process.poll() is None
+        assert (last := run.status()) is not None and last.error is None
+    finally:
+        stop_cleanly(bed, run)
+        storage.stop()
 
 
 # -- a GPU node whose CPU the learner holds ----------------------------------------------------
@@ -277,7 +331,7 @@ def test_workers_beside_a_busy_gpu_node_run_where_cpus_are_free(gpu_bed):
         workers = sorted(node.name for node, _ in bed.find("ray::SelfPlayActor"))
         assert len(workers) == 2 and "gpu1" not in workers, workers
     finally:
-        assert run.stop() == 0, run.log()[-3000:]
+        stop_cleanly(bed, run)
 
 
 def test_a_worker_without_room_is_counted_apart_reported_with_the_reason_and_tried_again(gpu_bed):
@@ -307,7 +361,7 @@ def test_a_worker_without_room_is_counted_apart_reported_with_the_reason_and_tri
         assert told["workers"] == {"running": 3, "starting": 1, "target": 4}, told["workers"]
         assert [part["part"] for part in told["not_started"]] == [waiting["part"]]
     finally:
-        assert run.stop() == 0, run.log()[-3000:]
+        stop_cleanly(bed, run)
 
 
 def test_the_learners_gpu_node_preempted_a_worker_makes_room_for_the_learner(gpu_bed):
@@ -346,4 +400,86 @@ def test_the_learners_gpu_node_preempted_a_worker_makes_room_for_the_learner(gpu
                  and reported(run).get("workers", 0) >= 1, timeout_s=300, what="the worker count held again")
         assert "waits for room: holding 3 self-play workers again" in run.log()[log_before:]
     finally:
-        assert run.stop() == 0, run.log()[-3000:]
+        stop_cleanly(bed, run)
+
+
+def test_a_gpu_node_preempted_and_another_joining_the_run_is_whole_again(gpu_bed):
+    """The learner and the inference server on the gpu node, three workers on the
+    other CPUs; the gpu node is preempted, and once the run has seen it go (a CPU
+    learner, a CPU server standing in) the autoscaler's replacement joins. The run is
+    as it was: the learner goes back to a GPU (from its checkpoint), a GPU server
+    answers and the CPU server that stood in is stopped, and the three workers run,
+    no more (the count is the config's: the new node takes workers, it adds none)."""
+    bed, redis = gpu_bed
+    if not any(node.kind == "gpu" and not node.gone for node in bed.nodes.values()):
+        bed.add_node("gpu", cpus=1)  # the module's earlier test left none
+    config = {**BED_RUN, "cluster": {**BED_RUN["cluster"], "workers": 3, "start_timeout_s": 30}}
+    run = bed.run("gpu-node-replaced", config, redis=redis).start(minutes=25)
+    try:
+        wait_for(lambda: reported(run).get("workers") == 3 and run.learner_step() >= CANDIDATE_EVERY,
+                 timeout_s=600, what=f"3 workers and a candidate\n{run.log()[-3000:]}")
+        ((node, _),) = bed.find("ray::InferenceServer")
+        assert node.kind == "gpu" and [n for n, _ in bed.find("ray::LearnerActor")] == [node]
+        step, log_before = run.learner_step(), len(run.log())
+        bed.preempt(node)
+        wait_for(lambda: "learner lost" in run.log()[log_before:] and "inference servers: 1 (+1 -1)"
+                 in run.log()[log_before:], timeout_s=300, what="the loss logged, a CPU server standing in")
+        fresh = bed.add_node("gpu", cpus=1)
+        wait_for(lambda: "the CPU inference server that stood in is stopped" in run.log()[log_before:],
+                 timeout_s=600, what=f"the stand-in stopped\n{run.log()[log_before:][-4000:]}")
+        # (moved from the CPU, or placed anew there while it waited for a CPU)
+        wait_for(lambda: re.search(rf"the learner goes to {re.escape(fresh.address)} with [\d.]+ GPU",
+                                   run.log()[log_before:]), timeout_s=600,
+                 what=f"the learner given a GPU on {fresh.name}\n{run.log()[log_before:][-4000:]}")
+        wait_for(lambda: [n for n, _ in bed.find("ray::LearnerActor")] == [fresh], timeout_s=600,
+                 what=f"the learner on {fresh.name}\n{run.log()[log_before:][-4000:]}")
+        wait_for(lambda: run.learner_step() > step, timeout_s=600,
+                 what=f"the learner past step {step}\n{run.log()[log_before:][-4000:]}")
+        wait_for(lambda: [reported(run).get(key) for key in ("workers", "workers_starting", "target_workers")]
+                 == [3, 0, 3], timeout_s=600, what=f"3 workers running again\n{reported(run)}\n{run.log()[-3000:]}")
+        run.games_flow(after=run.games() + 20, timeout_s=300)
+        assert [n for n, _ in bed.find("ray::InferenceServer")] == [fresh]
+        assert fresh.name not in {n.name for n, _ in bed.find("ray::SelfPlayActor")}  # the learner has its CPU
+        assert unique(run.ladder_versions())
+        print(run.log()[log_before:])
+    finally:
+        stop_cleanly(bed, run)
+
+
+def test_a_self_play_node_partitioned_for_60_s_loses_no_finished_game_and_counts_none_twice(gpu_bed):
+    """A node with one self-play worker cut off for 60 s. Ray declares it dead within
+    seconds (the bed's FAST_NODE_DEATH) and the run counts its worker lost; healed, the
+    node does not come back (Ray refuses a node it declared dead), so a fresh one joins
+    and the run holds its workers again. Every game a worker reported finished is in
+    the stream, and a game in it twice (a write retried) is read once: the games in
+    flight on the cut node are the only ones lost."""
+    bed, redis = gpu_bed
+    if not any(node.kind == "gpu" and not node.gone for node in bed.nodes.values()):
+        bed.add_node("gpu", cpus=1)
+    config = {**BED_RUN, "cluster": {**BED_RUN["cluster"], "workers": 3, "start_timeout_s": 30}}
+    run = bed.run("partition", config, redis=redis).start(minutes=25)
+    try:
+        wait_for(lambda: reported(run).get("workers") == 3 and run.games() >= 50, timeout_s=600,
+                 what=f"3 workers and 50 games\n{run.log()[-3000:]}")
+        cut = [node for node, _ in bed.find("ray::SelfPlayActor") if node.kind == "cpu"]
+        assert len(cut) == 1, cut
+        (node,) = cut
+        others = ("ray::LearnerActor", "ray::InferenceServer", "ray::GatekeeperActor")
+        assert all(n is not node for title in others for n, _ in bed.find(title))
+        log_before = len(run.log())
+        bed.partition(node, 60)
+        assert WORKER_LOST.search(run.log()[log_before:]), run.log()[log_before:][-3000:]
+        bed.wait_until_dropped(node)  # Ray declared it dead: healed, it exits, never rejoins
+        bed.add_node("cpu", cpus=1)  # the autoscaler's replacement
+        wait_for(lambda: (reported(run).get("workers"), reported(run).get("workers_starting")) == (3, 0),
+                 timeout_s=600, what=f"3 workers running again\n{reported(run)}\n{run.log()[-3000:]}")
+        run.games_flow(after=run.games() + 20, timeout_s=300)
+        wait_for(lambda: not finished_games_lost(run, redis.password, redis.url), timeout_s=60,
+                 what="every game reported finished in the stream")
+        stored = games_in_stream(run, redis.password, redis.url)
+        twice = sum(count - 1 for count in stored.values())
+        wait_for(lambda: run.status() is not None and run.status().duplicate_games >= twice, timeout_s=120,
+                 what=f"the learner dropping the {twice} entries written twice")
+        assert len(stored) >= run.games()  # no game counted that is not in the stream
+    finally:
+        stop_cleanly(bed, run)
