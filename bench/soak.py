@@ -53,6 +53,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -285,6 +286,7 @@ class Soak:
         self.run_dir, self.recovery_s = run_dir, recovery_s
         self.view = Run(run_dir=run_dir)  # the run's records, read as an operator does
         self.redis_kills: list[float] = []
+        self.results: list[FaultResult] = []
         self.samples = Samples()
         self.ledger = checker.VersionLedger()
         self._sampler_stop = threading.Event()
@@ -559,7 +561,8 @@ def report(soak: Soak, results: list[FaultResult], checks: dict[str, Any], *, si
               + "".join(f"; {time.strftime('%H:%M:%S', time.localtime(e.at))} rc {e.returncode}"
                         + (f" after {e.planned}" if e.planned else "") for e in soak.wrapper.unplanned) + ")"]
     lines += [f"acknowledged games: {stream.acknowledged} ({soak.proxy.ack_count} acknowledgements, "
-              f"{len(soak.proxy.dropped)} replies dropped after Redis applied them)",
+              f"{len(soak.proxy.dropped)} replies dropped after Redis applied them; "
+              f"{acked_again_summary(soak)})",
               f"stream: {stream.entries} entries, {stream.distinct_games} distinct games, {stream.repeated_entries} "
               f"entries repeating a game, {stream.undecodable} undecodable",
               f"acknowledged games lost: {len(stream.lost)} (and {len(stream.lost_in_fsync_window)} within "
@@ -583,6 +586,17 @@ def report(soak: Soak, results: list[FaultResult], checks: dict[str, Any], *, si
     return lines
 
 
+def acked_again_summary(soak: Soak) -> str:
+    """How many games were acknowledged twice, and how many of those near a fault."""
+    again = soak.proxy.acked_again
+    if not again:
+        return "none acknowledged twice"
+    near = [a for a in again if any(0 <= a[2] - f.injected_at <= f.ended_at - f.injected_at + 60
+                                     for f in soak.results)]
+    return (f"{len(again)} acknowledged again, {len(near)} of them during a fault or within 60 s after, "
+            f"the second a median {statistics.median(a[2] - a[1] for a in again):.1f} s after the first")
+
+
 def dump(soak: Soak, results: list[FaultResult], checks: dict[str, Any], out: Path) -> None:
     def plain(value: Any) -> Any:
         if hasattr(value, "__dataclass_fields__"):
@@ -591,6 +605,7 @@ def dump(soak: Soak, results: list[FaultResult], checks: dict[str, Any], out: Pa
 
     data = {"faults": [asdict(r) for r in results], "redis_kills": soak.redis_kills,
             "driver_exits": [asdict(e) for e in soak.wrapper.exits], "dropped": [asdict(a) for a in soak.proxy.dropped],
+            "acked_again": soak.proxy.acked_again,
             "samples": asdict(soak.samples), "checks": {k: plain(v) for k, v in checks.items()}}
     (out / "soak.json").write_text(json.dumps(data, indent=1, default=str))
 
@@ -649,7 +664,7 @@ def main() -> None:
                 "--address", bed.ray_address]
         wrapper = DriverWrapper(bed, argv, {"TENGEN_REDIS_PASSWORD": redis_server.password}, log="run-soak").start()
         soak = Soak(bed, redis_server, proxy, wrapper, run_dir, recovery_s=args.recovery_s)
-        results: list[FaultResult] = []
+        results = soak.results
         checks: dict[str, Any] = {}
         try:
             soak.view.wait_until_playing(timeout_s=600, games=50, steps=BASE_CONFIG["train"]["candidate_every"])

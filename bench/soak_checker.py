@@ -27,7 +27,10 @@ What it records during the run:
   probability it drops such a reply instead: it closes the client's connection after
   Redis applied the XADD, as a network that loses a reply does; the client sees a
   connection error and retries, so the stream holds the game twice, which readers
-  must count once.
+  must count once. "Handed to the client" is the reply written to its socket: a client
+  that gave up on its connection just before (its own timeout) may never read it, so
+  a game can be acknowledged twice (``acked_again``): stricter for the loss check,
+  since each such game was applied by Redis, and said in the report.
 - ``VersionLedger``: the sha256 of every model version each time it is sampled
   (``models/<version>.safetensors`` in the run directory; the registry's stored
   ``sha256`` and the sha256 of its ``blob`` while it holds one).
@@ -78,7 +81,7 @@ import zstandard
 
 __all__ = [
     "FORMAT_TAG", "KNOWN_VERSIONS", "FSYNC_WINDOW_S", "EntryFormatError", "GameHeader", "decode_game_header",
-    "RespParser", "AckProxy", "Ack", "StreamCheck", "check_stream", "run_keys_prefix", "VersionLedger",
+    "RespParser", "AckProxy", "Ack", "stream_id_le", "StreamCheck", "check_stream", "run_keys_prefix", "VersionLedger",
     "sample_versions", "WindowCheck", "check_window", "minimax_value", "move_values", "winner",
     "PlayCheck", "check_perfect_play", "BestMoveProcess",
 ]
@@ -90,6 +93,8 @@ KNOWN_VERSIONS = (1, 2, 3)
 ENTRY_FIELD = b"g"
 #: Redis's ``appendfsync everysec``: what it may lose when killed
 FSYNC_WINDOW_S = 1.0
+#: how many repeated acknowledgements the proxy keeps for the report
+KEEP_AGAIN = 10_000
 #: a tic-tac-toe game entry decompresses to a few kB; bounded so a bad frame cannot eat memory
 MAX_DECOMPRESSED = 1 << 20
 
@@ -292,6 +297,8 @@ class AckProxy:
         self.acked: dict[str, float] = {}
         #: acknowledgements in all (a game acknowledged twice counts twice)
         self.ack_count = 0
+        #: games acknowledged again: (game id, first, this time), the first ``KEEP_AGAIN``
+        self.acked_again: list[tuple[str, float, float]] = []
         #: XADDs that Redis applied and whose reply was dropped here
         self.dropped: list[Ack] = []
         #: XADD payloads to the samples stream that did not decode (should stay 0)
@@ -344,7 +351,9 @@ class AckProxy:
         with self._lock:
             for ack in acks:
                 self.ack_count += 1
-                self.acked.setdefault(ack.game_id, ack.at)
+                first = self.acked.setdefault(ack.game_id, ack.at)
+                if first != ack.at and len(self.acked_again) < KEEP_AGAIN:
+                    self.acked_again.append((ack.game_id, first, ack.at))
 
     def _accept(self) -> None:
         assert self._listener is not None
@@ -528,6 +537,14 @@ def read_stream(client: redis.Redis, key: str, *, end: str = "+",
         start = "(" + entries[-1][0].decode()
 
 
+def stream_id_le(a: str, b: str) -> bool:
+    """Whether stream id ``a`` (``<ms>-<seq>``) is at or before ``b``."""
+    def key(entry_id: str) -> tuple[int, int]:
+        ms, _, seq = entry_id.partition("-")
+        return int(ms), int(seq or 0)
+    return key(a) <= key(b)
+
+
 @dataclass(frozen=True)
 class StreamCheck:
     """Acknowledged games against the stream."""
@@ -647,14 +664,19 @@ def sample_versions(ledger: VersionLedger, run_dir: Path, client: redis.Redis | 
     if client is None:
         return count
     glob_prefix = prefix.replace("[", "\\[").replace("]", "\\]").replace("*", "\\*").replace("?", "\\?")
-    for key in client.scan_iter(match=f"{glob_prefix}:model:*", count=500):
-        stored: Any = client.hmget(key, ["sha256", "blob"])
-        version = int(key.decode().rsplit(":", 1)[1])
-        if stored[0]:
-            ledger.observe(version, stored[0].decode(), "registry sha256")
-            count += 1
-        if stored[1]:
-            ledger.observe(version, hashlib.sha256(stored[1]).hexdigest(), "registry blob")
+    keys = list(client.scan_iter(match=f"{glob_prefix}:model:*", count=1000))
+    for i in range(0, len(keys), 500):  # a run of hours publishes thousands of versions
+        pipe = client.pipeline(transaction=False)
+        for key in keys[i:i + 500]:
+            pipe.hmget(key, ["sha256", "blob"])
+        replies: Any = pipe.execute()
+        for key, (sha256, blob) in zip(keys[i:i + 500], replies, strict=True):
+            version = int(key.decode().rsplit(":", 1)[1])
+            if sha256:
+                ledger.observe(version, sha256.decode(), "registry sha256")
+                count += 1
+            if blob:
+                ledger.observe(version, hashlib.sha256(blob).hexdigest(), "registry blob")
     return count
 
 

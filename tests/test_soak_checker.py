@@ -120,10 +120,12 @@ def test_a_dropped_reply_is_an_error_for_the_client_while_redis_has_the_entry(pr
     assert [ack.game_id for ack in proxy.dropped] == ["w001.a:1"] and set(proxy.acked) == {"w001.a:0"}
     # the client's retry is a new connection: acknowledged, and the stream holds the game twice
     client.xadd(KEY, {"g": ttt_game("w001.a:1")})
-    assert set(proxy.acked) == {"w001.a:0", "w001.a:1"}
+    assert set(proxy.acked) == {"w001.a:0", "w001.a:1"} and proxy.acked_again == []
+    client.xadd(KEY, {"g": ttt_game("w001.a:1")})  # and again: a second acknowledgement
+    assert [game_id for game_id, _, _ in proxy.acked_again] == ["w001.a:1"] and proxy.ack_count == 3
     ids = [checker.decode_game_header(fields[b"g"]).game_id for _, fields in direct.xrange(KEY)]
     check = checker.check_stream(proxy.acked, ids, redis_kills=[])
-    assert (check.lost, check.entries, check.distinct_games, check.repeated_entries) == ([], 3, 2, 1)
+    assert (check.lost, check.entries, check.distinct_games, check.repeated_entries) == ([], 4, 2, 2)
     direct.close()
     client.close()
 
