@@ -27,8 +27,9 @@ storage outage is not among the faults yet (no sftp server on the bed).
 
 A fault is survived when, within ``--recovery-s`` of its end, the run is whole again:
 a status line written after the fault with games and learner steps going on from the
-first line after it, the run's target worker count running, no error, and the part
-hit running again; its recovery time is the seconds from the fault's end to then.
+first line after it, the config's worker count running, no error, the driver running
+and the part hit running again; its recovery time is the seconds from the fault's end
+to then.
 
 Printed: a line per fault as it happens; then a table per fault kind (count, survived,
 recovery p50/p95/max), RSS growth per process after ``--warmup-s``, the run
@@ -286,6 +287,9 @@ class Soak:
         self.run_dir, self.recovery_s = run_dir, recovery_s
         self.view = Run(run_dir=run_dir)  # the run's records, read as an operator does
         self.redis_kills: list[float] = []
+        self.workers = int(BASE_CONFIG["cluster"]["workers"])  # what the soak's config asks for
+        #: the target worker counts the run's status said after faults
+        self.targets_seen: set[int] = set()
         self.results: list[FaultResult] = []
         self.samples = Samples()
         self.ledger = checker.VersionLedger()
@@ -343,10 +347,14 @@ class Soak:
             status = self.status()
             if status.get("time", 0) > ended_at:
                 first = first or status
+                self.targets_seen.add(int(status.get("target_workers", 0)))
                 conditions = {
                     "games going on": status["games"] >= first["games"] + 10,
                     "learner stepping": status["learner_step"] > first["learner_step"],
-                    "workers back": status.get("workers") == status.get("target_workers"),
+                    # the config's count, not the status's target: a GPU node that joins adds
+                    # workers_per_gpu to the target even with cluster.workers set (fleet.py), more
+                    # than the bed has CPUs for (said in the report)
+                    "workers back": status.get("workers", 0) >= self.workers,
                     "no error": status.get("error") is None,
                     "the part back": part_back(),
                     "the driver running": self.wrapper.process is not None and self.wrapper.process.poll() is None,
@@ -485,6 +493,10 @@ def inject(soak: Soak, kind: str, rng: random.Random) -> FaultResult:
         seconds = soak.wait_recovered(ended, part_back)
     except AssertionError as e:
         return FaultResult(kind, detail, injected, ended, False, None, str(e))
+    # whole again, but through a restart of the whole run that no fault asked for
+    if exits := [e for e in soak.wrapper.unplanned if e.at >= injected]:
+        return FaultResult(kind, detail, injected, ended, False, seconds,
+                           f"the driver exited on its own (exit {exits[0].returncode}); resumed by the wrapper")
     return FaultResult(kind, detail, injected, ended, True, seconds)
 
 
@@ -556,6 +568,9 @@ def report(soak: Soak, results: list[FaultResult], checks: dict[str, Any], *, si
         size = series[-1][1] / 2**20 if series else 0
         lines.append(f"  {name:<14} {size:7.1f} MB at the end; "
                      + (f"{rate / 2**20:+.1f} MB/h after warm-up" if rate is not None else "- MB/h"))
+    if soak.targets_seen - {soak.workers}:
+        lines.append(f"  the run's target worker count after faults: {sorted(soak.targets_seen)} "
+                     f"(the config asks for {soak.workers})")
     exits = soak.wrapper.exits
     lines += ["", f"driver exits: {len(exits)} ({len(soak.wrapper.unplanned)} unplanned"
               + "".join(f"; {time.strftime('%H:%M:%S', time.localtime(e.at))} rc {e.returncode}"
@@ -701,9 +716,9 @@ def main() -> None:
             proxy.stop()
             redis_server.stop()
             shutil.copytree(bed.logs, out / "logs", dirs_exist_ok=True)
-            with_run_log = run_dir / "log.txt"
-            if with_run_log.exists():
-                shutil.copy(with_run_log, out / "run-log.txt")
+            for kept in ("log.txt", "status.jsonl", "gating.jsonl", "config.yaml", "ladder.json"):
+                if (run_dir / kept).exists():
+                    shutil.copy(run_dir / kept, out / f"run-{kept}")
     say(f"soak: {(time.time() - started) / 60:.1f} minutes in all")
 
 
