@@ -23,7 +23,7 @@ to 256 kbit/s for 20-90 s; SIGKILL of a self-play worker, the inference server, 
 learner or the gatekeeper; Redis SIGKILLed and started again on its AOF 1-60 s later;
 the driver SIGKILLed or SIGTERMed (the wrapper resumes it); the head's disk full for
 5-60 s. The run's checkpoint storage is its run directory (the default); an sftp
-storage outage is not among the faults yet (no sftp server on the bed).
+storage outage is not among the faults yet (this branch's bed has no sftp server).
 
 A fault is survived when, within ``--recovery-s`` of its end, the run is whole again:
 a status line written after the fault with games and learner steps going on from the
@@ -478,8 +478,10 @@ FAULTS: dict[str, Callable[[Soak, random.Random], Injected]] = {
     "driver SIGKILL": _signal_driver(signal.SIGKILL, "driver SIGKILL"),
     "driver SIGTERM": _signal_driver(signal.SIGTERM, "driver SIGTERM"),
     "disk full": fill_the_disk,
-    # "storage outage": left out: the bed has no sftp server for the learner's
-    # checkpoints yet (tengen/testing/sftp_server.py is being added on main)
+    # "storage outage": left out: this branch's bed has no sftp server for the learner's
+    # checkpoints. main has it since ec4c763 (ClusterBed.start_sftp, storage_down): on
+    # top of it, the run's config gets ``storage`` = the server's sftp:// URL and this
+    # fault ``bed.storage_down(server, rng.uniform(5, 60))``
 }
 
 
