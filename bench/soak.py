@@ -22,8 +22,8 @@ health check it is dead to Ray and does not rejoin: a fresh one joins), its link
 to 256 kbit/s for 20-90 s; SIGKILL of a self-play worker, the inference server, the
 learner or the gatekeeper; Redis SIGKILLed and started again on its AOF 1-60 s later;
 the driver SIGKILLed or SIGTERMed (the wrapper resumes it); the head's disk full for
-5-60 s. The run's checkpoint storage is its run directory (the default); an sftp
-storage outage is not among the faults yet (this branch's bed has no sftp server).
+5-60 s; the learner's checkpoint storage (sftp to an sshd on the head, the bed's
+``start_sftp``) down for 5-60 s.
 
 A fault is survived when, within ``--recovery-s`` of its end, the run is whole again:
 a status line written after the fault with games and learner steps going on from the
@@ -75,6 +75,7 @@ from tengen.cluster.redis_server import EmbeddedRedis
 from tengen.testing import cluster_bed
 from tengen.testing.chaos import CHAOS_CONFIG, ROOT, Run
 from tengen.testing.cluster_bed import FAST_NODE_DEATH, ClusterBed, Node
+from tengen.testing.sftp_server import SftpServer
 
 #: the Ray titles of the run's parts, and what else RSS is sampled for (by command line)
 PARTS = {"ray::SelfPlayActor": "worker", "ray::InferenceServer": "inference", "ray::LearnerActor": "learner",
@@ -93,12 +94,12 @@ BASE_CONFIG: dict[str, Any] = dict(CHAOS_CONFIG)
 # -- the run's config --------------------------------------------------------------------------
 
 
-def soak_config(hours: float) -> dict:
+def soak_config(hours: float, storage: str) -> dict:
     """CHAOS_CONFIG with a window that the run never fills (so MAXLEN never trims the
-    stream and the learner's window holds every game it read) and outage budgets longer
-    than any injected outage."""
+    stream and the learner's window holds every game it read), outage budgets longer
+    than any injected outage, and the checkpoints in ``storage``."""
     window = max(BASE_CONFIG["train"]["replay_window"], int(hours * 3600 * POSITIONS_PER_S * 1.5))
-    return {**BASE_CONFIG,
+    return {**BASE_CONFIG, "storage": storage,
             "train": {**BASE_CONFIG["train"], "replay_window": window},
             "redis": {"outage_s": 5 * LONGEST_OUTAGE_S},
             "storage_outage_s": 5 * LONGEST_OUTAGE_S,
@@ -285,6 +286,8 @@ class Soak:
                  run_dir: Path, *, recovery_s: float):
         self.bed, self.redis, self.proxy, self.wrapper = bed, redis_server, proxy, wrapper
         self.run_dir, self.recovery_s = run_dir, recovery_s
+        #: the learner's checkpoint storage on the head (the bed's sftp server)
+        self.storage: SftpServer | None = None
         self.view = Run(run_dir=run_dir)  # the run's records, read as an operator does
         self.redis_kills: list[float] = []
         self.workers = int(BASE_CONFIG["cluster"]["workers"])  # what the soak's config asks for
@@ -455,6 +458,13 @@ def _signal_driver(sig: int, kind: str) -> Callable[[Soak, random.Random], Injec
     return inject
 
 
+def storage_down(soak: Soak, rng: random.Random) -> Injected:
+    seconds = rng.uniform(5, 60)
+    assert soak.storage is not None
+    soak.bed.storage_down(soak.storage, seconds)
+    return f"sftp storage down for {seconds:.0f} s", time.time(), lambda: True
+
+
 def fill_the_disk(soak: Soak, rng: random.Random) -> Injected:
     seconds = rng.uniform(5, 60)
     soak.bed.fill_disk()
@@ -478,10 +488,7 @@ FAULTS: dict[str, Callable[[Soak, random.Random], Injected]] = {
     "driver SIGKILL": _signal_driver(signal.SIGKILL, "driver SIGKILL"),
     "driver SIGTERM": _signal_driver(signal.SIGTERM, "driver SIGTERM"),
     "disk full": fill_the_disk,
-    # "storage outage": left out: this branch's bed has no sftp server for the learner's
-    # checkpoints. main has it since ec4c763 (ClusterBed.start_sftp, storage_down): on
-    # top of it, the run's config gets ``storage`` = the server's sftp:// URL and this
-    # fault ``bed.storage_down(server, rng.uniform(5, 60))``
+    "storage down": storage_down,
 }
 
 
@@ -669,18 +676,20 @@ def main() -> None:
         bed.add_node("cpu", cpus=1)
         bed.add_node("cpu", cpus=1)
         redis_server = bed.start_redis()
+        storage = bed.start_sftp()
         proxy = checker.AckProxy(redis_server.host, redis_server.port, listen_host=bed.host_address,
                                  drop_probability=args.drop_reply, seed=args.seed).start()
         _check_every_node_reaches(bed, proxy)
         run_dir = bed.head_dir / "runs" / "soak"
         run_dir.parent.mkdir(parents=True)
         config_path = bed.head_dir / "runs" / "soak.yaml"
-        config_path.write_text(yaml.safe_dump(soak_config(args.hours)))
+        config_path.write_text(yaml.safe_dump(soak_config(args.hours, storage.url("soak/learner"))))
         argv = [sys.executable, "-m", "tengen.cli", "train", str(config_path), "--run-dir", str(run_dir),
                 "--resume-if-exists", "--minutes", str(args.hours * 60 + 120), "--redis", proxy.url,
                 "--address", bed.ray_address]
         wrapper = DriverWrapper(bed, argv, {"TENGEN_REDIS_PASSWORD": redis_server.password}, log="run-soak").start()
         soak = Soak(bed, redis_server, proxy, wrapper, run_dir, recovery_s=args.recovery_s)
+        soak.storage = storage
         results = soak.results
         checks: dict[str, Any] = {}
         try:
@@ -717,6 +726,7 @@ def main() -> None:
             dump(soak, results, checks, out)
             proxy.stop()
             redis_server.stop()
+            storage.stop()
             shutil.copytree(bed.logs, out / "logs", dirs_exist_ok=True)
             for kept in ("log.txt", "status.jsonl", "gating.jsonl", "config.yaml", "ladder.json"):
                 if (run_dir / kept).exists():
