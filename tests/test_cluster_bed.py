@@ -441,7 +441,6 @@ def test_a_gpu_node_preempted_and_another_joining_the_run_is_whole_again(gpu_bed
         assert [n for n, _ in bed.find("ray::InferenceServer")] == [fresh]
         assert fresh.name not in {n.name for n, _ in bed.find("ray::SelfPlayActor")}  # the learner has its CPU
         assert unique(run.ladder_versions())
-        print(run.log()[log_before:])
     finally:
         stop_cleanly(bed, run)
 
