@@ -81,6 +81,7 @@ class InferencePool:
         the CPU server. Returns their keys."""
         self._weights = (blob, version)
         added = self.sync()[0]
+        self.stand_in = False  # a CPU server at the start is the run's own: it stands in for no GPU
         if not self.servers:
             added.append(self._start_server(CPU_SERVER, node=None, gpus=0.0))
         return added

@@ -1,5 +1,6 @@
 """A Ray cluster of real nodes on this one machine, built to be broken on purpose: the
-bed that tests/test_cluster_bed.py and bench/soak.py run tengen on.
+bed that tests/test_cluster_bed.py checks, and that tests/test_bed_*_runs.py and bench/soak.py
+run tengen on.
 
 Each node is a Linux network namespace with its own address on a bridge that the bed
 makes and removes (a /24 of 10.213.0.0/16 that no interface here uses; nothing is

@@ -1,7 +1,7 @@
 """Where the run's parts have room (cluster/placement.py), checked by hand: the nodes
 are tables of CPUs and GPUs, the clock is the test's. What Ray does with these
 decisions is checked on real nodes: tests/test_inference_pool.py (a Ray cluster on one
-machine) and tests/test_cluster_bed.py (nodes in network namespaces)."""
+machine) and tests/test_bed_gpu_runs.py (nodes in network namespaces)."""
 
 from __future__ import annotations
 
