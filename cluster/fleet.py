@@ -183,8 +183,7 @@ class Fleet:
             waiting = self.starting.get(f"inference {key}")
             starting = (stats.get("server_error") is None and waiting is not None
                         and not self.starting.retry_due(waiting))
-            if (self.pool.handle_id(key) == lost and f"inference {key}" not in self.supervisor.waiting()
-                    and not starting):
+            if self.pool.handle_id(key) == lost and not starting:  # (server_lost counts it once)
                 why = stats.get("server_error") or f"it stopped answering {wid}"
                 self.server_lost(key, RuntimeError(f"{why} (actor {lost[:8]})"))
             if key in self.pool.servers:
