@@ -355,6 +355,16 @@ class AckProxy:
                 if first != ack.at and len(self.acked_again) < KEEP_AGAIN:
                     self.acked_again.append((ack.game_id, first, ack.at))
 
+    def _retract(self, acks: Iterable[Ack]) -> None:
+        """Undo ``_record(acks)``: their reply never reached the client."""
+        with self._lock:
+            for ack in acks:
+                self.ack_count -= 1
+                if self.acked.get(ack.game_id) == ack.at:
+                    del self.acked[ack.game_id]
+                elif (again := (ack.game_id, self.acked.get(ack.game_id), ack.at)) in self.acked_again:
+                    self.acked_again.remove(again)
+
     def _accept(self) -> None:
         assert self._listener is not None
         while not self._stopping.is_set():
@@ -495,11 +505,18 @@ class _Connection:
         self.close()
 
     def _forward(self, replies: bytes | bytearray, acks: list[Ack]) -> None:
-        """Hand ``replies`` to the client; once it has them, ``acks`` are acknowledged."""
+        """Hand ``replies`` to the client, ``acks`` acknowledged with them. They are
+        recorded first: a client that read the reply must find them recorded; a send
+        that fails takes them back (that client never heard of them)."""
         if replies:
-            self.client.sendall(replies)
             now = time.time()
-            self.proxy._record(Ack(a.game_id, a.entry_id, now) for a in acks)
+            sent = [Ack(a.game_id, a.entry_id, now) for a in acks]
+            self.proxy._record(sent)
+            try:
+                self.client.sendall(replies)
+            except OSError:
+                self.proxy._retract(sent)
+                raise
 
 
 def _acks_in(pending: _Pending, reply: Reply) -> list[Ack]:
