@@ -9,12 +9,20 @@ Variations other than the main line are ignored on reading.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from os import PathLike
 
 from sgfmill import sgf
 
-__all__ = ["Setup", "Move", "GoRecord", "SgfError", "read_sgf", "load_sgf", "write_sgf"]
+from tengen.engine.games.go import check_komi
+
+__all__ = ["Setup", "Move", "GoRecord", "SgfError", "MAX_SGF_BYTES", "read_sgf", "load_sgf", "write_sgf"]
+
+#: the largest SGF file read: a long game with comments is tens of kB, a game
+#: collection a few MB; the limit keeps /dev/zero or a mistaken path from filling memory
+MAX_SGF_BYTES = 4 * 2**20
 
 
 class SgfError(ValueError):
@@ -86,9 +94,12 @@ def read_sgf(data: bytes | str) -> GoRecord:
         raise SgfError(f"board size {size} is outside 5..19")
     try:
         komi = float(game.get_komi())
+        check_komi(komi)
         handicap = game.get_handicap() or 0
     except ValueError as e:
         raise SgfError(str(e)) from None
+    if not 0 <= handicap < size * size:
+        raise SgfError(f"HA[{handicap}] is outside 0..{size * size - 1}")
     events: list[Setup | Move] = []
     for node in game.get_main_sequence():
         try:
@@ -124,11 +135,26 @@ def _text(node: sgf.Node, key: str) -> str | None:
 
 
 def load_sgf(path: str | PathLike) -> GoRecord:
+    """The record in the regular file at ``path``, of at most MAX_SGF_BYTES (a device,
+    a FIFO or a huge file is refused before it is read)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
         raise SgfError(f"cannot read {path}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SgfError(f"cannot read {path}: not a regular file")
+        if info.st_size > MAX_SGF_BYTES:
+            raise SgfError(f"cannot read {path}: {info.st_size} bytes, more than the {MAX_SGF_BYTES} an SGF file "
+                           "may have here")
+        try:
+            data = f.read(MAX_SGF_BYTES + 1)  # a file that grew since fstat is cut off here
+        except OSError as e:
+            raise SgfError(f"cannot read {path}: {e.strerror}") from None
+    if len(data) > MAX_SGF_BYTES:
+        raise SgfError(f"cannot read {path}: more than the {MAX_SGF_BYTES} bytes an SGF file may have here")
     return read_sgf(data)
 
 

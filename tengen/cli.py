@@ -167,7 +167,7 @@ def _run_gtp(args: argparse.Namespace) -> int:
                            analysis_visits=args.analysis_visits, **rules)
     except (ValueError, OSError) as e:
         return _fail("gtp", e)
-    engine.run(sys.stdin, sys.stdout)
+    engine.run(sys.stdin.buffer, sys.stdout)  # bytes: a bad one is answered, not a traceback
     return 0
 
 
@@ -472,6 +472,7 @@ def _add_bestmove(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_bestmove(args: argparse.Namespace) -> int:
     from tengen.engine.network import WeightsError
+    from tengen.play.gtp import decode_line
     from tengen.run.checkpoint import load_player
     from tengen.run.config import ConfigError
 
@@ -481,7 +482,12 @@ def _run_bestmove(args: argparse.Namespace) -> int:
         _, game, choose = load_player(args.checkpoint, args.config, args.sims)
     except (ConfigError, WeightsError, OSError) as e:
         return _fail("bestmove", e)
-    for line in sys.stdin:
+    for raw in sys.stdin.buffer:  # bytes: one that is not UTF-8 is an error line, not a traceback
+        line = decode_line(raw)
+        if line is None:
+            print(f"tengen bestmove: {raw.strip()!r}: invalid UTF-8", file=sys.stderr, flush=True)
+            print("error", flush=True)
+            continue
         try:
             state, history = game.state_from_moves(game.moves_from_text(line))
             answer = game.action_to_text(choose(game, state, history))

@@ -15,9 +15,14 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def tengen(*args, stdin="", timeout=300):
-    return subprocess.run([sys.executable, "-m", "tengen.cli", *args], input=stdin, capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
+def tengen(*args, stdin: str | bytes = "", timeout=300):
+    """The command's run; stdin may hold bytes that are not UTF-8, read under a strict
+    locale (Python's default for a UTF-8 one: a bad byte there used to be a traceback)."""
+    done = subprocess.run([sys.executable, "-m", "tengen.cli", *args],
+                          input=stdin.encode() if isinstance(stdin, str) else stdin, capture_output=True,
+                          timeout=timeout, cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(errors="replace"),
+                                       done.stderr.decode(errors="replace"))
 
 
 def tiny_config(tmp_path, game, **sections):
@@ -54,16 +59,17 @@ def test_single_process_training_leaves_a_run_directory(connect4_run):
 
 @pytest.mark.slow
 def test_bestmove_answers_every_line_and_survives_bad_ones(connect4_run):
-    lines = ["", "4453", "4444444", "x9", "1212121", "7"]
+    lines = [b"", b"4453", b"4444444", b"x9", b"1212121", b"4\xff", b"7"]
     for sims in ("0", "24"):
         done = tengen("bestmove", "--checkpoint", str(connect4_run / "best"), "--sims", sims,
-                      stdin="\n".join(lines) + "\n")
+                      stdin=b"\n".join(lines) + b"\n")
         assert done.returncode == 0, done.stderr
         answers = done.stdout.split()
         assert len(answers) == len(lines)
-        assert answers[0] in list("1234567") and answers[1] in list("1234567") and answers[5] in list("1234567")
-        assert answers[2:5] == ["error", "error", "error"]  # full column, bad text, finished game
+        assert answers[0] in list("1234567") and answers[1] in list("1234567") and answers[6] in list("1234567")
+        assert answers[2:6] == ["error"] * 4  # full column, bad text, finished game, not UTF-8
         assert "not legal" in done.stderr and "'x'" in done.stderr and "game is over" in done.stderr
+        assert "invalid UTF-8" in done.stderr
 
 
 @pytest.mark.slow

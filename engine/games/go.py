@@ -20,6 +20,8 @@ from tengen.engine.games.base import KERNEL_GO, Game, IllegalMove
 from tengen.engine.games.symmetry import dihedral
 
 __all__ = [
+    "MAX_KOMI",
+    "check_komi",
     "GoGame",
     "GoBoard",
     "Group",
@@ -55,6 +57,19 @@ class Group:
         return self.liberties[0] if len(self.liberties) == 1 else None
 
 
+#: the largest komi either way: more than any board's points (361), so it decides no
+#: game that the board could not, and small enough that its half points stay exact
+MAX_KOMI = 1000.0
+
+
+def check_komi(komi: float) -> None:
+    """A ValueError unless ``komi`` is a multiple of 0.5 within ±MAX_KOMI (NaN is not)."""
+    if not -MAX_KOMI <= komi <= MAX_KOMI:
+        raise ValueError(f"komi {komi:g} is outside -{MAX_KOMI:g}..{MAX_KOMI:g}")
+    if komi * 2 != int(komi * 2):
+        raise ValueError(f"komi must be a multiple of 0.5, not {komi:g}")
+
+
 class GoGame(Game):
     """Go rules for one board size, komi and ko rule (constants only)."""
 
@@ -73,8 +88,7 @@ class GoGame(Game):
     ):
         if not 5 <= size <= K.MAX_SIZE:
             raise ValueError(f"Go board size must be 5..{K.MAX_SIZE}, not {size}")
-        if komi * 2 != int(komi * 2):
-            raise ValueError(f"komi must be a multiple of 0.5, not {komi}")
+        check_komi(komi)
         self.size = size
         self.komi = float(komi)
         self.superko = superko

@@ -66,9 +66,10 @@ changing one ``Session``:
 """
 
 from tengen.play.gtp.commands import ENGINE_NAME, PROTOCOL_VERSION
-from tengen.play.gtp.dispatcher import GtpEngine, preprocess, run
+from tengen.play.gtp.dispatcher import GtpEngine, decode_line, preprocess, run
 from tengen.play.gtp.records import handicap_points
 from tengen.play.gtp.scoring import SCORING
 from tengen.play.gtp.session import Player
 
-__all__ = ["GtpEngine", "Player", "ENGINE_NAME", "PROTOCOL_VERSION", "SCORING", "run", "handicap_points", "preprocess"]
+__all__ = ["GtpEngine", "Player", "ENGINE_NAME", "PROTOCOL_VERSION", "SCORING", "run", "handicap_points", "preprocess",
+           "decode_line"]

@@ -24,6 +24,9 @@ from tengen.play.search_player import Analysis
 
 __all__ = ["AnalysisCommands"]
 
+#: the longest interval between analysis lines a controller may ask for (an hour)
+MAX_INTERVAL_S = 3600.0
+
 
 @dataclass(frozen=True)
 class _AnalyzeRequest:
@@ -86,6 +89,8 @@ class AnalysisCommands:
                 raise GtpError(f"syntax error: unknown analysis option {key} {value}")
         if interval < 0:
             raise GtpError("syntax error")
+        if interval > MAX_INTERVAL_S:  # an event wait that long overflows
+            raise GtpError(f"interval {interval:g} s is outside 0..{MAX_INTERVAL_S:g}")
         return _AnalyzeRequest(dialect, color, interval, max_moves, ownership and dialect == "kata")
 
     def _analyze(self, args: list[str], dialect: str) -> Stream:

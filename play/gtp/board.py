@@ -11,6 +11,7 @@ import math
 
 from tengen.engine.games import go_kernels as K
 from tengen.engine.games.base import IllegalMove
+from tengen.engine.games.go import check_komi
 from tengen.play.gtp.commands import GtpError, color, expect, one_number
 from tengen.play.gtp.moves import generate
 from tengen.play.gtp.session import Session
@@ -46,9 +47,10 @@ class BoardCommands:
         komi = one_number(args, float)
         if not math.isfinite(komi):
             raise GtpError("syntax error")
-        if komi * 2 != int(komi * 2):
-            # Area scoring counts whole points; GoGame keeps komi in half points.
-            raise GtpError("komi must be a multiple of 0.5")
+        try:
+            check_komi(komi)  # area scoring counts whole points: GoGame keeps komi in half points
+        except ValueError as e:
+            raise GtpError(str(e)) from None
         self.session.set_komi(komi)
         self.session.check_komi(komi)
         return ""

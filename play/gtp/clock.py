@@ -31,6 +31,24 @@ from tengen.play.gtp.commands import GtpError, color, expect
 __all__ = ["TimeSettings", "Clock", "ClockCommands", "SYSTEMS", "parse_time_settings", "parse_kgs_time_settings"]
 
 SYSTEMS = ("none", "absolute", "byoyomi", "canadian")
+#: the longest time a controller may set (about 115 days; more is a typo or an attack,
+#: and arithmetic on 1e308 ends in inf)
+MAX_SECONDS = 1e7
+#: the most stones or periods it may set
+MAX_COUNT = 1_000_000
+
+
+class TimeRangeError(ValueError):
+    """A time or count that parses but is out of range."""
+
+
+def check_time(seconds: float, stones: int) -> None:
+    """A TimeRangeError unless ``seconds`` is within 0..MAX_SECONDS and ``stones`` within
+    0..MAX_COUNT (NaN is in neither)."""
+    if not 0 <= seconds <= MAX_SECONDS:
+        raise TimeRangeError(f"time {seconds:g} s is outside 0..{MAX_SECONDS:g}")
+    if not 0 <= stones <= MAX_COUNT:
+        raise TimeRangeError(f"count {stones} is outside 0..{MAX_COUNT}")
 
 
 @dataclass(frozen=True)
@@ -46,8 +64,8 @@ class TimeSettings:
     def __post_init__(self) -> None:
         if self.system not in SYSTEMS:
             raise ValueError(f"unknown time system {self.system!r}")
-        if self.main < 0 or self.period < 0 or self.count < 0:
-            raise ValueError("times and counts must not be negative")
+        check_time(self.main, self.count)
+        check_time(self.period, 0)
         if self.system in ("byoyomi", "canadian") and (self.period <= 0 or self.count <= 0):
             raise ValueError(f"{self.system} needs a positive period and count")
 
@@ -176,15 +194,20 @@ class ClockCommands:
         expect(args, 3)
         try:
             main, period, stones = float(args[0]), float(args[1]), int(args[2])
-            settings = parse_time_settings(main, period, stones)
         except ValueError:
             raise GtpError("syntax error") from None
+        try:
+            settings = parse_time_settings(main, period, stones)
+        except ValueError as e:
+            raise GtpError(str(e)) from None
         self.clock.reset(settings)
         return ""
 
     def kgs_time_settings(self, args: list[str]) -> str:
         try:
             settings = parse_kgs_time_settings(args)
+        except TimeRangeError as e:
+            raise GtpError(str(e)) from None
         except ValueError:
             raise GtpError("syntax error") from None
         self.clock.reset(settings)
@@ -199,5 +222,9 @@ class ClockCommands:
             raise GtpError("syntax error") from None
         if seconds < 0 or stones < 0:
             raise GtpError("syntax error")
+        try:
+            check_time(seconds, stones)
+        except TimeRangeError as e:
+            raise GtpError(str(e)) from None
         self.clock.time_left(player, seconds, stones)
         return ""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 import numpy as np
@@ -28,7 +28,7 @@ from tengen.play.gtp.scoring import SCORING, ScoringCommands
 from tengen.play.gtp.session import Player, Record, Session
 from tengen.play.ownership import Ownership, PlayoutOwnership
 
-__all__ = ["GtpEngine", "preprocess", "run"]
+__all__ = ["GtpEngine", "decode_line", "preprocess", "run"]
 
 
 def preprocess(line: str) -> str:
@@ -177,10 +177,11 @@ class GtpEngine:
             lines.append(f"error {type(e).__name__}: {e}\n")
         return f"={cmd_id}\n{''.join(lines)}\n"
 
-    def run(self, stdin: TextIO, stdout: TextIO) -> None:
+    def run(self, stdin: Iterable[bytes] | Iterable[str], stdout: TextIO) -> None:
         """Answer lines from ``stdin`` on ``stdout`` (flushed after each reply) until
         ``quit`` or the end of input; an analysis streams from a thread until the next
-        input line arrives."""
+        input line arrives. Lines of bytes (``sys.stdin.buffer``) are decoded here: one
+        that is not UTF-8 is answered ``? invalid UTF-8``."""
         lock = threading.Lock()
 
         def write(text: str) -> None:
@@ -199,8 +200,14 @@ class GtpEngine:
                 write("\n")
                 background = None
 
-        for line in stdin:
+        for raw in stdin:
             finish_background()  # any line, even an empty one, ends a running analysis
+            line = decode_line(raw)
+            if line is None:  # one bad byte must not end the session (a strict locale's traceback did)
+                assert isinstance(raw, bytes)
+                cmd_id = preprocess(raw.decode("utf-8", "replace")).split(" ", 1)[0]
+                write(_reply(False, cmd_id if cmd_id.isdigit() else "", "invalid UTF-8"))
+                continue
             executed = self._execute(line)
             if executed is None:
                 continue
@@ -274,7 +281,17 @@ class GtpEngine:
         return ""
 
 
-def run(engine: GtpEngine, stdin: TextIO, stdout: TextIO) -> None:
+def decode_line(raw: bytes | str) -> str | None:
+    """A line of input as text; None for bytes that are not UTF-8."""
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def run(engine: GtpEngine, stdin: Iterable[bytes] | Iterable[str], stdout: TextIO) -> None:
     """``engine.run(stdin, stdout)`` as a function."""
     engine.run(stdin, stdout)
 

@@ -9,6 +9,10 @@ carries along (SGF's HA, the setup stones before the first move).
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
+
 from tengen.engine.games.base import IllegalMove
 from tengen.play.gtp.commands import ENGINE_NAME, GtpError, engine_version, one_number
 from tengen.play.gtp.scoring import score
@@ -80,6 +84,26 @@ def _replay(record: Record, sgf: GoRecord, until: int | None) -> None:
         record.handicap = sgf.handicap
 
 
+def _write_record(path: str, text: str) -> None:
+    """``text`` into ``path``: a new file or a regular one, replaced; never through a
+    symbolic link (O_NOFOLLOW), never a device or FIFO (refused before anything is
+    truncated), as GTP lets any controller name any path."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        why = "a symbolic link" if e.errno == errno.ELOOP else e.strerror
+        raise GtpError(f"cannot write file: {why}") from None
+    with os.fdopen(fd, "wb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise GtpError("cannot write file: not a regular file")
+        try:
+            os.ftruncate(fd, 0)
+            f.write(text.encode("utf-8"))
+            f.flush()  # a full disk shows here, not in the close after the reply
+        except OSError as e:
+            raise GtpError(f"cannot write file: {e.strerror}") from None
+
+
 class RecordCommands:
     """GTP's record and handicap commands on a ``Session``."""
 
@@ -127,11 +151,7 @@ class RecordCommands:
             application=(ENGINE_NAME, engine_version()),
         ))
         if args:
-            try:
-                with open(args[0], "w", encoding="utf-8") as f:
-                    f.write(text)
-            except OSError as e:
-                raise GtpError(f"cannot write file: {e.strerror}") from None
+            _write_record(args[0], text)
             return ""
         # A reply may not hold an empty line (it would end the reply early).
         return "\n".join(line for line in text.splitlines() if line.strip())
