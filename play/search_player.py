@@ -156,13 +156,15 @@ class SearchPlayer:
         """Search ``state`` (not terminal) until the root has ``max_visits`` visits
         (default ``simulations``), ``seconds`` have passed or ``stop`` is set; every
         ``interval`` seconds ``on_snapshot`` gets the statistics so far. Returns the
-        final ``Analysis``. With a network and 0 visits (or no time at all), the
-        answer is its raw policy over the legal moves."""
+        final ``Analysis``. With a network and 0 or 1 visits (or no time at all), the
+        answer is its raw policy over the legal moves: one visit is the root's own
+        evaluation, and it leaves no move visited. Without a network a search makes at
+        least 2 visits, for the same reason."""
         start = time.perf_counter()
         visits = self.simulations if max_visits is None else int(max_visits)
-        if self.evaluate is not None and (visits == 0 or (seconds is not None and seconds <= 0)):
+        if self.evaluate is not None and (visits <= 1 or (seconds is not None and seconds <= 0)):
             return self._raw_policy(game, state, history, start)
-        visits = max(visits, 1)
+        visits = max(visits, 2)
         search = self._search_for(game, visits)
         search.reset(0, state, history)
         rollout = self._rollout_for(game) if self.evaluate is None else None

@@ -511,8 +511,11 @@ def _add_play(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sims", type=int, default=None,
                    help="the page's default visits per move (default: the config's mcts.simulations)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default: 127.0.0.1, this machine only)")
+                   help="address to listen on (default: 127.0.0.1, this machine only; any other needs a token)")
     p.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, a free one)")
+    p.add_argument("--token", default=None,
+                   help="the token the page asks for (default: none on loopback, else one generated: printed on a "
+                   "terminal, otherwise written to ~/.config/tengen/play-token)")
     p.add_argument("--open", action="store_true", help="open the page in a browser")
     p.set_defaults(handler=_run_play)
 
@@ -528,8 +531,8 @@ def _run_play(args: argparse.Namespace) -> int:
         return _fail("play", "--port must be in 0..65535")
     try:
         return run_play(args.checkpoint, args.config, simulations=args.sims, host=args.host, port=args.port,
-                        open_browser=args.open)
-    except (ConfigError, WeightsError, OSError) as e:
+                        token=args.token, open_browser=args.open)
+    except (ConfigError, WeightsError, OSError, ValueError) as e:
         return _fail("play", e)
 
 
@@ -540,15 +543,16 @@ def _add_serve(subparsers: argparse._SubParsersAction) -> None:
         description="Serves a page on 127.0.0.1 with the run's best model and Elo ladder, its losses and rates "
         "over time, workers and inference servers, the last gating results and its newest games, replayable move "
         "by move; it follows a live run without reloading. Prints the page's URL as its first line. Listening "
-        "anywhere but loopback needs --host, and the page then asks for a token (--token, or one generated and "
-        "printed on the second line).",
+        "anywhere but loopback needs --host, and the page then asks for a token (--token, or one generated: the second "
+        "line prints it on a terminal, or names the file it went to).",
     )
     p.add_argument("--run-dir", required=True)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: 127.0.0.1, this machine only; any other needs a token)")
     p.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, a free one)")
     p.add_argument("--token", default=None,
-                   help="the token the page asks for (default: none on loopback, else one generated and printed)")
+                   help="the token the page asks for (default: none on loopback, else one generated: printed on a "
+                   "terminal, otherwise written to the run directory's serve-token)")
     p.add_argument("--open", action="store_true", help="open the page in a browser")
     p.set_defaults(handler=_run_serve)
 

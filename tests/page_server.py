@@ -60,10 +60,12 @@ class PageServer:
     # -- the JSON API ----------------------------------------------------------------------
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float = 120,
              headers: dict[str, str] | None = None) -> tuple[int, Any]:
-        """(status, decoded JSON) of one request; errors are answers too."""
-        data = None if body is None else json.dumps(body).encode()
+        """(status, decoded JSON) of one request; errors are answers too. A request that
+        changes state is declared JSON, as the pages send it (an empty body is ``{}``)."""
+        changes = method not in ("GET", "HEAD")
+        data = json.dumps({} if body is None else body).encode() if changes else None
         request = urllib.request.Request(self.url.rstrip("/") + path, data=data, method=method,
-                                         headers={**({"Content-Type": "application/json"} if data else {}),
+                                         headers={**({"Content-Type": "application/json"} if changes else {}),
                                                   **(headers or {})})
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:

@@ -112,6 +112,12 @@ def test_bad_requests_get_clear_errors(ttt_server):
         assert answer[0] == 400 and words in answer[1]["error"], answer
 
 
+def test_a_reply_of_one_visit_is_the_networks_own_choice(ttt_server):
+    _, view = ttt_server.call("POST", "/api/games", {"person": 1})
+    status, view = ttt_server.call("POST", f"/api/games/{view['id']}/reply", {"simulations": 1})
+    assert status == 200 and len(view["moves"]) == 1, view
+
+
 def test_the_server_answers_while_the_model_thinks(ttt_server):
     _, view = ttt_server.call("POST", "/api/games", {"person": 1})
     game = view["id"]

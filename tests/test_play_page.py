@@ -8,6 +8,7 @@ the moves it shows. Screenshots are kept under the pytest basetemp, in
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tengen.engine.games.go import GoGame
 from tengen.engine.games.mnk import tictactoe
+from tengen.play.sgf import read_sgf
 from tengen.play.solvers import tictactoe_optimal_actions
 
 pytestmark = pytest.mark.slow  # chromium fetched, pages played
@@ -166,7 +168,7 @@ def test_a_connect_four_column_click_gets_the_models_reply(browser, connect4_pag
     browser.save_screenshot(str(shots / "connect4-reply.png"))
 
 
-def test_go_shows_coordinates_passes_and_resigns(browser, go9_page, shots):
+def test_go_shows_coordinates_passes_and_resigns(browser, go9_page, shots, tmp_path):
     go = GoGame(size=9, komi=7.5)
     open_page(browser, go9_page)
     labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#board .coordinate")]
@@ -184,6 +186,31 @@ def test_go_shows_coordinates_passes_and_resigns(browser, go9_page, shots):
         assert browser.find_element(By.ID, "result").text.splitlines()[0] == "The model wins: W+R"
     else:  # the model passed too: two passes, scored
         assert "area score after taking off" in browser.find_element(By.ID, "result").text
-    link = browser.find_element(By.ID, "sgf")
-    assert link.is_displayed() and link.get_attribute("href").endswith("/sgf")
     browser.save_screenshot(str(shots / "go9-over.png"))
+    # Save SGF fetches the record (with the token, when the page has one) and saves it
+    downloads = tmp_path / "downloads"
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    browser.find_element(By.ID, "sgf").click()
+    WebDriverWait(browser, 30).until(lambda d: list(downloads.glob("tengen-go9-*.sgf")))
+    (saved,) = downloads.glob("tengen-go9-*.sgf")
+    record = read_sgf(saved.read_bytes())
+    assert (record.size, record.komi) == (9, 7.5) and [m.action for m in record.moves][:2] == moves(browser)[:2]
+
+
+def test_off_loopback_the_page_asks_for_its_token_then_plays(browser, tmp_path_factory, tmp_path, shots):
+    config_home = tmp_path / "config"
+    server = PlayServer(write_checkpoint(tmp_path_factory.mktemp("ttt-token") / "best", {"name": "tictactoe"}),
+                        "--host", "0.0.0.0", env={**os.environ, "XDG_CONFIG_HOME": str(config_home)})
+    try:
+        token = (config_home / "tengen" / "play-token").read_text().strip()
+        browser.get(server.url)
+        form = browser.find_element(By.ID, "token-form")
+        WebDriverWait(browser, 30).until(lambda d: form.is_displayed())
+        browser.save_screenshot(str(shots / "play-page-token.png"))
+        browser.find_element(By.ID, "token").send_keys(token)
+        browser.find_element(By.ID, "token-submit").click()
+        wait_for_my_move(browser)
+        click(browser, 4)
+        WebDriverWait(browser, REPLY_TIMEOUT).until(lambda d: len(moves(d)) == 2 and status(d) == "your-move")
+    finally:
+        assert server.close() == 0, server.stderr()

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import shutil
 import socket
+import stat
 from pathlib import Path
 
 import pytest
@@ -254,13 +255,15 @@ def test_a_redis_that_did_not_answer_is_asked_again_only_after_redis_retry_s(sho
 
 
 # -- who may read it ------------------------------------------------------------------------------
-def test_any_other_address_needs_the_token_it_prints(short_run_dir):
+def test_any_other_address_needs_the_token_it_keeps_in_the_run_directory(short_run_dir):
     server = serve(short_run_dir, "--host", "0.0.0.0")
     try:
         assert server.printed_url.startswith("http://0.0.0.0:")
-        line = server.read_line()
-        assert line.startswith("token: ")
-        token = line.removeprefix("token: ")
+        # stdout is a pipe, kept by whatever runs the service: the token goes to a private file
+        token_file = short_run_dir / "serve-token"
+        assert server.read_line() == f"token: in {token_file} (readable by you alone)"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text().strip()
         assert len(token) >= 16
         status, error = server.get("/api/info")
         assert status == 401 and "token" in error["error"]

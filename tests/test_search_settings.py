@@ -98,3 +98,12 @@ def test_a_search_without_a_network_walks_by_uct_over_rollouts(searches_made):
     player.search(game, game.initial_state())
     (made,) = searches_made
     assert (made.formula, made.keep_leaf_states, made.solver, made.simulations) == ("uct", True, False, 12)
+
+
+def test_a_search_of_one_visit_still_chooses_a_move():
+    # The first visit only expands the root: with a network the answer is its own
+    # policy, without one the search makes a second visit.
+    game = go5_run({}).game.make()
+    analysis = search_player.SearchPlayer(None, search=SearchSettings(simulations=12)).search(
+        game, game.initial_state(), max_visits=1)
+    assert analysis.best is not None and game.legal_mask(game.initial_state())[analysis.best]

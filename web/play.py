@@ -18,6 +18,12 @@ The JSON API (all answers are JSON; a refusal is ``{"error": message}``):
   model searches and plays;
 - ``POST /api/games/ID/undo``, ``POST /api/games/ID/resign``;
 - ``GET /api/games/ID/sgf``: a Go game as an SGF file.
+
+Bound to 127.0.0.1 unless ``--host`` says otherwise; off loopback every ``/api/``
+call needs the token (``--token``, or one generated: written to the user's
+``~/.config/tengen/play-token``, or printed on a terminal), which the page asks for;
+web/guard.py says what else guards it. At most ``MAX_SEARCHES`` searches wait or run
+at once, ``MAX_SEARCHES_PER_CLIENT`` of one address: past them a search is a 429.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import secrets
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,10 +40,11 @@ from aiohttp import web
 from tengen.engine.games.base import Game, IllegalMove
 from tengen.play.search_player import Analysis, SearchPlayer
 from tengen.web.board_view import game_info
-from tengen.web.server import ApiError, add_static, json_errors, read_json, run_app, static_page
+from tengen.web.guard import announce_token, check_exposure, guarded_app, user_token_file
+from tengen.web.server import LOOPBACK, ApiError, add_static, json_errors, read_json, run_app, static_page
 from tengen.web.session import NotYourTurn, PlaySession
 
-__all__ = ["PlayServer", "MAX_VISITS", "MAX_SECONDS", "run_play"]
+__all__ = ["PlayServer", "MAX_VISITS", "MAX_SECONDS", "MAX_SEARCHES", "MAX_SEARCHES_PER_CLIENT", "run_play"]
 
 #: the most visits one move may search (its tree is allocated for them), also the
 #: cap of a search by seconds
@@ -46,16 +53,23 @@ MAX_VISITS = 10_000
 MAX_SECONDS = 60.0
 #: games kept in memory; the oldest idle one goes first
 MAX_GAMES = 64
+#: searches waiting or running at once, from all clients and from one (an address):
+#: past them a search is refused (429) rather than queued behind minutes of others
+MAX_SEARCHES = 8
+MAX_SEARCHES_PER_CLIENT = 2
+#: where a generated token goes (when stdout is no terminal), in the user's config directory
+TOKEN_FILE = "play-token"
 
 
 class PlayServer:
     """The page and its API over one ``SearchPlayer``; ``app()`` is the aiohttp app.
 
     ``simulations``: the page's default visits per move; ``checkpoint``: what the
-    page names as the model."""
+    page names as the model; ``host``: where it is served; ``token``: what every API
+    call must carry (None: nothing, on loopback only)."""
 
     def __init__(self, game: Game, player: SearchPlayer, *, simulations: int, checkpoint: str,
-                 application: tuple[str, str]):
+                 application: tuple[str, str], host: str = LOOPBACK, token: str | None = None):
         if not 1 <= simulations <= MAX_VISITS:
             raise ValueError(f"simulations must be in 1..{MAX_VISITS}, not {simulations}")
         self.game = game
@@ -66,9 +80,11 @@ class PlayServer:
         self._games: OrderedDict[str, PlaySession] = OrderedDict()
         self._busy: set[str] = set()  # games whose model is searching or scoring
         self._search = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tengen-search")
+        self._searches: Counter[str] = Counter()  # searches waiting or running, by client address
+        self.host, self.token = host, token
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[json_errors])
+        app = guarded_app(host=self.host, token=self.token, middlewares=[json_errors])
         app.router.add_get("/", static_page("play.html"))
         app.router.add_get("/api/info", self._info)
         app.router.add_post("/api/games", self._new_game)
@@ -128,9 +144,16 @@ class PlayServer:
         limits = self._limits(await read_json(request))
         if not session.model_to_move:
             raise ApiError(422, "the game is over" if session.over else "it is your move")
+        client = request.remote or "?"
+        if self._searches[client] >= MAX_SEARCHES_PER_CLIENT:
+            raise ApiError(429, f"{MAX_SEARCHES_PER_CLIENT} of your searches are already waiting or running: "
+                                "wait for one to finish")
+        if self._searches.total() >= MAX_SEARCHES:
+            raise ApiError(429, f"the model has {MAX_SEARCHES} searches waiting or running: try again shortly")
         state, history = session.position()
         search = functools.partial(self.player.search, self.game, state, history, **limits)
         self._busy.add(session.id)
+        self._searches[client] += 1
         try:
             analysis: Analysis = await asyncio.get_running_loop().run_in_executor(self._search, search)
             session.play_model(analysis)
@@ -138,6 +161,9 @@ class PlayServer:
             raise ApiError(500, f"the model's search failed: {e}") from None
         finally:
             self._busy.discard(session.id)
+            self._searches[client] -= 1
+            if not self._searches[client]:
+                del self._searches[client]
         await self._score(session)
         return self._answer(session)
 
@@ -207,11 +233,12 @@ class PlayServer:
 
 
 def run_play(checkpoint: str, config: str | None, *, simulations: int | None, host: str, port: int,
-             open_browser: bool) -> int:
+             token: str | None, open_browser: bool) -> int:
     """Load the checkpoint once, then serve the page (``tengen play``)."""
     from tengen import __version__
     from tengen.run.checkpoint import load_player
 
+    token, generated = check_exposure(host, token)
     loaded, game, player = load_player(checkpoint, config, 1, warm_up=True)
     # The search's compiled kernels load (or, the first time on a machine, compile)
     # now rather than in the first move a person waits for.
@@ -219,5 +246,7 @@ def run_play(checkpoint: str, config: str | None, *, simulations: int | None, ho
     # The default of the page is the search the model was trained with.
     default = simulations if simulations is not None else min(loaded.mcts.simulations, MAX_VISITS)
     server = PlayServer(game, player, simulations=default, checkpoint=checkpoint,
-                        application=("tengen", __version__))
-    return run_app(server.app(), host=host, port=port, open_browser=open_browser)
+                        application=("tengen", __version__), host=host, token=token)
+    return run_app(server.app(), host=host, port=port, open_browser=open_browser,
+                   after_url=announce_token(token, generated, user_token_file(TOKEN_FILE)),
+                   exposed="anyone who can reach this machine and has the token can play the model")

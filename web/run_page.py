@@ -24,7 +24,8 @@ A gating result (``/api/gating``, a ladder entry's ``result``, the newest status
 
 Bound to 127.0.0.1 unless ``--host`` says otherwise; off loopback every ``/api/``
 call needs ``Authorization: Bearer TOKEN`` (``--token``, or one generated and
-printed), which the page asks for. The run is read on one thread
+written to the run directory's ``serve-token``, or printed on a terminal), which the
+page asks for; web/guard.py says what else guards it. The run is read on one thread
 (``web.run_view.RunView`` keeps its Redis client and what it decoded), so the
 event loop never waits on a file or on Redis.
 """
@@ -32,40 +33,39 @@ event loop never waits on a file or on Redis.
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 
 from tengen.run.records import RecordError
+from tengen.web.guard import announce_token, check_exposure, guarded_app
 from tengen.web.run_view import RunView, UnknownGame
-from tengen.web.server import ApiError, add_static, is_loopback, json_errors, require_token, run_app, static_page
+from tengen.web.server import LOOPBACK, ApiError, add_static, json_errors, run_app, static_page
 from tengen.web.status_history import MAX_POINTS
 
-__all__ = ["RunPage", "MIN_TOKEN_LENGTH", "check_exposure", "run_serve"]
+__all__ = ["RunPage", "TOKEN_FILE", "run_serve"]
 
-#: the shortest ``--token`` taken (a generated one is 32 characters)
-MIN_TOKEN_LENGTH = 16
+#: where in the run directory a generated token goes (when stdout is no terminal)
+TOKEN_FILE = "serve-token"
 T = TypeVar("T")
 
 
 class RunPage:
     """The page and its API over one ``RunView``; ``app()`` is the aiohttp app.
-    ``token``: what every API call must carry (None: nothing, on loopback only)."""
+    ``host``: where it is served; ``token``: what every API call must carry (None:
+    nothing, on loopback only)."""
 
-    def __init__(self, view: RunView, *, token: str | None = None):
+    def __init__(self, view: RunView, *, host: str = LOOPBACK, token: str | None = None):
         self.view = view
+        self.host = host
         self.token = token
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tengen-run-reader")
 
     def app(self) -> web.Application:
-        middlewares: list[Any] = [json_errors]
-        if self.token is not None:
-            middlewares.insert(0, require_token(self.token))
-        app = web.Application(middlewares=middlewares)
+        app = guarded_app(host=self.host, token=self.token, middlewares=[json_errors])
         app.router.add_get("/", static_page("run.html"))
         app.router.add_get("/api/info", self._info)
         app.router.add_get("/api/status", self._status)
@@ -122,21 +122,10 @@ def _offset(request: web.Request, name: str) -> int | None:
     return int(text)
 
 
-def check_exposure(host: str, token: str | None) -> tuple[str | None, bool]:
-    """``(token, generated)``: the token the page needs on ``host``. Off loopback a page
-    is never open: a token is generated when none is given. ValueError for a token
-    too short to guard anything."""
-    if token is not None and len(token) < MIN_TOKEN_LENGTH:
-        raise ValueError(f"--token must be at least {MIN_TOKEN_LENGTH} characters")
-    if token is None and not is_loopback(host):
-        return secrets.token_urlsafe(24), True
-    return token, False
-
-
 def run_serve(run_dir: str, *, host: str, port: int, token: str | None, open_browser: bool) -> int:
     """Serve the page of the run in ``run_dir`` (``tengen serve``)."""
     token, generated = check_exposure(host, token)
-    page = RunPage(RunView(Path(run_dir)), token=token)
+    page = RunPage(RunView(Path(run_dir)), host=host, token=token)
     return run_app(page.app(), host=host, port=port, open_browser=open_browser,
-                   after_url=[f"token: {token}"] if generated else [],
+                   after_url=announce_token(token, generated, Path(run_dir) / TOKEN_FILE),
                    exposed="anyone who can reach this machine and has the token can read the run")

@@ -7,7 +7,8 @@ in the environment, not three), and its ``AppRunner`` gives the bound port of
 HTML file with plain JavaScript and SVG (``web/static/``, no build step) that talks
 to a JSON API under ``/api/``.
 
-``run_app`` binds to 127.0.0.1 unless told otherwise, prints the page's URL as the
+Every page's app is a ``web.guard.guarded_app`` (its token, DNS rebinding, other
+sites, security headers). ``run_app`` binds to 127.0.0.1 unless told otherwise, prints the page's URL as the
 first line of stdout (what a script or a test reads to find the port), optionally
 opens a browser on it, and serves until Ctrl-C or SIGTERM.
 """
@@ -15,9 +16,7 @@ opens a browser on it, and serves until Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
-import secrets
 import signal
 import sys
 import webbrowser
@@ -27,8 +26,8 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["LOOPBACK", "STATIC", "ApiError", "json_errors", "require_token", "is_loopback", "read_json", "static_page",
-           "add_static", "run_app", "url_of"]
+__all__ = ["LOOPBACK", "STATIC", "ApiError", "json_errors", "read_json", "static_page", "add_static", "run_app",
+           "url_of"]
 
 LOOPBACK = "127.0.0.1"
 #: the pages' HTML, JavaScript and CSS, shipped as package data
@@ -53,34 +52,6 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return await handler(request)
     except ApiError as e:
         return web.json_response({"error": e.message}, status=e.status)
-
-
-def require_token(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
-    """A middleware that answers 401 to any ``/api/`` request without
-    ``Authorization: Bearer TOKEN``. The HTML, JavaScript and CSS stay open: they hold
-    nothing of the run, and the page must load to ask for the token."""
-    expected = token.encode()
-
-    @web.middleware
-    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.startswith("/api/"):
-            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), expected):
-                return web.json_response({"error": "this page needs its token (the one `tengen serve` printed "
-                                          "or was given)"}, status=401, headers={"WWW-Authenticate": "Bearer"})
-        return await handler(request)
-
-    return check
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is an address of this machine only (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve anywhere
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 // The play page: a person against the model, through web/play.py's JSON API.
+import { Unauthorized, api, askForToken, download, hasToken } from "/static/api.js";
 import { drawBoard } from "/static/board.js";
 
 const $ = (id) => document.getElementById(id);
@@ -6,17 +7,6 @@ let info = null;
 let view = null;
 let busy = false; // a request of this page is on its way (the model's reply above all)
 let messageTimer = null;
-
-async function api(method, path, body) {
-  const response = await fetch(path, {
-    method,
-    headers: body === undefined ? {} : { "Content-Type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const data = await response.json();
-  if (!response.ok) throw new Error(data.error || `${response.status} ${response.statusText}`);
-  return data;
-}
 
 function say(message) {
   const box = $("message");
@@ -93,7 +83,6 @@ function render() {
     return item;
   }));
   moves.scrollTop = moves.scrollHeight;
-  $("sgf").href = `/api/games/${view.id}/sgf`;
 }
 
 async function reply() {
@@ -148,7 +137,14 @@ function onBoardClick(event) {
 }
 
 async function start() {
-  info = await api("GET", "/api/info");
+  try {
+    info = await api("GET", "/api/info");
+  } catch (error) {
+    if (!(error instanceof Unauthorized)) throw error;
+    $("status").textContent = "Waiting for the token.";
+    askForToken(hasToken() ? "The token was refused: enter the right one." : "", () => start().catch(failed));
+    return;
+  }
   $("game-name").textContent = info.game;
   $("checkpoint").textContent = info.checkpoint;
   $("side0").textContent = `play ${info.players[0]} (first)`;
@@ -163,9 +159,17 @@ async function start() {
   $("pass").addEventListener("click", () => view && act("POST", `/api/games/${view.id}/play`,
     { action: info.pass_action }));
   $("resign").addEventListener("click", () => view && act("POST", `/api/games/${view.id}/resign`));
+  $("sgf").addEventListener("click", (event) => {
+    event.preventDefault();
+    if (view) download(`/api/games/${view.id}/sgf`).catch((error) => say(error.message));
+  });
   $("show-heat").addEventListener("change", () => view && render());
   $("show-pv").addEventListener("change", () => view && render());
   await newGame();
 }
 
-start().catch((error) => say(`Cannot start: ${error.message}`));
+function failed(error) {
+  say(`Cannot start: ${error.message}`);
+}
+
+start().catch(failed);

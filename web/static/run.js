@@ -1,5 +1,6 @@
 // The run page: a running or finished run through web/run_page.py's JSON API,
 // polled every POLL_MS without a reload. Plots from plot.js, boards from board.js.
+import { Unauthorized, api as request, askForToken as showTokenForm, hasToken } from "/static/api.js";
 import { drawBoard, percent } from "/static/board.js";
 import { formatNumber, linePlot } from "/static/plot.js";
 
@@ -11,7 +12,6 @@ const MAX_POINTS = 3000;
 // Both wirings report every 5 s; a line older than this says the run is not
 // reporting (stopped, or a single-process run busy with a long match).
 const STALE_S = 30;
-const TOKEN_KEY = "tengen-run-token";
 
 let info = null;
 let points = [];
@@ -24,16 +24,7 @@ let shown = null; // the game being replayed
 let ply = 0;
 let polling = null;
 
-class Unauthorized extends Error {}
-
-async function api(path) {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  const response = await fetch(path, { headers: token ? { Authorization: `Bearer ${token}` } : {} });
-  const data = await response.json().catch(() => ({}));
-  if (response.status === 401) throw new Unauthorized(data.error || "unauthorized");
-  if (!response.ok) throw new Error(data.error || `${response.status} ${response.statusText}`);
-  return data;
-}
+const api = (path) => request("GET", path);
 
 function say(message) {
   $("message").textContent = message;
@@ -353,9 +344,8 @@ function askForToken(message) {
   clearInterval(polling);
   polling = null;
   $("run").hidden = true;
-  $("token-form").hidden = false;
-  $("token-message").textContent = message;
   $("liveness").textContent = "Waiting for the token.";
+  showTokenForm(message, () => start().catch((error) => say(`Cannot start: ${error.message}`)));
 }
 
 async function start() {
@@ -363,7 +353,7 @@ async function start() {
     info = await api("/api/info");
   } catch (error) {
     if (error instanceof Unauthorized) {
-      askForToken(sessionStorage.getItem(TOKEN_KEY) ? "The token was refused: enter the right one." : "");
+      askForToken(hasToken() ? "The token was refused: enter the right one." : "");
       return;
     }
     throw error;
@@ -383,12 +373,6 @@ async function start() {
 }
 
 function setUp() {
-  $("token-form").addEventListener("submit", (event) => {
-    event.preventDefault();
-    sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
-    $("token-message").textContent = "";
-    start().catch((error) => say(`Cannot start: ${error.message}`));
-  });
   $("first").addEventListener("click", () => step(0));
   $("prev").addEventListener("click", () => step(ply - 1));
   $("next").addEventListener("click", () => step(ply + 1));
