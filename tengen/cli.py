@@ -333,11 +333,11 @@ def _run_train(args: argparse.Namespace) -> int:
             return _fail("train", e)
         run.run()  # Ctrl-C and SIGTERM stop it cleanly, with a checkpoint
         return 0
-    from tengen.cluster.driver import ClusterRun
+    from tengen.cluster.driver import ClusterRun, RunStartError
 
     try:
         summary = ClusterRun(config, run_dir, resume=args.resume).run()
-    except RunDirError as e:  # a Redis that holds this run id already
+    except (RunDirError, RunStartError) as e:  # a Redis taken, unreachable, or that cannot start
         return _fail("train", e)
     if summary.get("error"):
         print(f"tengen train: the run stopped early: {summary['error']}; continue it with "
@@ -409,6 +409,51 @@ def _run_status(args: argparse.Namespace) -> int:
         return _fail("status", e)
     print(json.dumps(status, indent=2, default=str))
     return 0
+
+
+def _add_repair_aof(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "repair-aof", help="repair the append-only file of a run's embedded Redis that will not load",
+        description="When a run's Redis stops at start on a damaged append-only file (a disk that lost a write), "
+        "this keeps a copy of it beside it and cuts it where it is damaged with Redis's own checker (what "
+        "follows the damage is lost); then resume the run. The run must not be running.")
+    p.add_argument("--run-dir", required=True, help="the run's directory")
+    p.set_defaults(handler=_run_repair_aof)
+
+
+def _run_repair_aof(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tengen.cluster.redis_binary import EmbeddedRedisError, repair_aof
+    from tengen.run.run_dir import RunDir, RunDirError
+
+    try:
+        files = RunDir(args.run_dir)
+        if not files.redis.is_dir():
+            raise RunDirError(f"{args.run_dir} has no embedded Redis (redis/): nothing to repair")
+        lock = files.redis / "redis.lock"
+        if lock.exists() and _locked(lock):
+            raise RunDirError(f"the run in {args.run_dir} is running: stop it first")
+        backup, said = repair_aof(Path(files.redis))
+    except (RunDirError, EmbeddedRedisError, OSError) as e:
+        return _fail("repair-aof", e)
+    print(f"kept the damaged file as {backup}\n{said}\nnow resume: tengen train --resume --run-dir {args.run_dir}")
+    return 0
+
+
+def _locked(path) -> bool:
+    """Whether another process holds the flock on ``path`` (a live run's Redis)."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _add_scale(subparsers: argparse._SubParsersAction) -> None:
@@ -644,6 +689,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_train,
     _add_status,
     _add_scale,
+    _add_repair_aof,
     _add_games,
     _add_bestmove,
     _add_gtp,

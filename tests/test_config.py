@@ -428,6 +428,10 @@ def test_unreadable_and_malformed_files(tmp_path):
         bad.write_text(text)
         with pytest.raises(ConfigError, match="not valid YAML"):
             load_config(bad)
+    # a file saved in Latin-1 (an editor's old default)
+    bad.write_bytes("game:\n  name: tictactoe\n# café\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"not UTF-8 text \(byte 0xe9 on line 3\): save it as UTF-8"):
+        load_config(bad)
 
 
 def test_selfplay_demo_runs_from_a_config(capsys):
