@@ -270,7 +270,6 @@ class ClusterRun:
                 self._log_file = RunLog(files, max_bytes=int(run.log_mb * 2**20), keep=run.log_files)
                 self._record_connection(redis_url)
                 if self.redis is not None:
-                    self.log(f"the run's Redis: {self.redis.binary.describe()}")
                     keeper = threading.Thread(target=self._keep_redis, args=(keeper_stop,), name="redis-keeper",
                                               daemon=True)
                     keeper.start()
@@ -314,7 +313,9 @@ class ClusterRun:
         promotion.start_gatekeeper()
         fleet.start_workers(first_servers)
         self.log(f"run {self.run_id}: {self.game.name}, {len(fleet.workers)} self-play workers, "
-                 f"{len(fleet.pool.servers)} inference servers, redis {redis_url}, ray {self.address or 'local'}; "
+                 f"{len(fleet.pool.servers)} inference servers, redis {redis_url}"
+                 + (f" ({self.redis.binary.describe()})" if self.redis is not None else "")
+                 + f", ray {self.address or 'local'}; "
                  f"best {version_id(best)}"
                  + (", resumed" if self.resume else "")
                  + " (the first games wait for the search kernels to compile: up to a minute on a fresh install)")

@@ -19,7 +19,7 @@ from tengen.cluster.redis_client import DEFAULT_POLICY, OutagePolicy, RedisLike
 from tengen.cluster.redis_server import connect
 from tengen.run.run_dir import RunDir
 
-__all__ = ["live_client", "outage_s"]
+__all__ = ["live_client", "outage_s", "recorded_server"]
 
 
 def outage_s(files: RunDir) -> float:
@@ -29,6 +29,15 @@ def outage_s(files: RunDir) -> float:
         return float((config.get("redis") or {}).get("outage_s") or DEFAULT_POLICY.outage_s)
     except (OSError, yaml.YAMLError, TypeError, ValueError):
         return DEFAULT_POLICY.outage_s
+
+
+def recorded_server(files: RunDir) -> str | None:
+    """Which redis-server the run's embedded Redis runs on, as its driver recorded it
+    (None: an external Redis, or a run from before it was recorded)."""
+    try:
+        return json.loads(files.connection.read_text()).get("server")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def live_client(files: RunDir, *, wait_s: float) -> RedisLike | None:

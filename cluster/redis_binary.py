@@ -32,7 +32,7 @@ from pathlib import Path
 
 __all__ = ["EmbeddedRedisError", "RedisBinaryError", "DamagedAofError", "RedisServerBinary", "find_redis_server",
            "server_version", "AOF_FILE", "AOF_DIR", "SERVER_ENV", "MIN_SYSTEM_VERSION", "check_can_load",
-           "damaged_aof", "repair_aof"]
+           "aof_files", "damaged_aof", "repair_aof"]
 
 #: names a redis-server to use whatever its version
 SERVER_ENV = "TENGEN_REDIS_SERVER"
@@ -126,6 +126,14 @@ def check_can_load(binary: RedisServerBinary, data_dir: Path) -> None:
             f"this run's Redis data ({data_dir / AOF_DIR}) was written by Redis 7 or newer, and the redis-server "
             f"here is {binary.describe()}: install redis-server 7 or newer on the PATH (Debian: apt install "
             f"redis-server) or name one in ${SERVER_ENV}, then resume")
+
+
+def aof_files(data_dir: Path) -> list[Path]:
+    """The append-only files in ``data_dir``: 6.2's one file, or 7's directory's files."""
+    files = [data_dir / AOF_FILE] if (data_dir / AOF_FILE).is_file() else []
+    if (data_dir / AOF_DIR).is_dir():
+        files += sorted(path for path in (data_dir / AOF_DIR).iterdir() if path.is_file())
+    return files
 
 
 def damaged_aof(log_tail: str) -> str | None:

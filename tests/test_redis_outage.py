@@ -19,7 +19,7 @@ import redis
 from fake_clock import FakeClock
 
 from tengen.cluster.redis_client import OutagePolicy, RedisUnavailable, ResilientRedis
-from tengen.cluster.redis_server import EmbeddedRedis, connect, redis_executable
+from tengen.cluster.redis_server import EmbeddedRedis, connect
 from tengen.testing.waiting import wait_for
 
 QUICK = OutagePolicy(outage_s=30.0, backoff_base_s=0.01, backoff_cap_s=0.2, socket_timeout_s=2.0,
@@ -29,7 +29,7 @@ PATIENCE_S = 60
 
 
 @pytest.fixture
-def server(tmp_path):
+def server(tmp_path, each_redis_kind):
     with EmbeddedRedis(data_dir=tmp_path / "redis") as s:
         yield s
 
@@ -148,11 +148,12 @@ def test_the_drivers_call_gives_none_while_redis_is_away_and_stops_past_the_limi
     assert caught.value.expired  # the driver's loop stops the run on it
 
 
-def test_loading_an_aof_is_waited_for(tmp_path):
+def test_loading_an_aof_is_waited_for(tmp_path, each_redis_kind):
     # A plain-command AOF (no RDB preamble, which Redis 6.2 loads without answering
     # anyone) of 500,000 keys: the restarted server answers LOADING for about a
-    # second, as a run's big AOF does.
-    server = EmbeddedRedis(data_dir=tmp_path / "redis", extra_config=["aof-use-rdb-preamble no"]).start()
+    # second, as a run's big AOF does. Redis 7 takes DEBUG only when told to.
+    debug = ["enable-debug-command local"] if each_redis_kind == "debian-7" else []
+    server = EmbeddedRedis(data_dir=tmp_path / "redis", extra_config=["aof-use-rdb-preamble no", *debug]).start()
     try:
         raw = server.client()
         raw.execute_command("DEBUG", "POPULATE", 500_000, "tengen:{t}:k", 10)
@@ -161,7 +162,7 @@ def test_loading_an_aof_is_waited_for(tmp_path):
         client = connect(server.url, password=server.password, policy=QUICK, log=lines.append)
         server._kill()
         server._requested_port = server.port
-        server._spawn(server._executable or redis_executable(), server.port)  # no waiting for PING
+        server._spawn(server.binary.path, server.port)  # no waiting for PING
         out = _in_thread(lambda: client.get("tengen:{t}:k:499999"))
         out[0].join(timeout=PATIENCE_S)
         assert out[1]["result"].startswith(b"value:4999")  # values cut to 10 bytes

@@ -23,6 +23,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tengen.cluster.keys import RunKeys
+from tengen.cluster.redis_binary import aof_files
 from tengen.cluster.redis_server import (
     AOF_FILE,
     CONFIG_FILE,
@@ -97,6 +98,7 @@ def test_server_is_loopback_only_with_aof_and_a_private_config(redis_server, red
     assert (redis_server.data_dir / AOF_FILE).exists()
 
 
+@pytest.mark.usefixtures("each_redis_kind")
 def test_restart_on_the_same_directory_recovers_the_stream(tmp_path, records):
     blobs = _blobs(records, 5)
     with EmbeddedRedis(data_dir=tmp_path) as server:
@@ -106,7 +108,7 @@ def test_restart_on_the_same_directory_recovers_the_stream(tmp_path, records):
         first_pid = server.pid
     assert not server.running
     server.stop()  # idempotent
-    assert (tmp_path / AOF_FILE).stat().st_size > sum(map(len, blobs))
+    assert sum(path.stat().st_size for path in aof_files(tmp_path)) > sum(map(len, blobs))
     with EmbeddedRedis(data_dir=tmp_path) as again:
         assert again.pid != first_pid
         stream = SampleStream(again.client(), "run1", maxlen=1000)
@@ -117,6 +119,7 @@ def test_restart_on_the_same_directory_recovers_the_stream(tmp_path, records):
         assert [i for i, _ in got] == ids
 
 
+@pytest.mark.usefixtures("each_redis_kind")
 def test_a_driver_that_dies_does_not_leave_the_server_running(tmp_path):
     script = (
         "import sys\n"
@@ -135,6 +138,7 @@ def test_a_driver_that_dies_does_not_leave_the_server_running(tmp_path):
     assert not _alive(pid)
 
 
+@pytest.mark.usefixtures("each_redis_kind")
 def test_a_driver_killed_with_sigkill_takes_its_server_along(tmp_path):
     script = (
         "import time\n"
@@ -166,6 +170,7 @@ def test_the_server_runs_in_its_own_session(tmp_path):
         assert os.getpgid(server.pid) != os.getpgid(0)
 
 
+@pytest.mark.usefixtures("each_redis_kind")
 def test_one_server_per_directory(tmp_path):
     with EmbeddedRedis(data_dir=tmp_path) as server:
         with pytest.raises(EmbeddedRedisError, match=f"another tengen process holds .* pid {server.pid}"):
@@ -173,6 +178,7 @@ def test_one_server_per_directory(tmp_path):
         assert server.client().ping()  # untouched
 
 
+@pytest.mark.usefixtures("each_redis_kind")
 def test_a_server_left_behind_is_stopped_before_a_new_one_starts(tmp_path, records):
     # As if a driver died where no parent-death signal exists: its server lives on,
     # holding the AOF, and the directory lock is free.
@@ -196,6 +202,7 @@ def test_a_server_left_behind_is_stopped_before_a_new_one_starts(tmp_path, recor
         assert SampleStream(server.client(), "run1", maxlen=100).length() == 3
 
 
+@pytest.mark.usefixtures("each_redis_kind")
 def test_the_data_directory_and_its_files_are_the_owners_alone(tmp_path):
     with EmbeddedRedis(data_dir=tmp_path / "redis", maxmemory_bytes=64 << 20) as server:
         client = server.client()
@@ -203,8 +210,12 @@ def test_the_data_directory_and_its_files_are_the_owners_alone(tmp_path):
         assert client.config_get("maxmemory")["maxmemory"] == str(64 << 20)
         time.sleep(1.1)  # the AOF exists once its first write is flushed
         assert stat.S_IMODE(server.data_dir.stat().st_mode) == 0o700
-        for name in (AOF_FILE, CONFIG_FILE, "redis.log"):
-            assert stat.S_IMODE((server.data_dir / name).stat().st_mode) == 0o600, name
+        aof = aof_files(server.data_dir)  # 6.2's one file, or 7's directory of them
+        assert aof
+        for path in (*aof, server.data_dir / CONFIG_FILE, server.data_dir / "redis.log"):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        for directory in {path.parent for path in aof}:
+            assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
 
 
 def _alive(pid: int) -> bool:

@@ -65,6 +65,7 @@ def damage(data_dir: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("each_redis_kind")
 def test_a_damaged_aof_is_named_at_the_start_and_repair_aof_mends_it(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
