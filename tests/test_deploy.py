@@ -936,6 +936,7 @@ def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
             problems.append(f"{place}: no NetworkPolicy selects its pods")
         if pod.get("hostNetwork"):
             problems.append(f"{place}: hostNetwork")
+        problems += _restricted_pod_problems(place, template)
         # A Secret as files: named keys, read-only, readable by the pod's group (Kubernetes
         # gives fsGroup read access to Secret files; a non-root pod without one cannot read them).
         secret_volumes = {v["name"]: v["secret"] for v in pod.get("volumes", []) if "secret" in v}
@@ -979,6 +980,35 @@ def k8s_problems(docs: list[tuple[str, dict]]) -> list[str]:
     return problems
 
 
+def _restricted_pod_problems(place: str, template: dict) -> list[str]:
+    """A pod that runs restricted (issue 47): the runtime's default seccomp profile, no
+    service account token but where KubeRay's autoscaler needs it (the Ray head), and
+    containers without privilege escalation or capabilities, on a read-only root whose
+    writable paths are volumes."""
+    problems = []
+    pod = template.get("spec", {})
+    context = pod.get("securityContext", {})
+    if context.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+        problems.append(f"{place}: no seccompProfile RuntimeDefault")
+    needs_token = place.endswith("/head")
+    if pod.get("automountServiceAccountToken") is not needs_token:
+        problems.append(f"{place}: automountServiceAccountToken should be {str(needs_token).lower()}")
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for c in _containers(template):
+        own = c.get("securityContext", {})
+        if own.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{place}/{c.get('name')}: allowPrivilegeEscalation is not false")
+        if own.get("capabilities", {}).get("drop") != ["ALL"]:
+            problems.append(f"{place}/{c.get('name')}: capabilities not dropped")
+        if own.get("readOnlyRootFilesystem") is not True:
+            problems.append(f"{place}/{c.get('name')}: the root filesystem is writable")
+        mounted = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+        for path in ("/tmp", "/home/ray") if "tengen" in c.get("image", "") else ():
+            if "emptyDir" not in volumes.get(mounted.get(path, ""), {}):
+                problems.append(f"{place}/{c.get('name')}: {path} is not a writable volume on the read-only root")
+    return problems
+
+
 def test_manifests_parse_and_hold_what_a_cluster_needs():
     docs = _load_k8s()
     kinds = sorted(d["kind"] for _, d in docs)
@@ -995,6 +1025,12 @@ def test_core_objects_pass_the_kubernetes_schemas():
     for doc in core:
         # strict: an unknown field (a typo) is an error, as `kubectl apply --validate=strict` makes it
         kubernetes_validate.validate(doc, "1.30.0", strict=True)
+    # the RayJob's pod templates are Pods' (KubeRay embeds PodTemplateSpec): their fields too
+    for _, doc in _load_k8s():
+        for where, template in _pod_templates(doc) if doc["kind"] == "RayJob" else ():
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": where, **template.get("metadata", {})},
+                   "spec": template["spec"]}
+            kubernetes_validate.validate(pod, "1.30.0", strict=True)
     broken = copy.deepcopy(next(d for d in core if d["kind"] == "StatefulSet"))
     broken["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
@@ -1036,6 +1072,19 @@ def test_manifest_checks_catch_broken_manifests():
     assert any("nvidia.com/gpu" in p for p in broken(
         "RayJob", lambda d: _cluster(d)["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
         ["resources"]["limits"].pop("nvidia.com/gpu")))
+    # Restricted pods: seccomp, no token, a read-only root with its writable paths as volumes.
+    def gpu_pod(d):
+        return _cluster(d)["workerGroupSpecs"][1]["template"]["spec"]
+    assert any("seccompProfile" in p
+               for p in broken("RayJob", lambda d: gpu_pod(d)["securityContext"].pop("seccompProfile")))
+    assert any("automountServiceAccountToken" in p
+               for p in broken("RayJob", lambda d: gpu_pod(d).pop("automountServiceAccountToken")))
+    assert any("the root filesystem is writable" in p for p in broken(
+        "RayJob", lambda d: gpu_pod(d)["containers"][0]["securityContext"].pop("readOnlyRootFilesystem")))
+    assert any("/tmp is not a writable volume" in p for p in broken(
+        "RayJob", lambda d: gpu_pod(d)["containers"][0]["volumeMounts"].pop(0)))
+    assert any("capabilities not dropped" in p for p in broken(
+        "StatefulSet", lambda d: first_container(d)["securityContext"].pop("capabilities")))
     docs = _load_k8s() + [("x.yaml", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tengen-redis"}})]
     assert any("Secret in the repository" in p for p in k8s_problems(docs))
 
@@ -1046,8 +1095,10 @@ def test_manifest_checks_catch_broken_manifests():
     assert any("backoffLimit" in p for p in broken("RayJob", lambda d: d["spec"].pop("backoffLimit")))
     assert any("clusterSelector" in p for p in broken(
         "RayJob", lambda d: d["spec"].update(clusterSelector={"ray.io/cluster": "tengen"})))
-    assert any("PersistentVolumeClaim" in p for p in broken(
-        "RayJob", lambda d: head(d)["containers"][0]["volumeMounts"].pop(0)))
+    def runs_unmounted(d):
+        mounts = head(d)["containers"][0]["volumeMounts"]
+        mounts[:] = [m for m in mounts if m["name"] != "runs"]
+    assert any("PersistentVolumeClaim" in p for p in broken("RayJob", runs_unmounted))
     assert any("GCS fault tolerance" in p
                for p in broken("RayJob", lambda d: _cluster(d).pop("gcsFaultToleranceOptions")))
     assert any("redisAddress" in p for p in broken(
@@ -1096,12 +1147,16 @@ def test_manifest_checks_catch_broken_manifests():
         env = _cluster(d)["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["env"]
         env[:] = [e for e in env if e["name"] != "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"]
     assert any("gpu: drains 30 s" in p for p in broken("RayJob", gpu_default_drain))
+    def password_volume(d):
+        return next(v for v in head(d)["volumes"] if v["name"] == "redis-password")
+
+    def password_mount(d):
+        return next(m for m in head(d)["containers"][0]["volumeMounts"] if m["name"] == "redis-password")
     assert any("mode 0o444" in p for p in broken(
-        "RayJob", lambda d: head(d)["volumes"][1]["secret"].update(defaultMode=0o444)))
-    assert any("writable" in p for p in broken(
-        "RayJob", lambda d: head(d)["containers"][0]["volumeMounts"][1].update(readOnly=False)))
+        "RayJob", lambda d: password_volume(d)["secret"].update(defaultMode=0o444)))
+    assert any("mounted writable" in p for p in broken("RayJob", lambda d: password_mount(d).update(readOnly=False)))
     assert any("fsGroup" in p for p in broken("RayJob", lambda d: head(d)["securityContext"].pop("fsGroup")))
-    assert any("every key" in p for p in broken("RayJob", lambda d: head(d)["volumes"][1]["secret"].pop("items")))
+    assert any("every key" in p for p in broken("RayJob", lambda d: password_volume(d)["secret"].pop("items")))
 
     # NetworkPolicies: every pod selected, ingress denied unless a rule names its peers.
     assert any("no NetworkPolicy selects" in p for p in broken(
