@@ -389,26 +389,49 @@ def _train_headline(config: TengenConfig, args: argparse.Namespace, run_dir: str
 
 
 def _add_status(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("status", help="show a running or finished run",
-                              description="Versions, promotions with Elo, rates, stream length, workers alive: "
-                              "from Redis while the run lives, else from its run directory.")
-    p.add_argument("--run-dir", required=True)
+    p = subparsers.add_parser(
+        "status", help="show a running or finished run",
+        description="A short summary: whether the run is running, stopped or stopped on an error (and why), "
+        "games, positions, the learner's step and losses, the best model and the last gating, workers and "
+        "servers with their restarts and last errors, Redis's memory; from Redis while the run lives, else from "
+        "its run directory. Exit status: 0 running, 3 stopped cleanly, 4 stopped on an error or lost (no final "
+        "report: killed, or its machine lost), 2 a bad argument or run directory.")
+    p.add_argument("--run-dir", required=True, help="the run's directory")
+    p.add_argument("--json", action="store_true", help="everything read, as JSON (for scripts)")
+    p.add_argument("--watch", type=float, nargs="?", const=5.0, default=None, metavar="SECONDS",
+                   help="print it again every SECONDS (default 5) until Ctrl-C")
     p.set_defaults(handler=_run_status)
 
 
 def _run_status(args: argparse.Namespace) -> int:
     import json
+    import time
     from pathlib import Path
 
     from tengen.run.run_dir import RunDirError
     from tengen.run_control import read_status
+    from tengen.status_text import EXIT_STATUS, describe_status, run_state
 
+    if args.watch is not None and args.watch <= 0:
+        return _fail("status", "--watch must be a positive number of seconds")
     try:
-        status = read_status(Path(args.run_dir))
-    except (FileNotFoundError, RunDirError) as e:  # RunDirError: a record it does not read, named
-        return _fail("status", e)
-    print(json.dumps(status, indent=2, default=str))
-    return 0
+        while True:
+            try:
+                status = read_status(Path(args.run_dir))
+            except (FileNotFoundError, RunDirError) as e:  # RunDirError: a record it does not read, named
+                return _fail("status", e)
+            status["state"] = run_state(status)
+            if args.json:
+                print(json.dumps(status, indent=2, default=str), flush=True)
+            else:
+                if args.watch is not None and sys.stdout.isatty():
+                    print("\033[H\033[J", end="")  # a fresh screen each time
+                print("\n".join(describe_status(status)), flush=True)
+            if args.watch is None:
+                return EXIT_STATUS[status["state"]]
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return EXIT_STATUS[status["state"]]
 
 
 def _add_repair_aof(subparsers: argparse._SubParsersAction) -> None:

@@ -56,7 +56,9 @@ def read_status(run_dir: Path) -> dict:
     except FileNotFoundError:
         pass  # stopped before its first report
     else:
-        status["last_report"] = last.to_json()
+        # the parts' restarts and errors once, in "components"; each worker's count is the run's own
+        status["last_report"] = {key: value for key, value in last.to_json().items()
+                                 if key not in ("components", "reported_games")}
         wiring = last.wiring
         status["components"] = wiring.get("components", {})
         # What runs, and what the run started that does not run yet (with the reason for
@@ -75,6 +77,7 @@ def read_status(run_dir: Path) -> dict:
         status["redis_server"] = server
     client = live_client(files, wait_s=STATUS_WAIT_S)
     if client is not None:
+        from tengen.cluster.lease import DriverLease
         from tengen.cluster.registry import ModelRegistry
         from tengen.cluster.status_board import StatusBoard, memory_by_part
         from tengen.cluster.stream import SampleStream
@@ -85,6 +88,7 @@ def read_status(run_dir: Path) -> dict:
             registry = ModelRegistry(client, run_id)
             status.update({
                 "live": True,
+                "driver": _holder(DriverLease(client, run_id).current()),
                 "best_version": registry.best_version(),
                 "ladder": registry.ladder(),
                 "stream_length": SampleStream(client, run_id, maxlen=1).length(),
@@ -95,6 +99,11 @@ def read_status(run_dir: Path) -> dict:
         except RedisUnavailable:
             status["live"] = False  # it went away while we read: what the directory says stands
     return status
+
+
+def _holder(record: dict | None) -> dict | None:
+    """The live driver's host, pid and start (not the lease's token)."""
+    return None if record is None else {key: value for key, value in record.items() if key != "token"}
 
 
 def request_workers(run_dir: Path, workers: int) -> None:

@@ -286,11 +286,12 @@ def test_status_and_scale_of_a_stopped_run_import_neither_tensorflow_nor_ray(tmp
     from tengen.run.records import read_status
 
     files, run_id = _stopped_run(tmp_path)
-    done, loaded = tengen_loading(tmp_path, "status", "--run-dir", str(files.path))
-    assert done.returncode == 0, done.stderr
+    done, loaded = tengen_loading(tmp_path, "status", "--run-dir", str(files.path), "--json")
+    assert done.returncode == 3, done.stderr  # stopped cleanly
     status = json.loads(done.stdout)
     last = read_status(files)
-    assert status["run_id"] == run_id and status["live"] is False and status["last_report"] == last.to_json()
+    assert status["run_id"] == run_id and status["live"] is False and status["state"] == "stopped"
+    assert status["last_report"]["learner_step"] == last.learner_step and "components" not in status["last_report"]
     assert status["components"] == last.wiring["components"] and status["components"]["learner"]["restarts"] == 1
     # Not even numba or numpy: reading a directory needs none of the engine.
     assert loaded == [], loaded
@@ -321,8 +322,8 @@ def test_status_and_scale_of_a_live_run_import_neither_tensorflow_nor_ray(tmp_pa
     registry.promote(0, elo=0.0, result={"initial": True})
     board = StatusBoard(redis_client, run_id)
     board.set_status("worker:w000", {"games": 5})
-    done, loaded = tengen_loading(tmp_path, "status", "--run-dir", str(files.path))
-    assert done.returncode == 0, done.stderr
+    done, loaded = tengen_loading(tmp_path, "status", "--run-dir", str(files.path), "--json")
+    assert done.returncode == 3, done.stderr  # its Redis answers, its driver is gone: stopped cleanly
     status = json.loads(done.stdout)
     assert status["live"] is True and status["best_version"] == 0 and status["workers_alive"] == ["w000"]
     assert status["redis_server"] == redis_server.binary.describe()  # which redis-server the run's Redis is

@@ -115,9 +115,9 @@ def test_status_reads_both_alike(runs):
     for name, (run_dir, _) in runs.items():
         report = reports[name]
         assert not report["live"] and report["ladder"][-1]["version"] >= 1 and report["run_id"]
-        shown = _tengen("status", "--run-dir", str(run_dir), stdin="")
-        assert shown.returncode == 0, (name, shown.stderr[-2000:])
-        assert json.loads(shown.stdout) == json.loads(json.dumps(report, default=str)), name
+        shown = _tengen("status", "--run-dir", str(run_dir), "--json", stdin="")
+        assert shown.returncode == 3, (name, shown.stderr[-2000:])  # 3: stopped cleanly
+        assert json.loads(shown.stdout) == {**json.loads(json.dumps(report, default=str)), "state": "stopped"}, name
 
 
 def _tengen(*args: str, stdin: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,106 @@
+"""``tengen status`` as a person reads it (tengen/status_text.py): whether the run is
+running, stopped or stopped on an error, how far it got, what is wrong, and the exit
+status that says the same to a script. Run directories as runs leave them
+(testing/run_files.py), a real Redis for the live run's lease."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+from tengen.cluster.lease import DriverLease
+from tengen.run.records import read_status as read_line
+from tengen.run.records import write_status
+from tengen.run_control import read_status
+from tengen.status_text import EXIT_STATUS, STALE_S, describe_status, run_state
+from tengen.testing.run_files import status_line, stopped_run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rewrite_last_line(files, **changes) -> float:
+    """The run's newest status line with ``changes``; returns its time."""
+    line = dataclasses.replace(read_line(files), **changes)
+    write_status(files, line)
+    return line.time
+
+
+def test_a_run_that_stopped_cleanly_says_so_with_how_far_it_got(tmp_path):
+    files = stopped_run(tmp_path / "run")
+    status = read_status(files.path)
+    now = read_line(files).time + 600
+    assert run_state(status, now=now) == "stopped" and EXIT_STATUS["stopped"] == 3
+    lines = describe_status(status, now=now)
+    assert lines[0] == f"run {files.run_id()} in {files.path}: stopped cleanly 10 min ago, after 10 s"
+    assert lines[1] == "  games 20 (2.0/s), positions 600 (60/s), replay window 40/20,000"
+    assert lines[2] == "  learner step 6, loss 2.000 (policy 1.400, value 0.600)"
+    assert lines[3] == "  best model 000000, 0 promotions this session"
+    assert lines[4] == "  at its last report: 2 self-play workers running; 1 inference server"
+    assert "  learner: 1 restart, last error: ValueError: x" in lines
+    assert not any("continue it with" in line for line in lines)
+
+
+def test_a_run_that_stopped_on_an_error_says_why_and_how_to_go_on(tmp_path):
+    files = stopped_run(tmp_path / "run")
+    when = rewrite_last_line(files, error="redis redis://10.0.0.2:6379/0: unreachable for 900 s")
+    status = read_status(files.path)
+    assert run_state(status, now=when + 5) == "failed" and EXIT_STATUS["failed"] == 4
+    lines = describe_status(status, now=when + 5)
+    assert lines[0].endswith("stopped on an error 5 s ago, after 10 s: redis redis://10.0.0.2:6379/0: "
+                             "unreachable for 900 s")
+    assert lines[-1] == f"  continue it with: tengen train --resume --run-dir {files.path}"
+
+
+def test_a_run_without_its_final_report_is_lost_once_its_report_is_stale(tmp_path):
+    files = stopped_run(tmp_path / "run")
+    when = rewrite_last_line(files, final=False, loss=None)
+    status = read_status(files.path)
+    # A single-process run (no Redis, no lease) is running while it reports ...
+    assert run_state(status, now=when + STALE_S) == "running"
+    lines = describe_status(status, now=when + 4)
+    assert "running for 10 s (reported 4 s ago)" in lines[0]
+    assert lines[2] == "  learner: waiting for its first batch (train.min_positions; the window holds 40)"
+    # ... and lost once its reports stop without a final one
+    assert run_state(status, now=when + STALE_S + 1) == "lost" and EXIT_STATUS["lost"] == 4
+    lines = describe_status(status, now=when + 3600)
+    assert "not running, and it wrote no final report (killed, or its machine lost)" in lines[0]
+    assert lines[-1].startswith("  continue it with: tengen train --resume")
+
+
+def test_a_run_whose_driver_holds_its_lease_is_running_however_old_its_report(tmp_path, redis_server, redis_client):
+    import json
+
+    files = stopped_run(tmp_path / "run", redis_url=redis_server.url, password=redis_server.password)
+    rewrite_last_line(files, final=False)
+    lease = DriverLease(redis_client, files.run_id()).acquire()
+    try:
+        status = read_status(files.path)
+        assert status["driver"]["pid"] > 0 and "token" not in status["driver"]
+        assert run_state(status, now=read_line(files).time + 3600) == "running"
+        shown = subprocess.run([sys.executable, "-m", "tengen.cli", "status", "--run-dir", str(files.path)],
+                               capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert shown.returncode == 0 and ": running for 10 s" in shown.stdout.splitlines()[0], shown.stderr
+        shown = subprocess.run([sys.executable, "-m", "tengen.cli", "status", "--run-dir", str(files.path),
+                                "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert shown.returncode == 0 and json.loads(shown.stdout)["state"] == "running"
+    finally:
+        lease.release()
+    assert run_state(read_status(files.path)) == "lost"  # its reports stopped long ago, without a final one
+
+
+def test_status_refuses_a_watch_of_no_time(tmp_path):
+    files = stopped_run(tmp_path / "run")
+    done = subprocess.run([sys.executable, "-m", "tengen.cli", "status", "--run-dir", str(files.path), "--watch", "0"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and "--watch must be a positive number of seconds" in done.stderr
+
+
+def test_a_report_line_of_a_run_with_many_parts_stays_short():
+    line = status_line(3)
+    status = {"run_id": "r", "run_dir": "runs/r", "live": False, "last_report": line.to_json(),
+              "components": {f"worker w{k:03d}": {"restarts": 0, "last_error": None} for k in range(200)},
+              "workers": {"running": 16, "target": 16, "starting": 0}, "inference_servers": {"running": 1}}
+    lines = describe_status(status, now=line.time + 1)
+    assert len(lines) <= 8, lines  # two hundred quiet workers add no line
