@@ -312,8 +312,9 @@ class ClusterRun:
         first_servers = fleet.start_servers(blob, best)
         promotion.start_gatekeeper()
         fleet.start_workers(first_servers)
-        self.log(f"run {self.run_id}: {self.game.name}, {len(fleet.workers)} self-play workers, "
-                 f"{len(fleet.pool.servers)} inference servers, redis {redis_url}"
+        workers, servers = len(fleet.workers), len(fleet.pool.servers)
+        self.log(f"run {self.run_id}: {self.game.name}, {workers} self-play worker{'s' * (workers != 1)}, "
+                 f"{servers} inference server{'s' * (servers != 1)}, redis {redis_url}"
                  + (f" ({self.redis.binary.describe()})" if self.redis is not None else "")
                  + f", ray {self.address or 'local'}; "
                  f"best {version_id(best)}"

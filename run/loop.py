@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from tengen.workers.gatekeeper import GatingResult
     from tengen.workers.selfplay_worker import WorkerStats
 
-__all__ = ["TrainingLoop", "Gauges", "stop_on_sigterm"]
+__all__ = ["TrainingLoop", "Gauges", "progress_text", "stop_on_sigterm"]
 
 
 class Gauges(Protocol):
@@ -328,13 +328,7 @@ class TrainingLoop:
             self._best_unsaved = not self.on_disk(self.save_best, stop=not final)
         history_bytes = int(self.config.run.status_history_mb * 2**20)
         self.on_disk(lambda: write_status(self.files, line, history_bytes=history_bytes), stop=not final)
-        gating = self.last_gating
-        gate = f"{gating['wins']}-{gating['draws']}-{gating['losses']} {gating['decision']}" if gating else "-"
-        self.log(f"{line.elapsed_s:6.0f}s games {line.games} ({line.games_per_s}/s) "
-                 f"moves/s {line.moves_per_s} pos/s {line.positions_per_s} eval/s {line.evaluations_per_s} "
-                 f"cached {line.cache_hit_share:.0%} "
-                 f"batch {wiring.get('mean_batch', '-')} step {line.learner_step} loss {line.loss} "
-                 f"window {line.window}/{line.window_capacity} best {line.best} gate {gate}")
+        self.log(progress_text(line, self.config, minutes=self.minutes))
         return line
 
     def summary(self) -> dict:
@@ -372,3 +366,27 @@ def stop_on_sigterm(stop: Callable[[str], None]) -> Callable[[], None]:
         signal.signal(signal.SIGTERM, previous)
 
     return restore
+
+
+def progress_text(line: StatusLine, config: TengenConfig, *, minutes: float | None) -> str:
+    """The progress line the run prints every few seconds: what the learner waits for
+    until it trains (``train.min_positions``), how far the run is from its stop
+    (``minutes``, ``stop.steps``), plurals right."""
+    parts = [f"{line.elapsed_s:6.0f}s games {line.games:,} ({line.games_per_s:.1f}/s)",
+             f"pos/s {line.positions_per_s:,.0f}", f"eval/s {line.evaluations_per_s:,}",
+             f"cached {line.cache_hit_share:.0%}", f"batch {line.wiring.get('mean_batch', '-')}"]
+    if line.loss is None:
+        parts.append(f"learner waits for {min(line.window, config.train.min_positions):,}/"
+                     f"{config.train.min_positions:,} positions (train.min_positions)")
+    else:
+        steps = config.stop.steps
+        parts.append(f"step {line.learner_step:,}" + (f"/{steps:,}" if steps is not None else "")
+                     + f" loss {line.loss:.3f}")
+    parts.append(f"window {line.window:,}/{line.window_capacity:,}")
+    gating = line.last_gating
+    parts.append(f"best {line.best}" + (f" gate {gating['wins']}-{gating['draws']}-{gating['losses']} "
+                                        f"{gating['decision']}" if gating else ""))
+    if minutes is not None and not line.final:
+        left = max(0.0, minutes * 60 - line.elapsed_s)
+        parts.append(f"{left / 60:.0f} min left" if left >= 90 else f"{left:.0f} s left")
+    return " ".join(parts)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tengen.run.config import parse_config
-from tengen.run.loop import TrainingLoop
+from tengen.run.loop import TrainingLoop, progress_text
 from tengen.run.model_registry import LocalModelRegistry, RegistryError
 from tengen.run.records import read_status
 from tengen.run.run_dir import RunDir
@@ -89,3 +89,16 @@ def test_a_run_directory_an_older_tengen_wrote_resumes(tmp_path):
     # and its next status line is of this tengen's format, counting on
     resumed.report(workers=1, inference_servers=0, stream_length=0)
     assert json.loads(files.status.read_text())["format"] == 1 and read_status(files).totals == resumed.totals
+
+
+def test_the_progress_line_says_what_the_learner_waits_for_and_how_long_is_left():
+    config = parse_config({"game": {"name": "tictactoe"}, "train": {"min_positions": 5000}, "stop": {"steps": 2000}})
+    waiting = status_line(4, loss=None, window=1200, elapsed_s=30.0)
+    text = progress_text(waiting, config, minutes=10)
+    assert "learner waits for 1,200/5,000 positions (train.min_positions)" in text
+    assert "loss" not in text and "step" not in text and text.endswith(" 10 min left")
+    training = status_line(400, window=20000, elapsed_s=570.0, loss=2.0)
+    text = progress_text(training, config, minutes=10)
+    assert "step 1,200/2,000 loss 2.000" in text and "window 20,000/20,000" in text
+    assert text.startswith("   570s games 4,000 (2.0/s)") and text.endswith(" 30 s left")
+    assert not progress_text(training, config, minutes=None).endswith("left")
