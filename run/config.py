@@ -624,13 +624,22 @@ class TengenConfig(_Strict):
         """This config with ``changes`` (dotted keys: ``{"stop.minutes": 5}``) made through
         the schema, so an override meets the same checks as the key in a file and the
         run directory's config.yaml says what the run used. A None value changes nothing."""
+        return self._changed({key: value for key, value in changes.items() if value is not None}, source)
+
+    def with_settings(self, settings: Mapping[str, object], source: str = "--set") -> TengenConfig:
+        """This config with each dotted key in ``settings`` set to its value, None too
+        (``tengen train --set stop.minutes=null`` lifts a stop limit), through the schema."""
+        return self._changed(settings, source)
+
+    def _changed(self, changes: Mapping[str, object], source: str) -> TengenConfig:
         data = self.model_dump(mode="json")
         for key, value in changes.items():
-            if value is None:
-                continue
             section, _, name = key.partition(".")
+            if not name and section in data and not isinstance(data[section], dict):
+                data[section] = value  # a top-level key (seed, storage)
+                continue
             if section not in data or not isinstance(data[section], dict) or name not in data[section]:
-                raise ConfigError(f"{source}: {key} is not a config key")
+                raise ConfigError(f"{source}: {key} is not a config key (`tengen config show` lists them)")
             data[section][name] = value
         return parse_config(data, source)
 

@@ -101,10 +101,12 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", default=None,
                    help="the run config of --checkpoint (default: the config.yaml saved beside it)")
     p.add_argument("--sims", type=int, default=400,
-                   help="visits per move: with --checkpoint the most a move searches (0: raw policy), without it "
+                   help="simulations per move (mcts.simulations): with --checkpoint the most a move searches "
+                   "(0: the raw policy), without it "
                    "the rollout search of the genmove_analyze commands (default: 400)")
-    p.add_argument("--analysis-visits", type=int, default=10_000,
-                   help="the most visits an lz-analyze/kata-analyze search makes (default: 10000)")
+    p.add_argument("--analysis-sims", "--analysis-visits", type=int, default=10_000, dest="analysis_sims",
+                   help="the most simulations an lz-analyze/kata-analyze search makes (default: 10000; "
+                   "--analysis-visits is its old name)")
     p.add_argument("--scoring", choices=["area", "tromp-taylor"], default="area",
                    help="final_score: area with the dead stones off (default), or Tromp-Taylor on the board as it is")
     p.add_argument("--resign-threshold", type=float, default=0.05,
@@ -123,8 +125,8 @@ def _run_gtp(args: argparse.Namespace) -> int:
     from tengen.engine.mcts import SearchSettings
     from tengen.play.gtp import GtpEngine
 
-    if args.sims < 0 or args.analysis_visits < 1:
-        return _fail("gtp", "--sims must be >= 0 and --analysis-visits >= 1")
+    if args.sims < 0 or args.analysis_sims < 1:
+        return _fail("gtp", "--sims must be >= 0 and --analysis-sims >= 1")
     if args.resign_moves < 1 or not 0 <= args.resign_threshold <= 1 or args.lag < 0:
         return _fail("gtp", "--resign-moves must be >= 1, --resign-threshold in 0..1 and --lag >= 0")
     if args.config and not args.checkpoint:
@@ -164,7 +166,7 @@ def _run_gtp(args: argparse.Namespace) -> int:
                            resign_threshold=None if args.no_resign else args.resign_threshold,
                            resign_moves=args.resign_moves, lag=args.lag,
                            search=SearchSettings(simulations=max(args.sims, 1)),
-                           analysis_visits=args.analysis_visits, **rules)
+                           analysis_visits=args.analysis_sims, **rules)
     except (ValueError, OSError) as e:
         return _fail("gtp", e)
     engine.run(sys.stdin.buffer, sys.stdout)  # bytes: a bad one is answered, not a traceback
@@ -198,7 +200,8 @@ def _add_match(subparsers: argparse._SubParsersAction) -> None:
                    help="B as a GTP engine's command line (the same as B = gtp:COMMAND)")
     p.add_argument("--games", type=int, required=True, help="games to play")
     p.add_argument("--sims", type=int, default=None,
-                   help="visits per move of the checkpoints' search (default: each run's gating simulations)")
+                   help="simulations per move of the checkpoints' search (default: each run's gating "
+                   "simulations)")
     p.add_argument("--config", default=None, help="run config of A (default: the config.yaml beside it)")
     p.add_argument("--config-b", default=None, help="run config of B (default: the config.yaml beside it)")
     p.add_argument("--parallel", type=int, default=None,
@@ -275,7 +278,26 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=None, help="self-play workers (default: from the config)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="the local Ray's metrics port (ray.metrics_export_port; deploy/monitoring uses 8080)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                   help="set any config key, e.g. --set mcts.simulations=200 (repeatable; the value is YAML, "
+                   "null lifts a limit: --resume --set stop.minutes=null); written into the run's config.yaml")
     p.set_defaults(handler=_run_train)
+
+
+def _settings(pairs: list[str]) -> dict[str, object]:
+    """``--set KEY=VALUE`` pairs as dotted keys and YAML values; ValueError names a bad one."""
+    import yaml
+
+    settings: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set {pair!r}: give KEY=VALUE, e.g. --set stop.minutes=30")
+        try:
+            settings[key.strip()] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as e:
+            raise ValueError(f"--set {pair!r}: the value is not YAML: {e}") from None
+    return settings
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -305,13 +327,20 @@ def _run_train(args: argparse.Namespace) -> int:
             return _fail("train", "--workers must be at least 1")
         if args.redis and "@" in args.redis.split("//", 1)[-1]:
             return _fail("train", "put the Redis password in TENGEN_REDIS_PASSWORD, not in --redis")
+        if args.single_process:
+            ignored = [flag for flag, value in (("--workers", args.workers), ("--address", args.address),
+                                                ("--redis", args.redis), ("--metrics-port", args.metrics_port))
+                       if value is not None]
+            if ignored:
+                return _fail("train", f"{', '.join(ignored)} mean nothing to --single-process (one process, no Ray "
+                             "or Redis): leave them out, or leave out --single-process")
         # The flags are the config's keys: through the schema, so they meet its checks,
         # and into the run directory's config.yaml, so --resume runs on the same.
         changes: dict[str, object] = {"stop.minutes": args.minutes, "ray.metrics_export_port": args.metrics_port}
         if not args.single_process:
             changes.update({"ray.address": args.address, "redis.url": args.redis, "cluster.workers": args.workers})
-        config = config.with_changes(changes)
-    except (ConfigError, RunDirError) as e:
+        config = config.with_changes(changes).with_settings(_settings(args.settings))
+    except (ConfigError, RunDirError, ValueError) as e:
         return _fail("train", e)
     if args.resume:
         # Stop, cluster and search settings may change between sessions; what the
@@ -481,8 +510,8 @@ def _locked(path) -> bool:
 
 def _add_scale(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("scale", help="change the number of self-play workers of a running run")
-    p.add_argument("--run-dir", required=True)
-    p.add_argument("--workers", type=int, required=True)
+    p.add_argument("--run-dir", required=True, help="the running run's directory")
+    p.add_argument("--workers", type=int, required=True, help="how many self-play workers the run should have")
     p.set_defaults(handler=_run_scale)
 
 
@@ -505,7 +534,7 @@ def _add_games(subparsers: argparse._SubParsersAction) -> None:
         description="Reads the newest self-play games from the run's Redis stream while it runs, else from "
         "the sample it keeps in games/, and lists them or (--export DIR) writes each as SGF (Go) or a "
         "plain line (the other games).")
-    p.add_argument("--run-dir", required=True)
+    p.add_argument("--run-dir", required=True, help="the run's directory")
     p.add_argument("--last", type=int, default=10, help="how many of the newest games (default: 10)")
     p.add_argument("--export", default=None, metavar="DIR", help="write the games into DIR")
     p.set_defaults(handler=_run_games)
@@ -571,13 +600,14 @@ def _add_play(subparsers: argparse._SubParsersAction) -> None:
         "play",
         help="play the trained model on a local web page",
         description="Serves a page on 127.0.0.1 where you play the checkpoint's model (tic-tac-toe, Connect Four, "
-        "Go): pick a side, set its search by visits or seconds, see its expected score and where its visits went. "
+        "Go): pick a side, set its search by simulations or seconds, see its expected score and where its "
+        "simulations went. "
         "Prints the page's URL as its first line.",
     )
     p.add_argument("--checkpoint", required=True, help="a run's best/ directory or a .safetensors file")
     p.add_argument("--config", default=None, help="run config (default: the one saved with the checkpoint)")
     p.add_argument("--sims", type=int, default=None,
-                   help="the page's default visits per move (default: the config's mcts.simulations)")
+                   help="the page's default simulations per move (default: the config's mcts.simulations)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: 127.0.0.1, this machine only; any other needs a token)")
     p.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, a free one)")
@@ -614,7 +644,7 @@ def _add_serve(subparsers: argparse._SubParsersAction) -> None:
         "anywhere but loopback needs --host, and the page then asks for a token (--token, or one generated: the second "
         "line prints it on a terminal, or names the file it went to).",
     )
-    p.add_argument("--run-dir", required=True)
+    p.add_argument("--run-dir", required=True, help="the run's directory")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: 127.0.0.1, this machine only; any other needs a token)")
     p.add_argument("--port", type=int, default=0, help="port to listen on (default: 0, a free one)")
@@ -685,7 +715,7 @@ def _add_config(subparsers: argparse._SubParsersAction) -> None:
         "prints one (or any config file) with every default spelled out, a start for your own: "
         "tengen config show go9 > my-go9.yaml",
     )
-    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, help="list or show")
     actions.add_parser("list", help="the packaged configs")
     show = actions.add_parser("show", help="a config with every default spelled out")
     show.add_argument("name", help="a packaged config's name, or a YAML file")
@@ -697,14 +727,27 @@ def _run_config(args: argparse.Namespace) -> int:
 
     if args.action == "list":
         for name, path in packaged_configs().items():
-            first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines() if line.strip()), "")
-            print(f"{name:12s} {first}")
+            print(f"{name:12s} {_first_sentence(path.read_text())}")
         return 0
     try:
         print(load_config(args.name).to_yaml(), end="")
     except ConfigError as e:
         return _fail("config", e)
     return 0
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of a config's opening comment, however many lines it takes."""
+    import re
+
+    comment = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        comment.append(line.lstrip("#").strip())
+    joined = " ".join(comment)
+    match = re.match(r"(.+?\.)(\s|$)", joined)
+    return match.group(1) if match else joined
 
 
 #: the subcommands, in the order ``--help`` lists them
@@ -743,6 +786,10 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(subparsers)
+    for sub in subparsers.choices.values():  # `tengen train --verbose ...` as well as `tengen --verbose train`
+        if not any("--verbose" in action.option_strings for action in sub._actions):
+            sub.add_argument("--verbose", action="store_true", dest="verbose_here",
+                             help="the same as tengen --verbose: start-up messages through to stderr")
     return parser
 
 
@@ -756,7 +803,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    args.verbose = args.verbose_all or getattr(args, "verbose", False)
+    args.verbose = args.verbose_all or getattr(args, "verbose_here", False) or getattr(args, "verbose", False)
     if not args.verbose:
         # Before TensorFlow is imported: its C++ logs after start-up, errors only
         # (what start-up writes past this is held, see _held_native_stderr).

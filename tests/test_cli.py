@@ -124,6 +124,42 @@ def test_resume_continues_a_run_from_its_checkpoint(connect4_run, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "resumed at step 8" in done.stdout and '"steps": 16' in done.stdout
     assert read_ladder(run).entries[:len(ladder)] == ladder
+    # --set moves any key on --resume, written into the run's config.yaml (the run's own config, no file given)
+    done = tengen("train", "--resume", "--single-process", "--run-dir", str(run.path), "--set", "stop.steps=20",
+                  "--set", "mcts.simulations=12")
+    assert done.returncode == 0 and '"steps": 20' in done.stdout, done.stderr
+    saved = yaml.safe_load(run.config.read_text())
+    assert saved["stop"]["steps"] == 20 and saved["mcts"]["simulations"] == 12
+
+
+def test_train_refuses_settings_it_cannot_make_and_flags_a_mode_ignores(tmp_path):
+    run_dir = str(tmp_path / "run")
+    for args, words in [
+        (["--set", "stop.hours=3"], "--set: stop.hours is not a config key"),
+        (["--set", "stop.minutes"], "give KEY=VALUE"),
+        (["--set", "mcts.simulations=-4"], "mcts.simulations"),
+        (["--single-process", "--workers", "3", "--redis", "redis://x:6379/0"],
+         "--workers, --redis mean nothing to --single-process"),
+    ]:
+        done = tengen("train", "tictactoe", "--run-dir", run_dir, *args)
+        assert done.returncode == 2 and words in done.stderr, (args, done.stderr)
+    assert not (tmp_path / "run").exists()
+
+
+def test_global_flags_follow_the_subcommand_too_and_every_option_says_what_it_is():
+    import argparse
+
+    from tengen.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["status", "--run-dir", "r", "--verbose"]).verbose_here
+    assert parser.parse_args(["--verbose", "status", "--run-dir", "r"]).verbose_all
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    missing = [(name, action.option_strings or action.dest) for name, sub in commands.items()
+               for action in sub._actions if not action.help and not isinstance(action, argparse._HelpAction)]
+    assert missing == []
+    listed = tengen("config", "list").stdout.splitlines()
+    assert all(line.rstrip().endswith(".") for line in listed), listed  # whole sentences, not cut mid-way
 
 
 @pytest.mark.slow

@@ -74,7 +74,7 @@ def console():
 
 
 def test_kata_analyze_streams_until_the_next_command(console) -> None:
-    engine = console("--game", "go9", "--seed", "1", "--analysis-visits", "100000")
+    engine = console("--game", "go9", "--seed", "1", "--analysis-sims", "100000")
     engine.send("play b E5")
     assert engine.reply() == ["="]
     engine.send("7 kata-analyze w 10 ownership true")  # Sabaki sends the colour and the interval
@@ -98,7 +98,7 @@ def test_kata_analyze_streams_until_the_next_command(console) -> None:
 
 
 def test_lz_analyze_as_lizzie_sends_it_and_stops_it(console) -> None:
-    engine = console("--game", "go9", "--seed", "2", "--analysis-visits", "100000")
+    engine = console("--game", "go9", "--seed", "2", "--analysis-sims", "100000")
     # Lizzie numbers every command, sends only the interval, and ends pondering
     # with 'name'; an empty line also ends a stream (KataGo's rule).
     engine.send("1 lz-analyze 10")

@@ -38,7 +38,7 @@ def expected_board(history: list[str]) -> str:
 
 
 def test_sabaki_controller_drives_the_engine(node_modules: Path) -> None:
-    argv = tengen_command("--seed", "5", "--sims", "200", "--analysis-visits", "100000")
+    argv = tengen_command("--seed", "5", "--sims", "200", "--analysis-sims", "100000")
     done = subprocess.run(["node", str(ROOT / "tests" / "sabaki_driver.js"), json.dumps(argv)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600,
                           env={**os.environ, "NODE_PATH": str(node_modules)})
