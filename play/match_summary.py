@@ -61,9 +61,13 @@ def _version() -> str:
     return __version__
 
 
-def game_line(played: PlayedGame) -> str:
-    """One finished game as ``tengen match`` reports it."""
-    line = (f"game {played.index + 1}: {played.black} (black) vs {played.white} (white): "
+def game_line(played: PlayedGame, *, done: tuple[int, int] | None = None,
+              tally: tuple[str, tuple[int, int, int], str] | None = None) -> str:
+    """One finished game as ``tengen match`` reports it: ``done``, how many games of how
+    many have finished (games in parallel finish out of order), and after it ``tally``,
+    the running score ``(first, (W, D, L), second)``."""
+    line = (f"[{done[0]}/{done[1]}] " if done is not None else "")
+    line += (f"game {played.index + 1}: {played.black} (black) vs {played.white} (white): "
             f"{result_text(played) if played.end != 'finished' else _plain_result(played)} after "
             f"{len(played.moves)} moves ({played.end}")
     if played.cleanup_start is not None:
@@ -73,6 +77,9 @@ def game_line(played: PlayedGame) -> str:
         line += f"; {engine} counts {score}"
     if played.reason:
         line += f"; {played.reason}"
+    if tally is not None:
+        first, (wins, draws, losses), second = tally
+        line += f" | so far {first} {wins}-{draws}-{losses} {second} (W-D-L)"
     return line
 
 

@@ -167,6 +167,7 @@ def run_match(a: Side, b: Side, *, games: int, simulations: int | None = None, p
             out.mkdir(parents=True, exist_ok=True)
             (out / "games.txt").unlink(missing_ok=True)
         where: dict[int, str] = {}
+        score = [0, 0, 0]  # the first player's wins, draws and losses so far
 
         def on_game(played: PlayedGame) -> None:
             if out is not None:
@@ -174,7 +175,9 @@ def run_match(a: Side, b: Side, *, games: int, simulations: int | None = None, p
                 with open(out / name, "a", encoding="utf-8") as f:
                     f.write(text)
                 where[played.index] = str(out / name)
-            progress(game_line(played))
+            score[0 if played.first_result > 0 else 1 if played.first_result == 0 else 2] += 1
+            progress(game_line(played, done=(sum(score), games),
+                               tally=(names[0], (score[0], score[1], score[2]), names[1])))
 
         played = play_games(game, players[0], players[1], games=games, slots=slots,
                             rng=np.random.default_rng(seed), on_game=on_game)

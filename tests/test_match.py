@@ -140,6 +140,11 @@ def test_tictactoe_models_draw_each_other(tmp_path) -> None:
     assert "W-D-L" in done.stdout and "Elo difference" in done.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["wins"] + summary["draws"] + summary["losses"] == 8
+    # each game's line says n/N and the running score; the last one's is the match's
+    progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] for line in progress] == [f"[{n}/8" for n in range(1, 9)]
+    wdl = f"{summary['wins']}-{summary['draws']}-{summary['losses']}"
+    assert progress[-1].endswith(f"| so far {a} {wdl} {b} (W-D-L)"), progress[-1]
     assert summary["draws"] >= 5, summary["game_results"]
     assert summary["simulations"] == {str(a): 3000, str(b): 3000}
     lines = (out / "games.txt").read_text().splitlines()
