@@ -69,7 +69,9 @@ class ConfigError(ValueError):
 class _Strict(BaseModel):
     # No float in a run config means anything as NaN or infinity: this refuses YAML's
     # .nan/.inf, JSON's NaN/Infinity and strings such as "1e400" for every float field.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Each field's docstring is its description: the one home of what a key means,
+    # for `tengen config show`, `tengen config schema` and docs/config.md.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 #: the board size GoGame plays when a config names none
@@ -82,11 +84,17 @@ class GameConfig(_Strict):
     Gomoku: ``size``. Tic-tac-toe and Connect Four take no options."""
 
     name: Literal["tictactoe", "connect4", "gomoku", "go"]
+    """the game: tictactoe, connect4, gomoku or go"""
     size: int | None = Field(default=None, ge=5, le=19)
+    """the board's size (Go 5..19, default 19; Gomoku, default 15); none for tic-tac-toe and Connect Four"""
     komi: float | None = None
+    """Go: the points white gets for moving second, a multiple of 0.5 (default 7.5)"""
     superko: bool | None = None
+    """Go: positional superko (no whole-board position may repeat) instead of simple ko"""
     max_moves: int | None = Field(default=None, ge=1)
+    """Go: the game ends, scored, after this many moves (default 2 x size x size)"""
     history_length: int | None = Field(default=None, ge=1, le=16)
+    """Go: the past positions the network sees, as AlphaGo Zero's T (default 8)"""
 
     @field_validator("komi")
     @classmethod
@@ -135,16 +143,17 @@ class NetworkConfig(_Strict):
     """The dual residual tower (engine/network.py)."""
 
     blocks: int = Field(default=5, ge=1, le=40)
+    """residual blocks in the tower"""
     filters: int = Field(default=64, ge=4, le=512)
-    #: AlphaZero's value head has 256 units; thousands would be all of the network
+    """convolution filters (channels) in every block"""
     value_hidden: int = Field(default=64, ge=1, le=4096)
-    #: an L2 weight of 1 or more outweighs both losses (AlphaZero: 1e-4)
+    """units of the value head's hidden layer (AlphaZero 256; thousands would be all of the network)"""
     l2: float = Field(default=1e-4, ge=0, lt=1)
-    #: KataGo's ownership head, trained on each finished game's final Tromp-Taylor
-    #: owners (Go only). Off by default: the config.yaml of a run made before the head
-    #: existed says nothing about it, and it must still mean a network without one,
-    #: so that its checkpoints resume and load; the Go configs turn it on.
+    """the weight of the L2 penalty on the weights (AlphaZero: 1e-4; 1 or more outweighs both losses)"""
     ownership: bool = False
+    """KataGo's ownership head, trained on each finished game's final Tromp-Taylor owners (Go only). Off by
+    default: the config.yaml of a run made before the head existed says nothing about it, and it must still
+    mean a network without one, so that its checkpoints resume and load; the Go configs turn it on."""
 
 
 #: the library's defaults, which the schema's are: one place each
@@ -156,50 +165,52 @@ class MctsConfig(_Strict):
     """The search (engine/mcts/): PUCT with AlphaZero's noise and KataGo-like FPU, or
     Gumbel AlphaZero's (``search: gumbel``: no Dirichlet noise, no FPU, no c_puct)."""
 
-    #: puct: AlphaZero; gumbel: Danihelka et al. 2022, built for few simulations
     search: Literal["puct", "gumbel"] = _SEARCH.search
+    """puct: AlphaZero; gumbel: Danihelka et al. 2022, built for few simulations"""
     # simulations and leaves_per_round size the search's arrays: TengenConfig checks
     # that they fit in memory.
     simulations: int = Field(default=_SEARCH.simulations, ge=1)
-    #: AlphaZero 1.25, UCT's 2.0; at 100 the priors alone pick every move
+    """the search budget: simulations (visits added at the root) per move"""
     c_puct: float = Field(default=_SEARCH.c_puct, gt=0, le=100)
-    #: an unvisited move's Q: the node's value minus this times sqrt(the prior mass
-    #: visited); values lie in -1..1, so 2 can already value it as a loss (-1)
+    """PUCT's exploration constant (AlphaZero 1.25, UCT's 2.0; at 100 the priors alone pick every move)"""
     fpu_reduction: float = Field(default=_SEARCH.fpu_reduction, ge=0, le=2)
+    """an unvisited move's Q: the node's value minus this times sqrt(the prior mass visited); values lie in
+    -1..1, so 2 can already value it as a loss (-1)"""
     leaves_per_round: int = Field(default=_SEARCH.leaves_per_round, ge=1)
-    #: in visits (KataGo 1, Leela Zero 3); it is added to and taken back from float32
-    #: counts, where a huge one would wipe out the real visits
+    """leaves gathered (with virtual loss) before one batched network call"""
     virtual_loss: float = Field(default=_SEARCH.virtual_loss, ge=0, le=10)
-    #: AlphaZero 0.03 (Go) to 0.3 (chess); past 100 the noise is uniform anyway
+    """the visits a leaf on its way to the network counts as lost, so a round's leaves spread out (KataGo 1,
+    Leela Zero 3); it is added to and taken back from float32 counts, where a huge one
+    would wipe out the real visits"""
     dirichlet_alpha: float = Field(default=_SEARCH.dirichlet_alpha, gt=0, le=100)
+    """alpha of the Dirichlet noise on the root's prior in self-play (AlphaZero 0.03 for Go to 0.3 for chess; past
+    100 the noise is uniform anyway)"""
     dirichlet_fraction: float = Field(default=_SEARCH.dirichlet_fraction, ge=0, le=1)
-    #: m, the root moves sequential halving starts from (the paper's 16; fewer legal
-    #: moves: all of them)
+    """the share of the root's prior that AlphaZero's Dirichlet noise replaces in self-play (0.25)"""
     gumbel_considered: int = Field(default=_SEARCH.gumbel_considered, ge=1, le=4096)
-    #: sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q min-max normalised to [0, 1]
-    #: over the node's moves (mctx's 50 and 0.1: at the paper's c_scale of 1, which it
-    #: used with another normalisation, the policy target was nearly one-hot on the
-    #: best Q of a 32-simulation search); with c_scale 100 the values alone pick every move
+    """m, the root moves sequential halving starts from (the paper's 16; fewer legal moves: all of them)"""
     gumbel_c_visit: float = Field(default=_SEARCH.gumbel_c_visit, ge=0, le=100_000)
+    """Gumbel AlphaZero's c_visit: sigma(q) = (c_visit + max_b N(b)) * c_scale * q, q min-max normalised to [0, 1]
+    over the node's moves (mctx's 50 and 0.1: at the paper's c_scale of 1, which it used with another
+    normalisation, the policy target was nearly one-hot on the best Q of a 32-simulation search); with c_scale 100
+    the values alone pick every move"""
     gumbel_c_scale: float = Field(default=_SEARCH.gumbel_c_scale, gt=0, le=100)
-    #: Go: the eye-avoiding playout's rule (never fill one's own eye; pass only when
-    #: no other legal move is left) in training's games (self-play and gating, where
-    #: both sides keep it), not in tengen match, the benches, GTP or the play page.
-    #: Under area scoring it costs nothing, games end with their dead stones
-    #: captured, and a young network's early passes and filled eyes cannot become
-    #: habits. It breaks sekis (a player must fill a shared liberty), rare on 9x9.
+    """Gumbel AlphaZero's c_scale in sigma(q) (see gumbel_c_visit)"""
     avoid_own_eyes: bool = _SEARCH.avoid_own_eyes
-    #: per ply, MuZero's: the search backs a value up this much smaller each ply and
-    #: self-play's value targets are discounted alike, so that of two wins the faster
-    #: is worth more, and of two losses the slower (1: AlphaZero, every win alike).
-    #: Resignation compares the discounted root value with its threshold, and the
-    #: values that GTP's analysis and the play page show are discounted too.
+    """Go: the eye-avoiding playout's rule (never fill one's own eye; pass only when no other legal move is left)
+    in training's games (self-play and gating, where both sides keep it), not in tengen match, the benches,
+    GTP or the play page. Under area scoring it costs nothing, games end with their dead stones captured, and
+    a young network's early passes and filled eyes cannot become habits. It breaks sekis (a player must fill a
+    shared liberty), rare on 9x9."""
     discount: float = Field(default=_SEARCH.discount, gt=0, le=1)
-    #: prove wins, losses and draws inside the search tree (MCTS-Solver, PUCT only;
-    #: engine/mcts/settings.py): a proven root ends its search early, and the move
-    #: played (self-play's policy target too) is the proof's, a forced win or the
-    #: slowest loss, where visits alone may take a move that only looks as good
+    """per ply, MuZero's: the search backs a value up this much smaller each ply and self-play's value targets
+    are discounted alike, so that of two wins the faster is worth more, and of two losses the slower (1:
+    AlphaZero, every win alike). Resignation compares the discounted root value with its threshold, and the
+    values that GTP's analysis and the play page show are discounted too."""
     solver: bool = _SEARCH.solver
+    """prove wins, losses and draws inside the search tree (MCTS-Solver, PUCT only; engine/mcts/settings.py): a
+    proven root ends its search early, and the move played (self-play's policy target too) is the proof's, a
+    forced win or the slowest loss, where visits alone may take a move that only looks as good"""
 
     @model_validator(mode="after")
     def _solver_needs_puct(self) -> MctsConfig:
@@ -212,25 +223,35 @@ class SelfPlayConfig(_Strict):
     """How self-play games are played and recorded (engine/selfplay.py)."""
 
     games_in_flight: int = Field(default=64, ge=1)
+    """games each self-play worker plays at once: their leaves share its batched network calls"""
     temperature_schedule: Literal["alphazero", "constant"] = _SELFPLAY.temperature_schedule
+    """alphazero: moves sampled from the visits for temperature_moves moves, then the most visited; constant: always
+    sampled at temperature"""
     temperature_moves: int = Field(default=_SELFPLAY.temperature_moves, ge=0)
-    #: moves are sampled from N^(1 / temperature) in float64: at 0.01, N^100 overflows
-    #: from 1210 visits on, at 0.1 never; above 10 the choice is uniform anyway
+    """with the alphazero schedule, the opening moves sampled from the visits (AlphaZero 30)"""
     temperature: float = Field(default=_SELFPLAY.temperature, ge=0.1, le=10)
+    """the sampling temperature: moves are sampled from N^(1 / temperature) in float64: at 0.01, N^100 overflows from
+    1210 visits on, at 0.1 never; above 10 the choice is uniform anyway"""
     full_search_fraction: float = Field(default=_SELFPLAY.full_search_fraction, gt=0, le=1)
+    """KataGo's playout cap randomisation: the share of moves searched with mcts.simulations (only those become
+    policy targets); the rest use cheap_simulations. 1: every move"""
     cheap_simulations: int = Field(default=_SELFPLAY.cheap_simulations, ge=0)
+    """the simulations of a cheap search (full_search_fraction < 1)"""
     resign_threshold: float | None = Field(default=_SELFPLAY.resign_threshold, ge=-1, le=1)
+    """a self-play game is resigned when the root value stays below this (-1..1); none: never"""
     no_resign_fraction: float = Field(default=_SELFPLAY.no_resign_fraction, ge=0, le=1)
-    #: AlphaGo Zero's check: resigning stays off while more of the played-out games
-    #: that would have been resigned than this were not lost (1: resign unchecked)
+    """the share of games played out to the end anyway, to check that resigning loses no won game (AlphaGo Zero's
+    10%)"""
     resign_max_false_positives: float = Field(default=_SELFPLAY.resign_max_false_positives, ge=0, le=1)
-    #: KataGo's forked games: this share of new games branches off a recent game with
-    #: one random move (engine/selfplay.py); 0 starts every game from the empty board
+    """AlphaGo Zero's check: resigning stays off while more of the played-out games that would have been resigned
+    than this were not lost (1: resign unchecked)"""
     fork_fraction: float = Field(default=_SELFPLAY.fork_fraction, ge=0, lt=1)
-    #: Leela Zero's and KataGo's NN cache: the network answers a self-play worker keeps
-    #: by position (engine/mcts/eval_cache.py), so that a leaf met again needs no model
-    #: call; 0 keeps none. 2^18 is 15 MB for Connect Four, 390 MB for 19x19 Go.
+    """KataGo's forked games: this share of new games branches off a recent game with one random move
+    (engine/selfplay.py); 0 starts every game from the empty board"""
     cache_positions: int = Field(default=2**18, ge=0)
+    """Leela Zero's and KataGo's NN cache: the network answers a self-play worker keeps by position
+    (engine/mcts/eval_cache.py), so that a leaf met again needs no model call; 0 keeps none. 2^18 is 15 MB for
+    Connect Four, 390 MB for 19x19 Go."""
 
     @model_validator(mode="after")
     def _cheap_searches_need_simulations(self) -> SelfPlayConfig:
@@ -254,29 +275,33 @@ class TrainConfig(_Strict):
     """The learner: replay window, sample reuse, optimiser, candidates."""
 
     batch_size: int = Field(default=256, ge=1)
+    """positions per training step"""
     optimizer: Literal["sgd", "adam"] = "sgd"
-    #: a constant, or ``[[step, rate], ...]`` from step 0 on (AlphaGo Zero: 1e-2, 1e-3, 1e-4)
+    """sgd (with momentum, AlphaZero's) or adam"""
     learning_rate: Annotated[
         Annotated[_Rate, Tag("rate")] | Annotated[_Schedule, Tag("schedule")], Discriminator(_rate_or_schedule)
     ] = 0.02
+    """a constant, or ``[[step, rate], ...]`` from step 0 on (AlphaGo Zero: 1e-2, 1e-3, 1e-4)"""
     momentum: float = Field(default=0.9, ge=0, lt=1)
+    """SGD's momentum"""
     replay_window: int = Field(default=100_000, ge=1)
+    """the newest positions the learner samples from (and the Redis stream holds)"""
     min_positions: int = Field(default=2_000, ge=1)
+    """positions the window must hold before the first training step"""
     max_reuse: float = Field(default=4.0, gt=0)
+    """at most this many samples drawn per position added: the learner waits for self-play beyond it"""
     candidate_every: int = Field(default=1_000, ge=1)
-    #: the ownership loss's weight, on the mean per-point squared error (of positions
-    #: with a target). 1 puts it on the value loss's scale (both are squared errors of
-    #: tanh outputs against +-1 targets); KataGo's 1.5 / (H * W) on a per-point sum of
-    #: cross-entropies is about 1.5 on such a mean. Above 10 it drowns the policy.
+    """training steps between two candidates published for gating"""
     ownership_weight: float = Field(default=1.0, ge=0, le=10)
-    #: the value head's target is (1 - w) * z + w * q: z the game's result for the
-    #: mover (discounted as ``mcts.discount`` says), q the root value of the full
-    #: search made there. 0 is AlphaZero's z alone. z is the truth but noisy (one
-    #: blunder late in a game flips every target before it); q is what the search saw
-    #: and has no such noise, but inherits the network's bias; averaging the two
-    #: trained a Connect Four AlphaZero to fewer errors on solved positions (Oracle's
-    #: "Lessons from AlphaZero", part 4).
+    """the ownership loss's weight, on the mean per-point squared error (of positions with a target). 1 puts it
+    on the value loss's scale (both are squared errors of tanh outputs against +-1 targets); KataGo's 1.5 / (H
+    * W) on a per-point sum of cross-entropies is about 1.5 on such a mean. Above 10 it drowns the policy."""
     value_q_weight: float = Field(default=0.0, ge=0, le=1)
+    """the value head's target is (1 - w) * z + w * q: z the game's result for the mover (discounted as
+    ``mcts.discount`` says), q the root value of the full search made there. 0 is AlphaZero's z alone. z is
+    the truth but noisy (one blunder late in a game flips every target before it); q is what the search saw
+    and has no such noise, but inherits the network's bias; averaging the two trained a Connect Four AlphaZero
+    to fewer errors on solved positions (Oracle's "Lessons from AlphaZero", part 4)."""
 
     @model_validator(mode="after")
     def _schedule_starts_at_zero(self) -> TrainConfig:
@@ -295,26 +320,38 @@ class GatingConfig(_Strict):
     """Candidate against best (engine/gating.py): SPRT, a fixed threshold, or none."""
 
     rule: Literal["sprt", "threshold", "none"] = "sprt"
-    #: within the +-MAX_ELO that engine/gating.py reports (a 99.99% score): no test is
-    #: needed to tell such players apart, and far past it 10 ** (elo / 400) overflows
+    """sprt: Wald's sequential test; threshold: a fixed number of games and a score to beat; none: every candidate is
+    promoted"""
     elo0: float = Field(default=0.0, ge=-MAX_ELO, le=MAX_ELO)
+    """SPRT: the Elo gain of the null hypothesis H0 (0: no better than the best), within the +-MAX_ELO that
+    engine/gating.py reports (a 99.99% score): no test is needed to tell such players apart, and far past it 10 **
+    (elo / 400) overflows"""
     elo1: float = Field(default=35.0, ge=-MAX_ELO, le=MAX_ELO)
+    """SPRT: the Elo gain the test looks for (H1), against elo0 (H0)"""
     alpha: float = Field(default=0.05, gt=0, lt=0.5)
+    """SPRT: the chance of promoting a candidate no better than elo0"""
     beta: float = Field(default=0.05, gt=0, lt=0.5)
+    """SPRT: the chance of rejecting a candidate elo1 better"""
     max_games: int = Field(default=400, ge=1)
-    #: an SPRT at max_games undecided: promote on the LLR's sign (``llr``), on a score
-    #: above cap_threshold (``score``), or keep the best (``reject``); engine/gating.py
+    """SPRT: the most games of a match; undecided there, at_cap decides"""
     at_cap: Literal["reject", "llr", "score"] = "llr"
+    """an SPRT at max_games undecided: promote on the LLR's sign (``llr``), on a score above cap_threshold
+    (``score``), or keep the best (``reject``); engine/gating.py"""
     cap_threshold: float = Field(default=0.55, gt=0, lt=1)
+    """SPRT with at_cap score: the score a candidate must beat at max_games"""
     threshold: float = Field(default=0.55, gt=0, lt=1)
+    """rule threshold: the score (a draw counts half) the candidate must beat"""
     games: int = Field(default=400, ge=1)
+    """rule threshold: the games of a match"""
     simulations: int | None = Field(default=None, ge=1)
+    """simulations per move in gating matches (default: mcts.simulations)"""
     games_in_flight: int = Field(default=32, ge=1)
-    #: opening moves sampled from the visits, so that match games differ
+    """match games played at once (their leaves share network calls)"""
     temperature_moves: int = Field(default=4, ge=0)
-    #: network answers each side of a match keeps by position (engine/mcts/eval_cache.py),
-    #: as self-play's cache_positions; 0 keeps none. 2^16 is 3.9 MB a side for Connect Four.
+    """opening moves sampled from the visits, so that match games differ"""
     cache_positions: int = Field(default=2**16, ge=0)
+    """network answers each side of a match keeps by position (engine/mcts/eval_cache.py), as self-play's
+    cache_positions; 0 keeps none. 2^16 is 3.9 MB a side for Connect Four."""
 
     @model_validator(mode="after")
     def _sprt_hypotheses_in_order(self) -> GatingConfig:
@@ -328,8 +365,11 @@ class StopConfig(_Strict):
     """The run stops at the first limit reached (none: until interrupted)."""
 
     minutes: float | None = Field(default=None, gt=0)
+    """stop after this many minutes (none: no time limit; --minutes sets it)"""
     steps: int | None = Field(default=None, ge=1)
+    """stop at this learner step (counted over the whole run)"""
     promotions: int | None = Field(default=None, ge=1)
+    """stop after this many promotions"""
 
 
 class RayConfig(_Strict):
@@ -337,10 +377,11 @@ class RayConfig(_Strict):
     absent, a local Ray started for the run."""
 
     address: str | None = None
-    #: the local Ray's metrics port, so that a Prometheus config can name it
-    #: (deploy/monitoring uses 8080); default: a free port Ray picks. On a cluster,
-    #: ``ray start --metrics-export-port`` sets each node's instead.
+    """a Ray address (auto, ray://HOST:PORT); none: a local Ray started for the run (--address sets it)"""
     metrics_export_port: int | None = Field(default=None, ge=1024, le=65535)
+    """the local Ray's metrics port, so that a Prometheus config can name it (deploy/monitoring uses 8080);
+    default: a free port Ray picks. On a cluster, ``ray start --metrics-export-port`` sets each node's
+    instead."""
 
     @model_validator(mode="after")
     def _metrics_port_is_local(self) -> RayConfig:
@@ -356,22 +397,22 @@ class RedisConfig(_Strict):
     an embedded Redis server started for the run."""
 
     url: str | None = None
-    #: how long every client of the run waits through an outage (a restart, an AOF
-    #: replay, a full server) before the run stops with a message. 15 minutes: the
-    #: slowest way back of the Redis on deploy/kubernetes is its pod moved off a lost
-    #: node with its ReadWriteOnce volume, ~8 min measured on EKS with EBS
-    #: (kubernetes-sigs/aws-ebs-csi-driver#861) and 11.5 min before the detach even
-    #: starts by Kubernetes' own timers (5 min 40 s to evict the pod, 6 min to force
-    #: the detach: kubernetes/kubernetes#28671), then the attach and the AOF replay.
-    #: Waiting costs little (workers keep their games, the learner pauses); stopping
-    #: ends a run of days. README.md, "Runs of days".
+    """the run's Redis, redis://HOST:PORT/DB (the password from TENGEN_REDIS_PASSWORD); none: an embedded server
+    (--redis sets it)"""
     outage_s: float = Field(default=900.0, gt=0, le=86_400)
-    #: the embedded server's ``maxmemory`` (writes are refused past it, never evicted);
-    #: default: a quarter of this machine's memory, at least 256 MiB
+    """how long every client of the run waits through an outage (a restart, an AOF replay, a full server) before
+    the run stops with a message. 15 minutes: the slowest way back of the Redis on deploy/kubernetes is its
+    pod moved off a lost node with its ReadWriteOnce volume, ~8 min measured on EKS with EBS (kubernetes-
+    sigs/aws-ebs-csi-driver#861) and 11.5 min before the detach even starts by Kubernetes' own timers (5 min
+    40 s to evict the pod, 6 min to force the detach: kubernetes/kubernetes#28671), then the attach and the
+    AOF replay. Waiting costs little (workers keep their games, the learner pauses); stopping ends a run of
+    days. README.md, "Runs of days"."""
     maxmemory_mb: int | None = Field(default=None, ge=16)
-    #: candidates whose weights stay in the registry besides the best (older ones
-    #: are deleted; every promoted model is also kept in the run directory)
+    """the embedded server's ``maxmemory`` (writes are refused past it, never evicted); default: a quarter of
+    this machine's memory, at least 256 MiB"""
     keep_candidates: int = Field(default=3, ge=1)
+    """candidates whose weights stay in the registry besides the best (older ones are deleted; every promoted
+    model is also kept in the run directory)"""
 
     @model_validator(mode="after")
     def _no_password_in_url(self) -> RedisConfig:
@@ -383,66 +424,68 @@ class RedisConfig(_Strict):
 class ClusterConfig(_Strict):
     """How many actors and how they batch (the distributed run)."""
 
-    #: self-play workers (1 CPU each); default: the CPUs left after the others
     workers: int | None = Field(default=None, ge=1)
-    #: self-play workers started per GPU node (KataGo-style: many CPU workers feed one GPU)
+    """self-play workers (1 CPU each); default: the CPUs left after the others"""
     workers_per_gpu: int = Field(default=14, ge=1)
-    #: games each worker plays at once (two halves of this)
+    """self-play workers started per GPU node (KataGo-style: many CPU workers feed one GPU)"""
     games_per_worker: int = Field(default=64, ge=2)
+    """games each worker plays at once (two halves of this)"""
     max_batch: int = Field(default=1024, ge=1)
-    #: a second's wait for a fuller batch costs more than any batch saves
+    """the most positions an inference server evaluates in one network call"""
     batch_timeout_ms: float = Field(default=5.0, gt=0, le=1000)
-    #: batches the CPU inference server evaluates at once, the cores split among them
-    #: (on 2 cores two calls of one thread each evaluate ~1.5x the rows of one call on
-    #: both); a GPU server runs one at a time
+    """how long an inference server waits to fill a batch before it evaluates what it has (a second's wait costs
+    more than any batch saves)"""
     cpu_server_model_calls: int = Field(default=2, ge=1, le=64)
-    #: seconds a worker plays between two check-ins with the driver; at most an hour,
-    #: since a stop or a new model waits for the check-in
+    """batches the CPU inference server evaluates at once, the cores split among them (on 2 cores two calls of
+    one thread each evaluate ~1.5x the rows of one call on both); a GPU server runs one at a time"""
     worker_chunk_seconds: float = Field(default=2.0, gt=0, le=3600)
-    #: finished games a worker holds while Redis is away (then it waits for Redis)
+    """seconds a worker plays between two check-ins with the driver; at most an hour, since a stop or a new model
+    waits for the check-in"""
     worker_buffer_games: int = Field(default=1000, ge=1)
-    #: an actor that fails this many times in a row, each within ``crash_loop_s`` of
-    #: the one before, stops the run (a config that cannot work) instead of restarting
+    """finished games a worker holds while Redis is away (then it waits for Redis)"""
     crash_loop_failures: int = Field(default=5, ge=1)
+    """an actor that fails this many times in a row, each within ``crash_loop_s`` of the one before, stops the
+    run (a config that cannot work) instead of restarting"""
     crash_loop_s: float = Field(default=300.0, gt=0, le=86_400)
-    #: seconds a part (a self-play worker, an inference server, the learner) may wait for
-    #: Ray to place it before the run reports it (the status and the log: Ray's state, what
-    #: it asks for, what the nodes have free) and starts it again, placed anew, once per
-    #: this many seconds (cluster/placement.py); an autoscaler adds nodes for what waits
-    #: meanwhile
+    """a part that fails again within this many seconds of its last failure counts toward a crash loop, which stops
+    the run"""
     start_timeout_s: float = Field(default=120.0, gt=0, le=86_400)
-    #: a call the driver waits for (a learner step, a worker's chunk, a gating match) not
-    #: back within its own length, plus the outages its part may sit out, plus this, is
-    #: taken for a hung part: it is stopped and replaced (cluster/deadlines.py)
+    """seconds a part (a self-play worker, an inference server, the learner) may wait for Ray to place it before
+    the run reports it (the status and the log: Ray's state, what it asks for, what the nodes have free) and
+    starts it again, placed anew, once per this many seconds (cluster/placement.py); an autoscaler adds nodes
+    for what waits meanwhile"""
     hang_grace_s: float = Field(default=120.0, gt=0, le=86_400)
-    #: the first gating match's length for its deadline; later ones: 3x the longest so
-    #: far, and at least this
+    """a call the driver waits for (a learner step, a worker's chunk, a gating match) not back within its own
+    length, plus the outages its part may sit out, plus this, is taken for a hung part: it is stopped and
+    replaced (cluster/deadlines.py)"""
     match_deadline_s: float = Field(default=3600.0, gt=0, le=7 * 86_400)
-    #: how long a worker waits for one leaf evaluation before it calls its server lost
+    """the first gating match's length for its deadline; later ones: 3x the longest so far, and at least this"""
     evaluation_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    """how long a worker waits for one leaf evaluation before it calls its server lost"""
 
 
 class RunConfig(_Strict):
     """What the run directory keeps besides models and status (run/run_dir.py)."""
 
-    #: keep every K-th finished self-play game of each worker (by its number there) in
-    #: games/, as its codec entry and as SGF or a plain line; 0 keeps none
     keep_game_every: int = Field(default=50, ge=0)
-    #: the most self-play games kept there (the oldest go first)
+    """keep every K-th finished self-play game of each worker (by its number there) in games/, as its codec entry
+    and as SGF or a plain line; 0 keeps none"""
     keep_games_max: int = Field(default=200, ge=1)
-    #: the newest gating matches whose games games/gating/ keeps, each game as SGF or
-    #: a plain line; 0 keeps none
+    """the most self-play games kept there (the oldest go first)"""
     keep_gating_matches: int = Field(default=10, ge=0)
-    #: status.jsonl's bound: past it the older half is thinned to every other line, so a
-    #: run of days keeps its whole history (at 5 s a line, 64 workers: ~50 MB a day unbound)
+    """the newest gating matches whose games games/gating/ keeps, each game as SGF or a plain line; 0 keeps none"""
     status_history_mb: float = Field(default=32.0, gt=0, le=100_000)
-    #: log.txt is rotated past this (log.1.txt the newest old one), keeping ``log_files``
+    """status.jsonl's bound: past it the older half is thinned to every other line, so a run of days keeps its
+    whole history (at 5 s a line, 64 workers: ~50 MB a day unbound)"""
     log_mb: float = Field(default=32.0, gt=0, le=100_000)
+    """log.txt is rotated past this (log.1.txt the newest old one), keeping ``log_files``"""
     log_files: int = Field(default=5, ge=1, le=1000)
-    #: models/ keeps the newest ``keep_models`` promoted models whole, and of the older
-    #: ones every ``keep_model_every``-th version's (0: none; ladder.json keeps them all)
+    """rotated log files kept besides log.txt"""
     keep_models: int = Field(default=100, ge=1)
+    """models/ keeps the newest ``keep_models`` promoted models whole, and of the older ones every
+    ``keep_model_every``-th version's (0: none; ladder.json keeps them all)"""
     keep_model_every: int = Field(default=10, ge=0)
+    """besides the best, every this-many-th promoted model is kept in models/ (0: the best only)"""
 
 
 class TengenConfig(_Strict):
@@ -457,17 +500,16 @@ class TengenConfig(_Strict):
     redis: RedisConfig = RedisConfig()
     cluster: ClusterConfig = ClusterConfig()
     run: RunConfig = RunConfig()
-    #: where checkpoints go: a local path or any fsspec URL (``s3://``, ``gs://``,
-    #: ``sftp://``; learner/storage.py); default: the run directory (on a cluster, the
-    #: driver keeps them there, whatever node the learner runs on)
     storage: str | None = None
-    #: how long the checkpoint storage, or the run directory's disk (full, failing), may
-    #: be away before the run stops on it: the same budget as Redis's (``redis.outage_s``
-    #: says why 900 s); each storage call also has a deadline (run/outage.py), since a
-    #: backend may hang rather than fail
+    """where checkpoints go: a local path or any fsspec URL (``s3://``, ``gs://``, ``sftp://``;
+    learner/storage.py); default: the run directory (on a cluster, the driver keeps them there, whatever node
+    the learner runs on)"""
     storage_outage_s: float = Field(default=900.0, gt=0, le=86_400)
-    #: 32 bits, what every seeder in the stack takes (numba's np.random.seed among them)
+    """how long the checkpoint storage, or the run directory's disk (full, failing), may be away before the run
+    stops on it: the same budget as Redis's (``redis.outage_s`` says why 900 s); each storage call also has a
+    deadline (run/outage.py), since a backend may hang rather than fail"""
     seed: int = Field(default=0, ge=0, lt=2**32)
+    """the run's random seed: 32 bits, what every seeder in the stack takes (numba's np.random.seed among them)"""
 
     @model_validator(mode="after")
     def _cheap_searches_fit_the_full_ones(self) -> TengenConfig:

@@ -712,13 +712,18 @@ def _add_config(subparsers: argparse._SubParsersAction) -> None:
         "config",
         help="list the packaged run configs, or show one with every default spelled out",
         description="`tengen config list` names the configs that ship with tengen; `tengen config show NAME` "
-        "prints one (or any config file) with every default spelled out, a start for your own: "
-        "tengen config show go9 > my-go9.yaml",
+        "prints one (or any config file) with every default spelled out and each key's meaning above it, a start "
+        "for your own: tengen config show go9 > my-go9.yaml; `tengen config schema` prints the JSON Schema, "
+        "`tengen config reference` the reference of docs/config.md.",
     )
-    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, help="list or show")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True,
+                               help="list, show, schema or reference")
     actions.add_parser("list", help="the packaged configs")
-    show = actions.add_parser("show", help="a config with every default spelled out")
+    show = actions.add_parser("show", help="a config with every default spelled out, each key's meaning above it")
     show.add_argument("name", help="a packaged config's name, or a YAML file")
+    show.add_argument("--plain", action="store_true", help="the YAML alone, without the notes")
+    actions.add_parser("schema", help="the config's JSON Schema (for an editor's completion and checks)")
+    actions.add_parser("reference", help="every key, its default and meaning, as Markdown (docs/config.md)")
     p.set_defaults(handler=_run_config)
 
 
@@ -729,10 +734,19 @@ def _run_config(args: argparse.Namespace) -> int:
         for name, path in packaged_configs().items():
             print(f"{name:12s} {_first_sentence(path.read_text())}")
         return 0
+    from tengen.run.config_reference import annotated_yaml, json_schema, reference_markdown
+
+    if args.action == "schema":
+        print(json_schema(), end="")
+        return 0
+    if args.action == "reference":
+        print(reference_markdown(), end="")
+        return 0
     try:
-        print(load_config(args.name).to_yaml(), end="")
+        config = load_config(args.name)
     except ConfigError as e:
         return _fail("config", e)
+    print(config.to_yaml() if args.plain else annotated_yaml(config), end="")
     return 0
 
 
