@@ -28,7 +28,7 @@ from tengen.engine.games.base import Game
 from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, SearchSettings
 from tengen.engine.mcts.tree import ROOT, UNEXPANDED
 
-__all__ = ["MoveStats", "Analysis", "SearchPlayer", "principal_variation"]
+__all__ = ["MoveStats", "Analysis", "SearchPlayer", "principal_variation", "pv_visits"]
 
 #: z of the lower confidence bound (about 97.5% one-sided)
 LCB_Z = 1.96
@@ -46,6 +46,7 @@ class MoveStats:
     prior: float
     lcb: float
     pv: tuple[int, ...]  # starts with ``action``
+    pv_visits: tuple[int, ...] = ()  # the visits of each move of ``pv`` (empty: not counted)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,18 @@ class Analysis:
     @property
     def best(self) -> int | None:
         return self.moves[0].action if self.moves else None
+
+
+def pv_visits(search: Search, pv: Sequence[int], *, g: int = 0) -> tuple[int, ...]:
+    """The visits of each move of ``pv`` (a principal variation from the root)."""
+    tree = search.tree
+    out, node = [], ROOT
+    for a in pv:
+        out.append(int(tree.edge_n[g, node, a]))
+        node = int(tree.children[g, node, a])
+        if node == UNEXPANDED:
+            break
+    return tuple(out)
 
 
 def principal_variation(search: Search, action: int, *, g: int = 0, length: int = PV_LENGTH) -> tuple[int, ...]:
@@ -241,6 +254,7 @@ class SearchPlayer:
             # Values are in [-1, 1], so a winrate's standard deviation is at most 1/2:
             # a bound that needs no per-edge variance.
             lcb = max(0.0, winrate - LCB_Z * 0.5 / math.sqrt(float(n[a])))
-            moves.append(MoveStats(a, int(n[a]), winrate, float(prior[a]), lcb, principal_variation(search, a)))
+            pv = principal_variation(search, a)
+            moves.append(MoveStats(a, int(n[a]), winrate, float(prior[a]), lcb, pv, pv_visits(search, pv)))
         return Analysis(visits=int(search.tree.node_n[0, ROOT]), value=search.root_value(0), moves=tuple(moves),
                         seconds=seconds)

@@ -173,6 +173,45 @@ def _run_gtp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_analysis(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "analysis",
+        help="KataGo's JSON analysis engine on stdin/stdout (KaTrain's engine protocol)",
+        description="Reads one JSON query a line and writes JSON results, as `katago analysis` does "
+        "(KataGo's docs/Analysis_Engine.md): queries with moves, initialStones, rules, komi, board size, "
+        "analyzeTurns, maxVisits, includeOwnership, includeMovesOwnership, includePolicy, includePVVisits, "
+        "reportDuringSearchEvery, priority, overrideSettings (reportAnalysisWinratesAs, maxTime); actions "
+        "query_version, query_models, clear_cache, terminate, terminate_all. Scores come from the model's "
+        "ownership head (or playouts). For KaTrain, set its KataGo command to: tengen analysis --checkpoint DIR.",
+    )
+    p.add_argument("--checkpoint", default=None,
+                   help="a trained Go model (a run's best/ directory or a .safetensors file); without it, rollout "
+                   "MCTS on a --game board")
+    p.add_argument("--config", default=None, help="the run config of --checkpoint (default: the one beside it)")
+    p.add_argument("--game", choices=sorted(GO_GAMES), default="go9", help="the board without a model (go9)")
+    p.add_argument("--visits", type=int, default=500,
+                   help="simulations of a query that names no maxVisits (default: 500)")
+    p.add_argument("--threads", type=int, default=2, help="positions searched at once (default: 2)")
+    p.set_defaults(handler=_run_analysis)
+
+
+def _run_analysis(args: argparse.Namespace) -> int:
+    from tengen.analysis_command import serve_analysis
+
+    if args.visits < 1 or args.threads < 1:
+        return _fail("analysis", "--visits and --threads must be at least 1")
+    if args.config and not args.checkpoint:
+        return _fail("analysis", "--config goes with --checkpoint")
+    try:
+        with contextlib.nullcontext() if args.verbose else _held_native_stderr():
+            from tengen.engine.network import WeightsError
+            from tengen.run.config import ConfigError
+        return serve_analysis(checkpoint=args.checkpoint, config=args.config, size=GO_GAMES[args.game],
+                              visits=args.visits, threads=args.threads, stdin=sys.stdin.buffer, stdout=sys.stdout)
+    except (ConfigError, WeightsError, ValueError, OSError) as e:
+        return _fail("analysis", e)
+
+
 def gtp_ownership(config, player):
     """GtpEngine's ``ownership`` factory for a checkpoint's player: its network's
     ownership head (final_status_list, final_score and kata-analyze's ownership read
@@ -773,6 +812,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_games,
     _add_bestmove,
     _add_gtp,
+    _add_analysis,
     _add_match,
     _add_play,
     _add_serve,

@@ -1,0 +1,66 @@
+"""``tengen analysis``: KataGo's JSON analysis engine (play/analysis_engine.py) on
+stdin/stdout, over a checkpoint's model, or with rollout MCTS when none is given (a
+board to try a client on). KaTrain starts it as its engine:
+``tengen analysis --checkpoint runs/go9/best`` in its "KataGo command" setting."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from tengen.engine.games.go import GoGame
+from tengen.engine.mcts import SearchSettings
+from tengen.play.analysis_engine import AnalysisEngine
+from tengen.play.ownership import PlayoutOwnership
+from tengen.play.search_player import SearchPlayer
+
+__all__ = ["serve_analysis"]
+
+
+def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, visits: int, threads: int,
+                   stdin: IO[bytes], stdout: IO[str]) -> int:
+    """Answer queries from ``stdin`` on ``stdout`` until stdin closes (the queued
+    work finished first)."""
+    from tengen import __version__
+
+    if checkpoint is not None:
+        from tengen.run.checkpoint import load_player
+
+        loaded, game, player = load_player(checkpoint, config, visits, warm_up=True)
+        if not isinstance(game, GoGame):
+            raise ValueError(f"the checkpoint plays {game.name}, not Go")
+        head = getattr(player.evaluate, "ownership", None) if loaded.network.ownership else None
+        sizes = [game.size]
+        name = str(checkpoint)
+
+        def make_player() -> SearchPlayer:
+            return SearchPlayer(player.evaluate, search=player.settings, simulations=visits, seed=loaded.seed,
+                                size=game.size, history_length=game.history_length, komi=game.komi)
+    else:
+        head, sizes, name = None, [size], f"rollouts ({size}x{size}, no model)"
+
+        def make_player() -> SearchPlayer:
+            return SearchPlayer(None, search=SearchSettings(simulations=visits), simulations=visits)
+
+    def ownership_for(game: GoGame):
+        from tengen.play.ownership import NetworkOwnership
+
+        return NetworkOwnership(game, head) if head is not None else PlayoutOwnership(game)
+
+    def write(line: str) -> None:
+        stdout.write(line + "\n")
+        stdout.flush()
+
+    engine = AnalysisEngine(make_player=make_player, sizes=sizes, ownership_for=ownership_for,
+                            default_visits=visits, write=write, version=__version__, model_name=name, threads=threads)
+    print(f"tengen analysis: ready ({name}, {threads} search thread{'s' * (threads != 1)})", file=sys.stderr,
+          flush=True)
+    for raw in stdin:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            write('{"error":"the line is not UTF-8"}')
+            continue
+        engine.handle_line(line)
+    engine.close()
+    return 0
