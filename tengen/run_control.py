@@ -73,8 +73,8 @@ def read_status(run_dir: Path) -> dict:
         status["ladder"] = list(records.read_ladder(files).entries)
     except FileNotFoundError:
         pass
-    if (server := recorded_server(files)) is not None:
-        status["redis_server"] = server
+    # the same keys for both wirings: None where the run has no embedded Redis
+    status["redis_server"] = recorded_server(files)
     client = live_client(files, wait_s=STATUS_WAIT_S)
     if client is not None:
         from tengen.cluster.lease import DriverLease
