@@ -8,7 +8,7 @@ command line: run with the Python of a virtual environment that holds KaTrain
 import json
 import os
 import sys
-import time
+import threading
 
 os.environ.setdefault("KIVY_NO_ARGS", "1")  # before Kivy reads this script's arguments
 
@@ -21,6 +21,16 @@ command, sgf = sys.argv[1], sys.argv[2]
 katrain = KaTrainBase(force_package_config=True, debug_level=0)
 logged = []
 katrain.log = lambda message, level=0: logged.append((level, str(message)))
+# KaTrain calls update_state after every result it reads: the moment to look again
+answered = threading.Condition()
+
+
+def update_state(*_args, **_kwargs):
+    with answered:
+        answered.notify_all()
+
+
+katrain.update_state = update_state
 config = dict(katrain.config("engine"))
 config.update(altcommand=command, max_visits=40, fast_visits=20, max_time=60, _enable_ownership=True)
 engine = KataGoEngine(katrain, config)
@@ -29,9 +39,8 @@ nodes, node = [], game.root
 while node is not None:
     nodes.append(node)
     node = node.children[0] if node.children else None
-deadline = time.time() + 240
-while time.time() < deadline and not all(n.analysis_complete for n in nodes):
-    time.sleep(0.2)
+with answered:
+    answered.wait_for(lambda: all(n.analysis_complete for n in nodes), timeout=240)
 print(json.dumps({
     "nodes": [{"complete": n.analysis_complete, "score": n.score, "winrate": n.winrate,
                "candidates": [[c["move"], c["visits"], c["pointsLost"]] for c in n.candidate_moves],
