@@ -5,7 +5,7 @@ Queries arrive a line at a time (``handle_line``); each turn a query asks about 
 task, and ``threads`` searchers take the tasks by priority (higher first, then in the
 order they came). A search stops at the query's ``maxVisits`` (else the engine's
 default), its ``maxTime``, or a ``terminate``; with ``reportDuringSearchEvery`` it
-reports on the way, and every task ends with exactly one result whose
+reports on the way, keeps off the moves of ``avoidMoves`` and ``allowMoves``, and every task ends with exactly one result whose
 ``isDuringSearch`` is false (``noResults`` for a task terminated before it ran).
 ``close`` (stdin closed) finishes the queued work, then returns.
 
@@ -32,6 +32,7 @@ from tengen.play.kata_analysis import (
     Position,
     Query,
     QueryError,
+    move_rules,
     no_result_json,
     parse_query,
     positions,
@@ -109,10 +110,6 @@ class AnalysisEngine:
             return
         for where, message in query.warnings:
             self._emit({"warning": message, "field": where, "id": query.id})
-        for where, given in (("avoidMoves", query.avoid), ("allowMoves", query.allow)):
-            if given:
-                self._emit({"warning": f"{where} is read but not applied yet: the search considers every move",
-                            "field": where, "id": query.id})
         with self._lock:
             for position in wanted:
                 heapq.heappush(self._queue, _Task((-query.priority, next(self._order)), query, game, position))
@@ -209,7 +206,7 @@ class AnalysisEngine:
 
         final = player.search(game, position.state, position.history, max_visits=visits, seconds=query.max_time,
                               stop=task.stop, on_snapshot=report if query.report_every else None,
-                              interval=query.report_every)
+                              interval=query.report_every, rules=move_rules(query, game.num_actions))
         self._emit(self._result(query, game, position, final, ownership, player, during=False))
 
     def _result(self, query: Query, game: GoGame, position: Position, analysis: Analysis,

@@ -22,10 +22,11 @@ import numpy as np
 
 from tengen.engine.games.base import IllegalMove
 from tengen.engine.games.go import GoGame, check_komi
+from tengen.engine.mcts import MoveRule
 from tengen.play.gtp.session import Record
 from tengen.play.search_player import Analysis
 
-__all__ = ["Query", "QueryError", "Position", "parse_query", "positions", "result_json", "no_result_json",
+__all__ = ["Query", "QueryError", "Position", "move_rules", "parse_query", "positions", "result_json", "no_result_json",
            "AREA_RULES", "SETTINGS_HONOURED", "MAX_VISITS"]
 
 #: rule names (and KataGo's JSON form's scoring) that mean area scoring as ours
@@ -76,8 +77,9 @@ class Query:
     priority: int
     #: "BLACK", "WHITE" or "SIDETOMOVE": whose winrates and scores the results give
     perspective: str
-    #: (player, actions, until depth): moves the root may not search (avoidMoves), or
-    #: the only ones it may (allowMoves)
+    #: (player, actions, until depth): moves the player may not search in the first
+    #: plies (avoidMoves), or the only ones it may (allowMoves); ``move_rules`` says
+    #: them to the search
     avoid: tuple[tuple[int, frozenset[int], int], ...] = ()
     allow: tuple[tuple[int, frozenset[int], int], ...] = ()
     warnings: tuple[tuple[str, str], ...] = field(default=())  # (field, message)
@@ -146,6 +148,18 @@ def _restrictions(game: GoGame, obj: dict[str, Any], key: str) -> tuple[tuple[in
     if key == "allowMoves" and len(out) > 1:
         raise QueryError("allowMoves takes one entry", key)
     return tuple(out)
+
+
+def move_rules(query: Query, num_actions: int) -> tuple[MoveRule, ...]:
+    """The search's rules for ``query``'s avoidMoves and allowMoves (an allowMoves
+    entry forbids every move it does not list, pass included)."""
+    def mask(actions: frozenset[int]) -> np.ndarray:
+        out = np.zeros(num_actions, dtype=np.bool_)
+        out[list(actions)] = True
+        return out
+
+    return (*(MoveRule(player, mask(actions), depth) for player, actions, depth in query.avoid),
+            *(MoveRule(player, ~mask(actions), depth) for player, actions, depth in query.allow))
 
 
 def parse_query(obj: Any, *, sizes: Sequence[int]) -> Query:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tengen.engine.games.base import Game
-from tengen.engine.mcts import Evaluator, RolloutEvaluator, Search, SearchSettings
+from tengen.engine.mcts import Evaluator, MoveRule, RolloutEvaluator, Search, SearchSettings
 from tengen.engine.mcts.tree import ROOT, UNEXPANDED
 
 __all__ = ["MoveStats", "Analysis", "SearchPlayer", "principal_variation", "pv_visits"]
@@ -165,6 +165,7 @@ class SearchPlayer:
         stop: threading.Event | None = None,
         on_snapshot: Callable[[Analysis], None] | None = None,
         interval: float | None = None,
+        rules: Sequence[MoveRule] = (),
     ) -> Analysis:
         """Search ``state`` (not terminal) until the root has ``max_visits`` visits
         (default ``simulations``), ``seconds`` have passed or ``stop`` is set; every
@@ -172,14 +173,16 @@ class SearchPlayer:
         final ``Analysis``. With a network and 0 or 1 visits (or no time at all), the
         answer is its raw policy over the legal moves: one visit is the root's own
         evaluation, and it leaves no move visited. Without a network a search makes at
-        least 2 visits, for the same reason."""
+        least 2 visits, for the same reason. ``rules`` keep it off moves
+        (``MoveRule``: KataGo's avoidMoves and allowMoves)."""
         start = time.perf_counter()
         visits = self.simulations if max_visits is None else int(max_visits)
         if self.evaluate is not None and (visits <= 1 or (seconds is not None and seconds <= 0)):
-            return self._raw_policy(game, state, history, start)
+            return self._raw_policy(game, state, history, start, rules)
         visits = max(visits, 2)
         search = self._search_for(game, visits)
         search.reset(0, state, history)
+        search.restrict(0, rules)
         rollout = self._rollout_for(game) if self.evaluate is None else None
         deadline = None if seconds is None else start + seconds
         next_report = None if interval is None or on_snapshot is None else start + interval
@@ -223,10 +226,17 @@ class SearchPlayer:
             self._rollouts = {id(game): rollout}
         return rollout
 
-    def _raw_policy(self, game: Game, state: np.ndarray, history: Sequence[np.ndarray], start: float) -> Analysis:
+    def _raw_policy(self, game: Game, state: np.ndarray, history: Sequence[np.ndarray], start: float,
+                    rules: Sequence[MoveRule]) -> Analysis:
         assert self.evaluate is not None
         policy, value = self.evaluate(game.encode(state, history)[None].astype(np.uint8))
         legal = game.legal_mask(state)
+        allowed = legal.copy()
+        for rule in rules:
+            if rule.player == game.to_play(state):
+                allowed &= ~rule.forbidden
+        if allowed.any():  # as a search does, a position keeps its moves if the rules leave none
+            legal = allowed
         prior = np.where(legal, policy[0], 0.0)
         total = float(prior.sum())
         if total > 0:

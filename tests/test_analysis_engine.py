@@ -113,6 +113,23 @@ def test_a_game_analysed_turn_by_turn_as_katrain_asks(model_engine):
         assert result["rootInfo"]["scoreLead"] == pytest.approx(lead, abs=1e-3)
 
 
+def test_avoid_and_allow_moves_keep_the_search_where_katrain_asks(model_engine):
+    # KaTrain's "play in this region": Black may only play E5 or D4 at the root;
+    # White may not answer at C3 or G7 for two plies
+    avoided = {"C3", "G7"}
+    model_engine.send(query("region", [], maxVisits=40, includePVVisits=True,
+                            allowMoves=[{"player": "B", "moves": ["E5", "D4"], "untilDepth": 1}],
+                            avoidMoves=[{"player": "W", "moves": sorted(avoided), "untilDepth": 2}]))
+    (result,) = model_engine.until_final("region")  # one line: no warning
+    assert {m["move"] for m in result["moveInfos"]} <= {"E5", "D4"} and result["rootInfo"]["visits"] >= 40
+    replies = {m["pv"][1] for m in result["moveInfos"] if len(m["pv"]) > 1}
+    assert replies and not replies & avoided
+    # with the raw policy (one visit) the listed moves obey the same rules
+    model_engine.send(query("raw", [], maxVisits=1, allowMoves=[{"player": "B", "moves": ["A1"], "untilDepth": 1}]))
+    (raw,) = model_engine.until_final("raw")
+    assert [m["move"] for m in raw["moveInfos"]] == ["A1"]
+
+
 def test_errors_warnings_and_actions_as_katago_writes_them(model_engine):
     model_engine.send(query("bad-move", [["B", "E5"], ["W", "E5"]]))
     (error,) = model_engine.until_final("bad-move")

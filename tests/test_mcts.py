@@ -7,7 +7,7 @@ import pytest
 from positions import own_eyes_and_other_moves, pass_loving_evaluator
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import RolloutEvaluator, Search, SearchSettings, choose_move, uniform_evaluator, visit_policy
+from tengen.engine.mcts import MoveRule, RolloutEvaluator, Search, SearchSettings, choose_move, uniform_evaluator, visit_policy
 from tengen.engine.mcts.tree import EXPANDED
 
 TTT = make_game("tictactoe")
@@ -263,6 +263,44 @@ def test_dirichlet_noise_keeps_a_distribution_over_legal_moves():
     search.add_root_noise(0, np.random.default_rng(0), alpha=1.0, fraction=0.25)
     prior = search.root_prior(0)
     assert prior[0] == 0 and prior.sum() == pytest.approx(1.0) and len(set(prior[1:])) == 6
+
+
+def test_move_rules_keep_the_search_off_a_players_moves_until_their_depth():
+    # X (player 0) may not open in a corner; O may not answer in the centre, for two
+    # plies: the rules are KataGo's avoidMoves, counted from the root.
+    corners, centre = np.zeros(9, np.bool_), np.zeros(9, np.bool_)
+    corners[[0, 2, 6, 8]] = True
+    centre[4] = True
+    search = Search(TTT, games=2, settings=SearchSettings(simulations=300))
+    search.reset(0)
+    search.restrict(0, [MoveRule(0, corners, 1), MoveRule(1, centre, 2)])
+    search.reset(1)  # game 1 is searched without rules
+    search.run(uniform_evaluator(9))
+    assert search.root_visits(0)[[0, 2, 6, 8]].sum() == 0 and search.root_visits(0).sum() > 0
+    assert search.root_visits(1)[[0, 2, 6, 8]].sum() > 0
+    t = search.tree
+    replies = [int(t.children[0, 0, a]) for a in (1, 3) if t.children[0, 0, a] >= 0]
+    assert replies and all(t.edge_n[0, node, 4] == 0 and t.edge_n[0, node].sum() > 0 for node in replies)
+    # three plies down, X's corners are open again (its rule held for one ply)
+    deep = [int(c) for node in replies for c in t.children[0, node] if c >= 0 and t.edge_n[0, c].sum() > 0]
+    assert any(t.edge_n[0, node, [0, 2, 6, 8]].sum() > 0 for node in deep)
+
+
+def test_a_rule_that_forbids_every_move_leaves_the_moves_and_a_begun_search_refuses_rules():
+    search = Search(TTT, games=1, settings=SearchSettings(simulations=20))
+    search.reset(0)
+    search.restrict(0, [MoveRule(0, np.ones(9, np.bool_), 1)])
+    search.run(uniform_evaluator(9))
+    assert (search.root_visits(0) > 0).sum() == 9
+    with pytest.raises(RuntimeError, match="has begun"):
+        search.restrict(0, [])
+    with pytest.raises(RuntimeError, match="reset it instead"):
+        search.reset(0)
+        search.restrict(0, [MoveRule(0, np.ones(9, np.bool_), 1)])
+        search.advance(0, 4)
+    with pytest.raises(ValueError, match="bool\\[9\\]"):
+        search.reset(0)
+        search.restrict(0, [MoveRule(0, np.ones(4, np.bool_), 1)])
 
 
 def test_pure_mcts_with_rollouts_finds_the_block():

@@ -47,10 +47,11 @@ The parts, one job each:
 from tengen.engine.mcts.eval_cache import CachedEvaluator, EvaluationCache, cache_bytes
 from tengen.engine.mcts.evaluators import Evaluator, RolloutEvaluator, uniform_evaluator
 from tengen.engine.mcts.move_choice import choose_move, visit_policy
-from tengen.engine.mcts.search import Search, search_bytes
+from tengen.engine.mcts.search import MoveRule, Search, search_bytes
 from tengen.engine.mcts.settings import SearchSettings
 
 __all__ = [
+    "MoveRule",
     "Search",
     "SearchSettings",
     "Evaluator",

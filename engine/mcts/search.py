@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -27,7 +28,17 @@ from tengen.engine.mcts.tree import (
 )
 from tengen.engine.mcts.walk import apply_kernel, gather_kernel_go, gather_kernel_mnk
 
-__all__ = ["Search", "search_bytes"]
+__all__ = ["MoveRule", "Search", "search_bytes"]
+
+
+class MoveRule(NamedTuple):
+    """Moves that ``player`` may not search in the first ``until_depth`` plies of a
+    search (1: the root's own moves only), as KataGo's ``avoidMoves`` and
+    ``allowMoves`` say them."""
+
+    player: int
+    forbidden: np.ndarray  # bool[A]
+    until_depth: int
 
 
 class Search:
@@ -78,12 +89,15 @@ class Search:
         self._active = np.ones(games, dtype=np.bool_)
         self._default_targets = np.full(games, simulations, dtype=np.float32)
         self._gather_kernel = gather_kernel_go if game.kernel_kind == R.GO else gather_kernel_mnk
+        self._rules: dict[int, tuple[MoveRule, ...]] = {}
 
     # -- positions --------------------------------------------------------------------
     def reset(self, g: int, state: np.ndarray | None = None, history: Sequence[np.ndarray] = ()) -> None:
         """Start game g's tree afresh at ``state`` (default: the initial position);
-        ``history`` holds earlier states, oldest first, for the input planes."""
+        ``history`` holds earlier states, oldest first, for the input planes. Move
+        rules (``restrict``) end here."""
         t = self.tree
+        self._rules.pop(g, None)
         clear_game(t, g, int(t.num_nodes[g]))
         t.root_state[g] = self._initial if state is None else state
         t.root_history[g] = 0
@@ -93,8 +107,25 @@ class Search:
     def root_state(self, g: int) -> np.ndarray:
         return self.tree.root_state[g]
 
+    def restrict(self, g: int, rules: Sequence[MoveRule]) -> None:
+        """Keep game g's search off the moves that ``rules`` forbid, from its next
+        expanded node until ``reset``. Call it before the search begins: nodes expanded
+        already keep their moves. A node where the rules would forbid every legal move
+        keeps them all (a search needs a move)."""
+        if self.tree.num_nodes[g] > 1 or self.tree.status[g, ROOT] == EXPANDED:
+            raise RuntimeError(f"game {g}'s search has begun: restrict it before")
+        for rule in rules:
+            if rule.forbidden.shape != (self.game.num_actions,) or rule.until_depth < 1:
+                raise ValueError(f"a rule needs forbidden as bool[{self.game.num_actions}] and until_depth >= 1")
+        if rules:
+            self._rules[g] = tuple(rules)
+        else:
+            self._rules.pop(g, None)
+
     def advance(self, g: int, action: int) -> None:
         """Play ``action`` in game g and keep its subtree for the next search."""
+        if self._rules.get(g):
+            raise RuntimeError(f"game {g} has move rules counted from its root: reset it instead")
         if self.tree.in_flight[g]:
             raise RuntimeError(f"game {g} still has leaves in flight")
         if not self.game.legal_mask(self.tree.root_state[g])[action]:
@@ -135,8 +166,32 @@ class Search:
         if policy.shape != (n, self.game.num_actions) or value.shape != (n,):
             raise ValueError(f"expected policy [{n}, {self.game.num_actions}] and value [{n}], "
                              f"got {policy.shape} and {value.shape}")
+        if self._rules:
+            self._forbid_at_leaves(n)
         apply_kernel(self.tree, self._settings, self._leaf_game, self._leaf_node, n, policy, value)
         self._pending = 0
+
+    def _forbid_at_leaves(self, n: int) -> None:
+        # The gathered leaves list their legal moves at prior 1 until apply_kernel
+        # spreads the policy over them: a move marked ILLEGAL here is never searched.
+        t = self.tree
+        for b in range(n):
+            g, node = int(self._leaf_game[b]), int(self._leaf_node[b])
+            rules = self._rules.get(g)
+            if not rules:
+                continue
+            depth, up = 0, node
+            while up != ROOT:
+                up = int(t.parent[g, up])
+                depth += 1
+            mover = int(t.root_state[g, R.TO_PLAY]) ^ (depth & 1)
+            listed = t.prior[g, node] != ILLEGAL
+            keep = listed.copy()
+            for rule in rules:
+                if rule.player == mover and depth < rule.until_depth:
+                    keep &= ~rule.forbidden
+            if keep.any() and not np.array_equal(keep, listed):
+                t.prior[g, node, listed & ~keep] = ILLEGAL
 
     def run(self, evaluate: Evaluator, simulations: np.ndarray | int | None = None,
             active: np.ndarray | None = None) -> int:
