@@ -7,7 +7,15 @@ import pytest
 from positions import own_eyes_and_other_moves, pass_loving_evaluator
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import MoveRule, RolloutEvaluator, Search, SearchSettings, choose_move, uniform_evaluator, visit_policy
+from tengen.engine.mcts import (
+    MoveRule,
+    RolloutEvaluator,
+    Search,
+    SearchSettings,
+    choose_move,
+    uniform_evaluator,
+    visit_policy,
+)
 from tengen.engine.mcts.tree import EXPANDED
 
 TTT = make_game("tictactoe")
