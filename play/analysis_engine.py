@@ -9,9 +9,9 @@ reports on the way, keeps off the moves of ``avoidMoves`` and ``allowMoves``, an
 ``isDuringSearch`` is false (``noResults`` for a task terminated before it ran).
 ``close`` (stdin closed) finishes the queued work, then returns.
 
-Each searcher has its own search (a tree per thread) over the shared model; the model
-answers their calls one at a time, so several queries at once share the model's time
-rather than its batches.
+Each searcher has its own search (a tree per thread) over the shared model; the
+command gives them one ``SharedEvaluator``, so the leaves of several queries that wait
+on the model go to it as one batch.
 """
 
 from __future__ import annotations

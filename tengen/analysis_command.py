@@ -10,6 +10,7 @@ from typing import IO
 
 from tengen.engine.games.go import GoGame
 from tengen.engine.mcts import SearchSettings
+from tengen.engine.mcts.shared_evaluator import SharedEvaluator
 from tengen.play.analysis_engine import AnalysisEngine
 from tengen.play.ownership import PlayoutOwnership
 from tengen.play.search_player import SearchPlayer
@@ -32,9 +33,12 @@ def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, vis
         head = getattr(player.evaluate, "ownership", None) if loaded.network.ownership else None
         sizes = [game.size]
         name = str(checkpoint)
+        assert player.evaluate is not None
+        # the searcher threads' calls that wait on the network go to it as one batch
+        shared = SharedEvaluator(player.evaluate)
 
         def make_player() -> SearchPlayer:
-            return SearchPlayer(player.evaluate, search=player.settings, simulations=visits, seed=loaded.seed,
+            return SearchPlayer(shared, search=player.settings, simulations=visits, seed=loaded.seed,
                                 size=game.size, history_length=game.history_length, komi=game.komi)
     else:
         head, sizes, name = None, [size], f"rollouts ({size}x{size}, no model)"
