@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import importlib.metadata
 import json
 import os
 import posixpath
@@ -1738,8 +1739,8 @@ def dockerfile_problems(text: str) -> list[str]:
         users = [args for i, args in final[:names.index("CMD")] if i == "USER"]
         if not users or users[-1].split(":")[0] in ("root", "0"):
             problems.append("the final stage does not switch to a non-root USER before CMD")
-    if not any(i == "RUN" and re.search(r"pip install\b[^&;|]*\s\.(\s|$)", args) for stage in stages
-               for i, args in stage):
+    installs_tengen = re.compile(r"pip install\b[^&;|]*\s[\"']?\.(\[[\w,-]+\])?[\"']?(\s|$)")  # . or ".[gpu]"
+    if not any(i == "RUN" and installs_tengen.search(args) for stage in stages for i, args in stage):
         problems.append("tengen is not installed (no `pip install .`)")
     ignored = _dockerignore()
     for stage in stages:
@@ -1799,11 +1800,21 @@ def test_dockerfile_checks_catch_broken_dockerfiles():
     assert any("baked" in p for p in dockerfile_problems(text.replace("ARG RAY_VERSION", "ARG RAY_AUTH_TOKEN_PATH")))
 
 
-def test_images_share_one_python_and_keep_secrets_out():
+def _build_args(text: str) -> dict[str, str]:
+    return dict(args.split("=", 1) for i, args in _instructions(text) if i == "ARG" and "=" in args)
+
+
+def test_images_share_one_python_one_tensorflow_and_keep_secrets_out():
     cpu = DOCKERFILES["cpu"].read_text()
     gpu = DOCKERFILES["gpu"].read_text()
-    assert all(args.startswith("python:3.11.") for i, args in _instructions(cpu) if i == "FROM")
-    assert "sys.version_info[:2] == (3, 11)" in gpu
+    bases = {args.split()[0] for text in (cpu, gpu) for i, args in _instructions(text) if i == "FROM"}
+    assert len(bases) == 1 and bases.pop().startswith("python:3.11.")
+    # one TensorFlow on every node, the one the tests run (its minor version: pyproject's range)
+    versions = {name: _build_args(text)["TF_VERSION"] for name, text in (("cpu", cpu), ("gpu", gpu))}
+    assert versions["cpu"] == versions["gpu"]
+    assert versions["cpu"].rsplit(".", 1)[0] == importlib.metadata.version("tensorflow").rsplit(".", 1)[0]
+    assert '"tensorflow==${TF_VERSION}"' in cpu and '"tensorflow[and-cuda]==${TF_VERSION}"' in gpu
+    assert _build_args(cpu)["RAY_VERSION"] == _build_args(gpu)["RAY_VERSION"]
     ignored = _dockerignore()
     for path in (".venv", ".git", "runs/c4/redis/connection.json", ".env", "deploy/ray/redis.env", "x.egg-info"):
         assert _ignored(path, ignored), path
