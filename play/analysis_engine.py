@@ -206,7 +206,8 @@ class AnalysisEngine:
 
         final = player.search(game, position.state, position.history, max_visits=visits, seconds=query.max_time,
                               stop=task.stop, on_snapshot=report if query.report_every else None,
-                              interval=query.report_every, rules=move_rules(query, game.num_actions))
+                              interval=query.report_every, rules=move_rules(query, game.num_actions),
+                              root_policy_power=1.0 / (1.0 + 4.0 * query.wide_root_noise))
         self._emit(self._result(query, game, position, final, ownership, player, during=False))
 
     def _result(self, query: Query, game: GoGame, position: Position, analysis: Analysis,

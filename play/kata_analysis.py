@@ -77,6 +77,8 @@ class Query:
     priority: int
     #: "BLACK", "WHITE" or "SIDETOMOVE": whose winrates and scores the results give
     perspective: str
+    #: KataGo's wideRootNoise: the root's policy flattened to p ** (1 / (1 + 4 w))
+    wide_root_noise: float = 0.0
     #: (player, actions, until depth): moves the player may not search in the first
     #: plies (avoidMoves), or the only ones it may (allowMoves); ``move_rules`` says
     #: them to the search
@@ -217,8 +219,7 @@ def parse_query(obj: Any, *, sizes: Sequence[int]) -> Query:
         warnings.append(("maxVisits", f"maxVisits {max_visits} is more than tengen searches ({MAX_VISITS}): "
                                       f"searching {MAX_VISITS}"))
         max_visits = MAX_VISITS
-    if "wideRootNoise" in settings:
-        warnings.append(("overrideSettings", "wideRootNoise is not applied: tengen's search has no such noise"))
+    wide_root_noise = _number(settings, "wideRootNoise", low=0, high=1_000, default=0.0)
     return Query(
         id=query_id, size=width, komi=float(komi), initial_stones=initial,
         initial_player=None if initial_player is None else _COLORS[initial_player], moves=moves,
@@ -229,7 +230,7 @@ def parse_query(obj: Any, *, sizes: Sequence[int]) -> Query:
         include_pv_visits=bool(_want(obj, "includePVVisits", bool, default=False)),
         report_every=_number(obj, "reportDuringSearchEvery", low=0.001, high=3600),
         priority=_number(obj, "priority", low=-2**31, high=2**31, integer=True, default=0),
-        perspective=perspective, avoid=_restrictions(game, obj, "avoidMoves"),
+        perspective=perspective, wide_root_noise=float(wide_root_noise), avoid=_restrictions(game, obj, "avoidMoves"),
         allow=_restrictions(game, obj, "allowMoves"), warnings=tuple(warnings))
 
 

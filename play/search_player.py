@@ -166,6 +166,7 @@ class SearchPlayer:
         on_snapshot: Callable[[Analysis], None] | None = None,
         interval: float | None = None,
         rules: Sequence[MoveRule] = (),
+        root_policy_power: float = 1.0,
     ) -> Analysis:
         """Search ``state`` (not terminal) until the root has ``max_visits`` visits
         (default ``simulations``), ``seconds`` have passed or ``stop`` is set; every
@@ -174,7 +175,9 @@ class SearchPlayer:
         answer is its raw policy over the legal moves: one visit is the root's own
         evaluation, and it leaves no move visited. Without a network a search makes at
         least 2 visits, for the same reason. ``rules`` keep it off moves
-        (``MoveRule``: KataGo's avoidMoves and allowMoves)."""
+        (``MoveRule``: KataGo's avoidMoves and allowMoves); ``root_policy_power`` below 1
+        flattens the root's priors to P ** power (KataGo's wideRootNoise w, as power
+        1 / (1 + 4 w), so that the search looks at more moves)."""
         start = time.perf_counter()
         visits = self.simulations if max_visits is None else int(max_visits)
         if self.evaluate is not None and (visits <= 1 or (seconds is not None and seconds <= 0)):
@@ -186,6 +189,7 @@ class SearchPlayer:
         rollout = self._rollout_for(game) if self.evaluate is None else None
         deadline = None if seconds is None else start + seconds
         next_report = None if interval is None or on_snapshot is None else start + interval
+        widen = root_policy_power != 1.0
         while True:
             planes = search.gather(visits)
             if len(planes) == 0 and not search.terminal_backups:
@@ -198,6 +202,9 @@ class SearchPlayer:
                 search.apply(policy, value)
             else:
                 search.apply(np.zeros((0, game.num_actions), np.float32), np.zeros(0, np.float32))
+            if widen and search.root_expanded(0):
+                search.sharpen_root_prior(0, root_policy_power)
+                widen = False
             now = time.perf_counter()
             if (stop is not None and stop.is_set()) or (deadline is not None and now >= deadline):
                 break

@@ -311,6 +311,27 @@ def test_a_rule_that_forbids_every_move_leaves_the_moves_and_a_begun_search_refu
         search.restrict(0, [MoveRule(0, np.ones(4, np.bool_), 1)])
 
 
+def test_a_flattened_root_prior_spreads_the_search_as_katagos_wide_root_noise():
+    from tengen.play.search_player import SearchPlayer
+
+    def peaked(planes):  # nearly all the policy on the centre; every position looks even
+        policy = np.full((len(planes), 9), 0.01, np.float32)
+        policy[:, 4] = 0.92
+        return policy, np.zeros(len(planes), np.float32)
+
+    search = Search(TTT, games=1, settings=SearchSettings(simulations=2))
+    search.reset(0)
+    search.run(peaked, simulations=1)
+    search.sharpen_root_prior(0, 0.5)  # sqrt, renormalised: 0.92 ** 0.5 / (0.92 ** 0.5 + 8 * 0.1)
+    assert search.root_prior(0)[4] == pytest.approx(0.959 / (0.959 + 0.8), abs=1e-3)
+    player = SearchPlayer(peaked, search=SearchSettings(simulations=200), simulations=200)
+    state = TTT.initial_state()
+    plain = player.search(TTT, state)
+    wide = player.search(TTT, state, root_policy_power=1 / (1 + 4 * 1.0))  # wideRootNoise 1
+    spread = {name: sum(m.visits >= 10 for m in a.moves) for name, a in (("plain", plain), ("wide", wide))}
+    assert spread["wide"] > spread["plain"] and wide.visits == plain.visits
+
+
 def test_pure_mcts_with_rollouts_finds_the_block():
     state, _ = play_text(C4, ["4", "1", "4", "1", "4"])  # O must block column 4
     search = Search(C4, games=1,

@@ -292,6 +292,21 @@ class Search:
         if not self.root_expanded(g) or self.tree.in_flight[g]:
             raise RuntimeError(f"game {g} has no finished search")
 
+    def sharpen_root_prior(self, g: int, power: float) -> None:
+        """Raise game g's root priors to ``power`` and renormalise them over the legal
+        moves: below 1 it flattens them (KataGo's wideRootNoise), above 1 it sharpens.
+        Call it once the root is expanded and before its children are searched."""
+        if not self.root_expanded(g):
+            raise RuntimeError(f"game {g}'s root is not expanded yet")
+        if power <= 0:
+            raise ValueError(f"power must be positive, got {power}")
+        prior = self.tree.prior[g, ROOT]
+        legal = prior != ILLEGAL
+        raised = np.power(np.maximum(prior[legal], 0.0).astype(np.float64), power)
+        total = raised.sum()
+        if total > 0:
+            prior[legal] = (raised / total).astype(np.float32)
+
     def add_root_noise(self, g: int, rng: np.random.Generator, *, alpha: float, fraction: float) -> None:
         """Mix Dirichlet(alpha) noise into the root's priors over its legal moves
         (AlphaZero: P = (1 - fraction) P + fraction * eta)."""
