@@ -5,8 +5,9 @@ Queries arrive a line at a time (``handle_line``); each turn a query asks about 
 task, and ``threads`` searchers take the tasks by priority (higher first, then in the
 order they came). A search stops at the query's ``maxVisits`` (else the engine's
 default), its ``maxTime``, or a ``terminate``; with ``reportDuringSearchEvery`` it
-reports on the way, keeps off the moves of ``avoidMoves`` and ``allowMoves``, and every task ends with exactly one result whose
-``isDuringSearch`` is false (``noResults`` for a task terminated before it ran).
+reports on the way. It keeps off the moves of ``avoidMoves`` and ``allowMoves``.
+Every task ends with exactly one result whose ``isDuringSearch`` is false
+(``noResults`` for a task terminated before it ran).
 ``close`` (stdin closed) finishes the queued work, then returns.
 
 Each searcher has its own search (a tree per thread) over the shared model; the

@@ -185,6 +185,20 @@ def _missing(paths: list[str]) -> list[str]:
                                            else (ROOT / path).exists())]
 
 
+def test_the_lowest_ci_pass_installs_every_lower_bound_of_pyproject():
+    # .ci/lowest tests the ranges' lower ends: its constraints are exactly those bounds
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    lower = {}
+    for spec in dependencies:
+        name = re.match(r"[A-Za-z0-9_.-]+", spec).group(0).lower()
+        bound = re.search(r">=([\w.]+)", spec)
+        assert bound, f"{spec}: every dependency needs a lower bound that .ci/lowest can test"
+        lower[name] = bound.group(1)
+    lines = (ROOT / ".ci/lowest-constraints.txt").read_text().splitlines()
+    pinned = dict(line.lower().split("==") for line in lines if line.strip() and not line.startswith("#"))
+    assert pinned == lower
+
+
 def test_the_architecture_page_names_only_what_exists():
     text = (ROOT / "docs" / "architecture.md").read_text()
     paths = _repository_paths(text)
