@@ -21,8 +21,9 @@ __all__ = ["MctsPlayer", "MctsPlayerSettings", "RolloutMctsPlayer", "RandomPlaye
 
 class MctsPlayer(PlayerBase):
     """A model's search (``search``, one ``SearchSettings``) over all its games at
-    once; the most visited move, except for the first ``temperature_moves`` moves of a
-    game, sampled from the visits so that games between the same two players differ.
+    once; the most visited move (by lower confidence bound with ``search.lcb_z``),
+    except for the first ``temperature_moves`` moves of a game, sampled from the
+    visits so that games between the same two players differ.
     With ``search.search == "gumbel"``: Gumbel's move, searched with Gumbel noise in
     those first moves (a sample of the improved policy) and without it after. The
     root noise of self-play is not a player's: it searches by ``search`` as given
@@ -54,6 +55,9 @@ class MctsPlayer(PlayerBase):
         self._search(active)
         if self.search.gumbel:
             return [self.search.gumbel_action(slot) for slot in slots]
+        if self.search.settings.lcb_z > 0:
+            return [choose_move(self.search.move_visits(slot), rng, temperature=1.0, unsampled=self.game.pass_action)
+                    if opening else self.search.best_move(slot) for slot, opening in zip(slots, openings, strict=True)]
         return [choose_move(self.search.move_visits(slot), rng, temperature=1.0 if opening else 0.0,
                             unsampled=self.game.pass_action)
                 for slot, opening in zip(slots, openings, strict=True)]

@@ -16,7 +16,6 @@ pure MCTS: uniform priors and values from one light random playout per leaf
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +29,8 @@ from tengen.engine.mcts.tree import ROOT, UNEXPANDED
 
 __all__ = ["MoveStats", "Analysis", "SearchPlayer", "principal_variation", "pv_visits"]
 
-#: z of the lower confidence bound (about 97.5% one-sided)
+#: z of the lower confidence bound shown where the search does not play by one (about
+#: 97.5% one-sided); with ``lcb_z`` the settings' own
 LCB_Z = 1.96
 #: the longest principal variation reported
 PV_LENGTH = 20
@@ -260,17 +260,19 @@ class SearchPlayer:
         prior = search.root_prior(0)
         visited = [int(a) for a in np.flatnonzero(n > 0)]
         visited.sort(key=lambda a: (-chosen[a], -n[a], -prior[a], a))
+        if self.settings.lcb_z > 0 and visited and not search.tree.in_flight[0]:
+            best = search.best_move(0)  # by lower confidence bound (Leela Zero's, KataGo's)
+            visited.sort(key=lambda a: a != best)
         if search.gumbel and visited and not search.tree.in_flight[0]:
             # Gumbel search plays the survivor of its halving with the best completed Q,
             # which a tie in visits does not tell
             best = search.gumbel_action(0)
             visited.sort(key=lambda a: a != best)
+        bounds = search.root_lcb(0, self.settings.lcb_z or LCB_Z)
         moves = []
         for a in visited:
             winrate = float(np.clip((q[a] + 1) / 2, 0.0, 1.0))
-            # Values are in [-1, 1], so a winrate's standard deviation is at most 1/2:
-            # a bound that needs no per-edge variance.
-            lcb = max(0.0, winrate - LCB_Z * 0.5 / math.sqrt(float(n[a])))
+            lcb = float(np.clip((bounds[a] + 1) / 2, 0.0, 1.0)) if np.isfinite(bounds[a]) else 0.0
             pv = principal_variation(search, a)
             moves.append(MoveStats(a, int(n[a]), winrate, float(prior[a]), lcb, pv, pv_visits(search, pv)))
         return Analysis(visits=int(search.tree.node_n[0, ROOT]), value=search.root_value(0), moves=tuple(moves),

@@ -211,11 +211,21 @@ class MctsConfig(_Strict):
     """prove wins, losses and draws inside the search tree (MCTS-Solver, PUCT only; engine/mcts/settings.py): a
     proven root ends its search early, and the move played (self-play's policy target too) is the proof's, a
     forced win or the slowest loss, where visits alone may take a move that only looks as good"""
+    lcb_z: float = Field(default=_SEARCH.lcb_z, ge=0, le=20)
+    """where a model plays (gating, tengen match, GTP, the play page; PUCT only), its move is the one with the
+    highest lower confidence bound, its value less this many standard errors, among the moves with at least
+    lcb_min_visit_share of the most visited one's visits, as Leela Zero and KataGo play (KataGo: 5); 0 plays the
+    most visited move. Self-play's moves follow the visits either way."""
+    lcb_min_visit_share: float = Field(default=_SEARCH.lcb_min_visit_share, ge=0, le=1)
+    """the visits, as a share of the most visited move's, that a move needs to be chosen by its lower confidence
+    bound (KataGo's minVisitPropForLCB, 0.15)"""
 
     @model_validator(mode="after")
     def _solver_needs_puct(self) -> MctsConfig:
         if self.solver and self.search != "puct":
             raise ValueError("solver needs search: puct (Gumbel search picks its move by sequential halving)")
+        if self.lcb_z > 0 and self.search != "puct":
+            raise ValueError("lcb_z needs search: puct (Gumbel search picks its move by sequential halving)")
         return self
 
 
@@ -607,7 +617,8 @@ class TengenConfig(_Strict):
                               virtual_loss=m.virtual_loss, dirichlet_alpha=m.dirichlet_alpha,
                               dirichlet_fraction=m.dirichlet_fraction, gumbel_considered=m.gumbel_considered,
                               gumbel_c_visit=m.gumbel_c_visit, gumbel_c_scale=m.gumbel_c_scale,
-                              avoid_own_eyes=m.avoid_own_eyes, discount=m.discount, solver=m.solver)
+                              avoid_own_eyes=m.avoid_own_eyes, discount=m.discount, solver=m.solver,
+                              lcb_z=m.lcb_z, lcb_min_visit_share=m.lcb_min_visit_share)
 
     def play_search(self) -> SearchSettings:
         """How a trained model of this run searches where it plays people and engines

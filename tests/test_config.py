@@ -182,7 +182,8 @@ def test_every_search_setting_of_the_config_reaches_the_one_value():
     # the way to some search: every one of them arrives, under its own name.
     changed = {"simulations": 33, "c_puct": 2.5, "fpu_reduction": 0.1, "leaves_per_round": 3, "virtual_loss": 2.0,
                "dirichlet_alpha": 0.03, "dirichlet_fraction": 0.5, "gumbel_considered": 5, "gumbel_c_visit": 20.0,
-               "gumbel_c_scale": 0.2, "discount": 0.9, "solver": True}
+               "gumbel_c_scale": 0.2, "discount": 0.9, "solver": True, "lcb_z": 3.0,
+               "lcb_min_visit_share": 0.3}
     assert changed.keys() | {"search", "avoid_own_eyes"} == MctsConfig.model_fields.keys()
     settings = parse_config(ttt(mcts=changed)).search_settings()
     assert {name: getattr(settings, name) for name in changed} == changed

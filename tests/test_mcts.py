@@ -332,6 +332,55 @@ def test_a_flattened_root_prior_spreads_the_search_as_katagos_wide_root_noise():
     assert spread["wide"] > spread["plain"] and wide.visits == plain.visits
 
 
+def late_refutation_evaluator(a, b):
+    """Tic-tac-toe values for X: opening ``a`` looks worth +0.6 until X's third stone,
+    where every position is -0.8 (a refutation the search finds late); opening ``b``
+    is a steady +0.3. The priors favour ``a``."""
+
+    def evaluate(planes):
+        policy = np.full((len(planes), 9), 0.02, np.float32)
+        policy[:, a], policy[:, b] = 0.6, 0.26
+        values = np.zeros(len(planes), np.float32)
+        for i, p in enumerate(planes):
+            x_to_move = p[0, 0, 2] == 1
+            x = (p[..., 0] if x_to_move else p[..., 1]).reshape(-1)
+            v = 0.0
+            if x[a] and not x[b]:
+                v = 0.6 if p[..., :2].sum() < 5 else -0.8
+            elif x[b] and not x[a]:
+                v = 0.3
+            values[i] = v if x_to_move else -v
+        return policy, values
+
+    return evaluate
+
+
+def test_the_lower_confidence_bound_plays_the_better_move_that_has_fewer_visits():
+    # Leela Zero's and KataGo's rule: after 200 visits the refuted opening still has the
+    # most visits, the steady one the better value, surely enough to be played
+    a, b = 0, 4
+    moves = {}
+    for name, settings in {"visits": SearchSettings(simulations=200),
+                           "lcb": SearchSettings(simulations=200, lcb_z=5.0),
+                           "lcb, b too rare": SearchSettings(simulations=200, lcb_z=5.0, lcb_min_visit_share=0.9)
+                           }.items():
+        search = Search(TTT, games=1, settings=settings)
+        search.reset(0)
+        search.run(late_refutation_evaluator(a, b))
+        n, q, lcb = search.root_visits(0), search.root_q(0), search.root_lcb(0)
+        assert n[a] > n[b] and q[b] > q[a]
+        moves[name] = search.best_move(0)
+    assert moves == {"visits": a, "lcb": b, "lcb, b too rare": a}
+    assert lcb[b] > lcb[a] and lcb[b] < q[b]  # the bound lies below the value
+    assert np.isinf(lcb[n == 0]).all() and np.isfinite(lcb[n > 0]).all()
+    # GTP, analysis and the play page play and list the same move first
+    from tengen.play.search_player import SearchPlayer
+
+    player = SearchPlayer(late_refutation_evaluator(a, b), search=SearchSettings(simulations=200, lcb_z=5.0))
+    analysis = player.search(TTT, TTT.initial_state())
+    assert analysis.best == b and analysis.moves[0].lcb > analysis.moves[1].lcb
+
+
 def test_pure_mcts_with_rollouts_finds_the_block():
     state, _ = play_text(C4, ["4", "1", "4", "1", "4"])  # O must block column 4
     search = Search(C4, games=1,

@@ -242,6 +242,42 @@ class Search:
                 visits[max(open_moves, key=lambda a: t.prior[g, ROOT, a])] = 1.0
         return visits
 
+    def root_lcb(self, g: int, z: float | None = None) -> np.ndarray:
+        """Each root move's lower confidence bound on its value, ``float64[A]``: Q less
+        ``z`` (default ``settings.lcb_z``) standard errors (-inf for unvisited moves).
+        The spread is the one of the values backed up through the move, shrunk towards
+        the largest a value in [-1, 1] can have (1) as if by 2 visits, so that a move
+        seen a few times with alike values is not taken as certain."""
+        t = self.tree
+        z = self.settings.lcb_z if z is None else z
+        n = t.edge_n[g, ROOT].astype(np.float64)
+        q = np.where(n > 0, t.edge_w[g, ROOT] / np.maximum(n, 1), 0.0)
+        out = np.full(n.shape, -np.inf)
+        for a in np.flatnonzero(n >= 1):
+            child = int(t.children[g, ROOT, a])
+            m = float(t.node_n[g, child]) if child >= 0 else 0.0
+            var = 0.0
+            if m > 0:
+                mean = float(t.node_w[g, child]) / m
+                var = max(float(t.node_w2[g, child]) / m - mean * mean, 0.0) * self.settings.discount ** 2
+            var = (var * n[a] + 2.0) / (n[a] + 2.0)
+            out[a] = q[a] - z * math.sqrt(var / n[a])
+        return out
+
+    def best_move(self, g: int) -> int:
+        """The move to play after game g's search, without sampling: the most visited
+        (``move_visits``: the solver's proof first), or with ``settings.lcb_z`` > 0 the
+        highest ``root_lcb`` among the moves with at least ``lcb_min_visit_share`` of
+        the most visited one's visits. Ties go to the lowest action."""
+        visits = self.move_visits(g)
+        best = int(np.argmax(visits))
+        if self.settings.lcb_z <= 0 or (self.settings.solver and self.root_proven(g)):
+            return best
+        lcb = self.root_lcb(g)
+        eligible = (visits >= self.settings.lcb_min_visit_share * visits[best]) & (visits > 0)
+        lcb = np.where(eligible, lcb, -np.inf)
+        return int(np.argmax(lcb)) if np.isfinite(lcb.max()) else best
+
     def root_proven(self, g: int) -> bool:
         """Whether the solver has proven game g's root (its exact value: ``root_value``)."""
         return bool(self.tree.proven[g, ROOT])
@@ -346,7 +382,7 @@ def search_bytes(game: Game, *, games: int, settings: SearchSettings) -> int:
         # the initial state, the tree (new_tree)
         ((s,), state.dtype),
         ((g, m, a), np.int32), ((g, m, a), np.float32), ((g, m, a), np.float32), ((g, m, a), np.float32),
-        ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.int32),
+        ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.float32), ((g, m), np.int32),
         ((g, m), np.int32), ((g, m), np.int8), ((g, m), np.float32), ((g, m), np.int8), ((g, m), np.int32),
         ((g,), np.int32),
         ((g, s), state.dtype), ((g, max(t - 1, 1), cells), np.int8), ((g,), np.int32),

@@ -92,6 +92,13 @@ class SearchSettings:
     first it found: the proof ends the search, so a faster win may go unseen), the
     draw, or the slowest loss. Without it a search that has seen a forced win in 3
     calls it +1 like any other good move and plays whichever has more visits.
+
+    ``lcb_z`` above 0 plays by lower confidence bound, as Leela Zero and KataGo do
+    (``Search.best_move``): of the root moves with at least ``lcb_min_visit_share`` of
+    the most visited move's visits, the one whose value less ``lcb_z`` standard errors
+    is highest; a less visited move whose value is surely better beats the most
+    visited. 0 plays the most visited move. A choice of play's, read by
+    ``Search.best_move``, not by the compiled walk: self-play's moves follow the visits.
     """
 
     simulations: int = 200
@@ -110,6 +117,8 @@ class SearchSettings:
     avoid_own_eyes: bool = False
     discount: float = 1.0
     solver: bool = False
+    lcb_z: float = 0.0
+    lcb_min_visit_share: float = 0.15
 
     #: the settings that are for training's games, and why play (GTP, the play page,
     #: ``tengen match``, the benches' model players) leaves them out: ``for_play()``
@@ -148,6 +157,11 @@ class SearchSettings:
             raise ValueError("solver needs search='puct': Gumbel search picks its move by sequential halving")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"discount must be in (0, 1], got {self.discount}")
+        if self.lcb_z > 0 and self.search != "puct":
+            raise ValueError("lcb_z needs search='puct': Gumbel search picks its move by sequential halving")
+        if self.lcb_z < 0 or not 0.0 <= self.lcb_min_visit_share <= 1.0:
+            raise ValueError(f"lcb_z must be >= 0 and lcb_min_visit_share in [0, 1], got {self.lcb_z} and "
+                             f"{self.lcb_min_visit_share}")
 
     def for_play(self) -> SearchSettings:
         """These settings as play uses them: ``TRAINING_ONLY``'s left out (no root

@@ -48,6 +48,7 @@ class Tree(NamedTuple):
     node_n: np.ndarray  # [G, M] float32: evaluations backed up through the node
     edge_n_sum: np.ndarray  # [G, M] float32: sum over a of edge_n (so PUCT needs one pass)
     node_w: np.ndarray  # [G, M] float32: their value sum, from the node mover's view
+    node_w2: np.ndarray  # [G, M] float32: the sum of their squares (the spread, for the LCB)
     parent: np.ndarray  # [G, M] int32
     parent_action: np.ndarray  # [G, M] int32
     status: np.ndarray  # [G, M] int8: PENDING / EXPANDED / TERMINAL
@@ -100,6 +101,7 @@ def new_tree(games: int, max_nodes: int, num_actions: int, state: np.ndarray, hi
         node_n=np.zeros((g, m), dtype=np.float32),
         edge_n_sum=np.zeros((g, m), dtype=np.float32),
         node_w=np.zeros((g, m), dtype=np.float32),
+        node_w2=np.zeros((g, m), dtype=np.float32),
         parent=np.full((g, m), -1, dtype=np.int32),
         parent_action=np.full((g, m), -1, dtype=np.int32),
         status=np.zeros((g, m), dtype=np.int8),
@@ -207,6 +209,7 @@ def reroot_kernel(kind, params, tree, scratch, g, action):
         tree.node_n[g, new] = tree.node_n[g, old]
         tree.edge_n_sum[g, new] = tree.edge_n_sum[g, old]
         tree.node_w[g, new] = tree.node_w[g, old]
+        tree.node_w2[g, new] = tree.node_w2[g, old]
         tree.status[g, new] = tree.status[g, old]
         tree.terminal_value[g, new] = tree.terminal_value[g, old]
         tree.proven[g, new] = tree.proven[g, old]
@@ -236,6 +239,7 @@ def clear_nodes(tree, g, start, stop):
         tree.node_n[g, node] = 0.0
         tree.edge_n_sum[g, node] = 0.0
         tree.node_w[g, node] = 0.0
+        tree.node_w2[g, node] = 0.0
         tree.status[g, node] = PENDING
         tree.terminal_value[g, node] = 0.0
         tree.proven[g, node] = 0

@@ -148,6 +148,7 @@ def _backup(tree, g, node, value, virtual_loss, discount):
     while True:
         tree.node_n[g, node] += 1.0
         tree.node_w[g, node] += v
+        tree.node_w2[g, node] += v * v
         parent = tree.parent[g, node]
         if parent < 0:
             return
@@ -302,7 +303,9 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                     due = targets[g] - tree.node_n[g, ROOT] - tree.in_flight[g]
                     if due > 0:
                         tree.node_n[g, ROOT] += due
-                        tree.node_w[g, ROOT] += due * _exact_value(tree, g, ROOT, discount)
+                        exact = _exact_value(tree, g, ROOT, discount)
+                        tree.node_w[g, ROOT] += due * exact
+                        tree.node_w2[g, ROOT] += due * exact * exact
                         counts[1] += 1
                     break
                 forced = -1
