@@ -133,6 +133,7 @@ class SelfPlaySettings:
     no_resign_fraction: float = 0.1
     resign_max_false_positives: float = 0.05
     fork_fraction: float = 0.0
+    forced_playouts_k: float = 0.0
 
     def __post_init__(self) -> None:
         if self.temperature_schedule not in ("alphazero", "constant"):
@@ -144,6 +145,9 @@ class SelfPlaySettings:
             raise ValueError("cheap_simulations must be in 1..simulations when playout caps are on")
         if not 0.0 <= self.fork_fraction < 1.0:
             raise ValueError("fork_fraction must be in [0, 1)")
+        if self.forced_playouts_k < 0 or (self.forced_playouts_k > 0 and self.search.search != "puct"):
+            raise ValueError("forced_playouts_k must be >= 0, and is for search='puct' (Gumbel search explores "
+                             "by its own noise)")
 
 
 @dataclass(frozen=True)
@@ -253,6 +257,8 @@ class SelfPlay:
             self.search.sample_gumbel(g, self.rng)
             info.needs_noise = False
             return
+        # Forced playouts, like the noise, explore full searches only (KataGo's).
+        self.search.force_playouts(g, self.settings.forced_playouts_k if info.full_search else 0.0)
         # Noise is for exploration in full searches; cheap ones only pick the move.
         info.needs_noise = info.full_search and self.settings.search.dirichlet_fraction > 0
         if info.needs_noise and self.search.root_expanded(g):
@@ -272,7 +278,9 @@ class SelfPlay:
         info = self._games[g]
         state = self.search.root_state(g)
         mover = self.game.to_play(state)
-        visits = self.search.move_visits(g)
+        # a full search with forced playouts: the visits they forced are pruned from the
+        # policy target and the move's draw alike (KataGo's policy target pruning)
+        visits = self.search.pruned_visits(g)
         root_value = self.search.root_value(g)
         if self.settings.resign_threshold is not None and root_value < self.settings.resign_threshold:
             if not info.no_resign and self.resigning:

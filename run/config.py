@@ -263,6 +263,11 @@ class SelfPlayConfig(_Strict):
     (engine/mcts/eval_cache.py), so that a leaf met again needs no model call; 0 keeps none. 2^18 is 15 MB for
     Connect Four, 390 MB for 19x19 Go."""
 
+    forced_playouts_k: float = Field(default=_SELFPLAY.forced_playouts_k, ge=0, le=100)
+    """KataGo's forced playouts and policy target pruning (PUCT only): in a full search, a root move that has been
+    visited gets at least sqrt(k * P * N) visits, so that a move the noise made likely shows what it is worth, and
+    the visits it did not earn are pruned from the policy target (KataGo: 2; 0 turns both off)"""
+
     @model_validator(mode="after")
     def _cheap_searches_need_simulations(self) -> SelfPlayConfig:
         if self.full_search_fraction < 1 and self.cheap_simulations < 1:
@@ -530,6 +535,13 @@ class TengenConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _forced_playouts_are_puct_s(self) -> TengenConfig:
+        if self.selfplay.forced_playouts_k > 0 and self.mcts.search != "puct":
+            raise ValueError("selfplay.forced_playouts_k needs mcts.search: puct (Gumbel search explores by its own "
+                             "noise)")
+        return self
+
+    @model_validator(mode="after")
     def _ownership_is_for_go(self) -> TengenConfig:
         if self.network.ownership and self.game.name != "go":
             raise ValueError(f"network.ownership applies to go only, not {self.game.name}: "
@@ -635,6 +647,7 @@ class TengenConfig(_Strict):
             full_search_fraction=sp.full_search_fraction, cheap_simulations=sp.cheap_simulations,
             resign_threshold=sp.resign_threshold, no_resign_fraction=sp.no_resign_fraction,
             resign_max_false_positives=sp.resign_max_false_positives, fork_fraction=sp.fork_fraction,
+            forced_playouts_k=sp.forced_playouts_k,
         )
 
     def learner_options(self) -> LearnerOptions:

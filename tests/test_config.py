@@ -190,6 +190,12 @@ def test_every_search_setting_of_the_config_reaches_the_one_value():
     assert load_config("go9").search_settings().avoid_own_eyes
 
 
+def test_forced_playouts_reach_self_play_and_are_refused_with_gumbel_search():
+    assert parse_config(ttt(selfplay={"forced_playouts_k": 2.0})).selfplay_settings().forced_playouts_k == 2.0
+    with pytest.raises(ConfigError, match="forced_playouts_k needs mcts.search: puct"):
+        parse_config(ttt(selfplay={"forced_playouts_k": 2.0}, mcts={"search": "gumbel"}))
+
+
 def test_the_eye_rule_and_root_noise_are_for_training_games_and_matches_play_by_the_rules():
     go9 = load_config("go9")
     assert go9.selfplay_settings().search.avoid_own_eyes and go9.gating_options().player.search.avoid_own_eyes

@@ -381,6 +381,45 @@ def test_the_lower_confidence_bound_plays_the_better_move_that_has_fewer_visits(
     assert analysis.best == b and analysis.moves[0].lcb > analysis.moves[1].lcb
 
 
+def test_forced_playouts_give_every_visited_root_move_sqrt_k_p_n_visits():
+    def centre_wins(planes):  # X's centre opening is worth +0.5 to X, every other -0.5
+        policy = np.full((len(planes), 9), 0.03, np.float32)
+        policy[:, 4] = 0.76
+        x_to_move = planes[:, 0, 0, 2] == 1
+        x_centre = np.where(x_to_move, planes[:, 1, 1, 0], planes[:, 1, 1, 1]) == 1
+        value_for_x = np.where(x_centre, 0.5, -0.5)
+        return policy, np.where(x_to_move, value_for_x, -value_for_x).astype(np.float32)
+
+    short = {}
+    for k in (0.0, 2.0):
+        search = Search(TTT, games=1, settings=SearchSettings(simulations=300, leaves_per_round=1))
+        search.reset(0)
+        search.force_playouts(0, k)
+        search.run(centre_wins)
+        n, p = search.root_visits(0), search.root_prior(0)
+        visited = n > 0
+        short[k] = int((n[visited] + 1 < np.sqrt(2.0 * p[visited] * n.sum())).sum())
+    assert short == {0.0: short[0.0], 2.0: 0} and short[0.0] > 0
+
+
+def test_policy_target_pruning_takes_back_the_forced_visits_by_hand():
+    search = Search(TTT, games=1, settings=SearchSettings(simulations=200, c_puct=1.25))
+    search.reset(0)
+    search.run(uniform_evaluator(9), simulations=1)  # the root, expanded
+    t = search.tree
+    t.prior[0, 0] = -1.0
+    for a, (p, n, q) in enumerate([(0.5, 60, 0.2), (0.3, 25, 0.1), (0.2, 15, -0.1), (0.05, 2, -0.5)]):
+        t.prior[0, 0, a], t.edge_n[0, 0, a], t.edge_w[0, 0, a] = p, n, n * q
+    assert search.pruned_visits(0).tolist() == [60, 25, 15, 2, 0, 0, 0, 0, 0]  # not forced: nothing to prune
+    search.force_playouts(0, 2.0)
+    # N = 102, c = 1.25 sqrt(102) = 12.624; the most visited's PUCT: 0.2 + c 0.5 / 61 = 0.30348
+    # move 1: forced sqrt(2 0.3 102) = 7.82; its PUCT reaches 0.30348 at n = c 0.3 / 0.20348 - 1 = 17.6,
+    #   so it keeps 18 of 25 (25 - 7.82 would put it above the best)
+    # move 2: forced sqrt(2 0.2 102) = 6.39, 15 - 6.39 = 8.61 (its PUCT stays below: it needs 5.3)
+    # move 3: forced sqrt(2 0.05 102) = 3.19 > 2 visits: none left, dropped
+    assert search.pruned_visits(0).tolist() == pytest.approx([60, 18, 8.6125, 0, 0, 0, 0, 0, 0], abs=1e-3)
+
+
 def test_pure_mcts_with_rollouts_finds_the_block():
     state, _ = play_text(C4, ["4", "1", "4", "1", "4"])  # O must block column 4
     search = Search(C4, games=1,

@@ -56,6 +56,19 @@ def test_playout_cap_randomisation_records_only_full_searches():
     assert 0.1 * moves < recorded < 0.45 * moves
 
 
+def test_forced_playouts_explore_full_searches_and_their_targets_stay_distributions():
+    def play(k):
+        settings = SelfPlaySettings(search=SearchSettings(simulations=48), full_search_fraction=0.5,
+                                    cheap_simulations=8, forced_playouts_k=k)
+        return SelfPlay(C4, games=8, seed=3, settings=settings).play(fixed_evaluator(C4), games=12)
+
+    forced, plain = play(2.0), play(0.0)
+    for r in forced:
+        assert np.allclose(r.policy.sum(axis=1), 1.0) and (r.policy >= 0).all()
+    # the same seed, games and network: the forced searches (and their pruned targets) differ
+    assert [r.moves.tolist() for r in forced] != [r.moves.tolist() for r in plain]
+
+
 def test_each_move_keeps_what_its_search_saw():
     selfplay = SelfPlay(C4, games=8, seed=1,
                         settings=SelfPlaySettings(search=SearchSettings(simulations=48), full_search_fraction=0.25,

@@ -98,6 +98,7 @@ class Search:
         rules (``restrict``) end here."""
         t = self.tree
         self._rules.pop(g, None)
+        t.root_forced_k[g] = 0.0
         clear_game(t, g, int(t.num_nodes[g]))
         t.root_state[g] = self._initial if state is None else state
         t.root_history[g] = 0
@@ -106,6 +107,47 @@ class Search:
 
     def root_state(self, g: int) -> np.ndarray:
         return self.tree.root_state[g]
+
+    def force_playouts(self, g: int, k: float) -> None:
+        """KataGo's forced playouts at game g's root, from its next walk until changed
+        or ``reset``: a visited root move with fewer than sqrt(k * P * N) visits is
+        walked next (KataGo's k is 2; 0 turns them off). PUCT only; the policy target
+        of such a search is ``pruned_visits``."""
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        if k > 0 and (self.gumbel or self.settings.formula != "puct"):
+            raise RuntimeError("forced playouts are PUCT's (Gumbel search has its own exploration)")
+        self.tree.root_forced_k[g] = k
+
+    def pruned_visits(self, g: int) -> np.ndarray:
+        """Game g's root visits (``move_visits``) less the forced playouts that its
+        moves did not earn (KataGo's policy target pruning, ``float32[A]``): each move
+        but the most visited gives back up to sqrt(k * P * N) visits, as many as leave
+        its PUCT value Q + c * P * sqrt(N) / (1 + n) no higher than the most visited
+        move's; a move left with one visit or none is dropped. Without forced playouts
+        (k = 0) the visits as they are."""
+        visits = self.move_visits(g)
+        k = float(self.tree.root_forced_k[g])
+        if k <= 0 or visits.max() <= 0:
+            return visits
+        t = self.tree
+        prior = np.maximum(t.prior[g, ROOT].astype(np.float64), 0.0)
+        q = self.root_q(g).astype(np.float64)
+        total = float(visits.sum())
+        scale = self.settings.c_puct * math.sqrt(total)
+        best = int(np.argmax(visits))
+        best_puct = q[best] + scale * prior[best] / (1.0 + visits[best])
+        out = visits.astype(np.float64)
+        for a in np.flatnonzero((visits > 0) & (np.arange(len(visits)) != best)):
+            forced = math.sqrt(k * prior[a] * total)
+            gap = best_puct - q[a]
+            # the fewest visits at which its PUCT value is still at most the best's
+            fewest = scale * prior[a] / gap - 1.0 if gap > 0 else float(visits[a])
+            out[a] = max(float(visits[a]) - forced, math.ceil(fewest), 0.0)
+            out[a] = min(out[a], float(visits[a]))
+            if out[a] <= 1:
+                out[a] = 0.0
+        return out.astype(np.float32)
 
     def restrict(self, g: int, rules: Sequence[MoveRule]) -> None:
         """Keep game g's search off the moves that ``rules`` forbid, from its next
@@ -387,6 +429,7 @@ def search_bytes(game: Game, *, games: int, settings: SearchSettings) -> int:
         ((g,), np.int32),
         ((g, s), state.dtype), ((g, max(t - 1, 1), cells), np.int8), ((g,), np.int32),
         ((g, m), np.float32), ((g, a), np.float32), ((g, a), np.int32), ((g,), np.int32), ((g,), np.int32),
+        ((g,), np.float32),
         # the scratch of one walk (new_scratch)
         ((s,), state.dtype), ((captured_capacity(cells),), np.int32), ((t, cells), np.int8),
         ((m,), np.int32), ((a,), np.bool_), ((m,), np.int32), ((a,), np.float32),

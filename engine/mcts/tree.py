@@ -65,6 +65,7 @@ class Tree(NamedTuple):
     survivors: np.ndarray  # [G, A] int32: root moves of the phase, best first (first survivor_count)
     survivor_count: np.ndarray  # [G] int32
     considered: np.ndarray  # [G] int32: m of this search; 0 = not started
+    root_forced_k: np.ndarray  # [G] float32: KataGo's forced playouts' k at the root; 0 = none
 
 
 class Scratch(NamedTuple):
@@ -117,6 +118,7 @@ def new_tree(games: int, max_nodes: int, num_actions: int, state: np.ndarray, hi
         survivors=np.zeros((g, a), dtype=np.int32),
         survivor_count=np.zeros(g, dtype=np.int32),
         considered=np.zeros(g, dtype=np.int32),
+        root_forced_k=np.zeros(g, dtype=np.float32),
     )
 
 

@@ -62,17 +62,20 @@ __all__ = ["gather_kernel_mnk", "gather_kernel_go", "apply_kernel"]
 
 # --- selection ---------------------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _select_child(tree, g, node, formula, c_puct, fpu_reduction):
-    """The action maximising Q + U at ``node`` (ties to the lowest action)."""
+def _select_child(tree, g, node, formula, c_puct, fpu_reduction, forced_k):
+    """The action maximising Q + U at ``node`` (ties to the lowest action); with
+    ``forced_k`` > 0 (the root of a search with forced playouts), a visited move that
+    has fewer than sqrt(forced_k * P * N) visits first."""
     if formula == UCT:
         return _select_uct(tree.prior[g, node], tree.edge_n[g, node], tree.edge_w[g, node],
                            tree.edge_n_sum[g, node], np.float32(c_puct))
     return _select_puct(tree.prior[g, node], tree.edge_n[g, node], tree.edge_w[g, node], tree.edge_n_sum[g, node],
-                        tree.node_n[g, node], tree.node_w[g, node], np.float32(c_puct), np.float32(fpu_reduction))
+                        tree.node_n[g, node], tree.node_w[g, node], np.float32(c_puct), np.float32(fpu_reduction),
+                        np.float32(forced_k))
 
 
 @njit(cache=True)
-def _select_puct(prior, edge_n, edge_w, total, node_n, node_w, c_puct, fpu_reduction):
+def _select_puct(prior, edge_n, edge_w, total, node_n, node_w, c_puct, fpu_reduction, forced_k):
     """argmax of Q + U over the legal moves of one node (rows of the tree arrays).
     float32 throughout: mixing in float64 made this loop several times slower."""
     k = c_puct * np.sqrt(max(total, np.float32(1.0)))
@@ -93,6 +96,10 @@ def _select_puct(prior, edge_n, edge_w, total, node_n, node_w, c_puct, fpu_reduc
         if n > 0:
             visited += p
             score = edge_w[a] / n + k * p / (np.float32(1.0) + n)
+            if forced_k > 0 and n * n < forced_k * p * total:
+                # KataGo's forced playouts: a move that the noise made look good gets
+                # sqrt(k P N) visits to show it, which policy target pruning takes back
+                score = np.float32(1e30)
             if score > best_score:
                 best, best_score = a, score
         elif p > fresh_prior:
@@ -333,7 +340,8 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                                             tree.edge_n_sum[g, node], tree.raw_value[g, node], np.float32(c_visit),
                                             np.float32(c_scale), scratch.weights)
                     else:
-                        a = _select_child(tree, g, node, formula, c_puct, fpu_reduction)
+                        a = _select_child(tree, g, node, formula, c_puct, fpu_reduction,
+                                          tree.root_forced_k[g] if depth == 0 else 0.0)
                     update_edge(tree, g, node, a, 0.0, 0.0, virtual_loss)  # the virtual loss
                     scratch.path[depth] = a
                     depth += 1
