@@ -110,10 +110,12 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scoring", choices=["area", "tromp-taylor"], default="area",
                    help="final_score: area with the dead stones off (default), or Tromp-Taylor on the board as it is")
     p.add_argument("--resign-threshold", type=float, default=0.05,
-                   help="resign when the search's winrate stays below this (default: 0.05)")
+                   help="resign when the search's winrate stays below this (default: 0.05); after the "
+                   "opponent's pass it resigns at once when the count is lost, and passes when it is won")
     p.add_argument("--resign-moves", type=int, default=3,
                    help="... for this many of its moves in a row (default: 3)")
-    p.add_argument("--no-resign", action="store_true", help="never resign")
+    p.add_argument("--no-resign", action="store_true",
+                   help="never resign (after the opponent's pass in a lost count it plays on)")
     p.add_argument("--lag", type=float, default=0.5,
                    help="seconds of each timed move kept back for the controller and the network (default: 0.5)")
     p.add_argument("--verbose", action="store_true",

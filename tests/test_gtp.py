@@ -238,7 +238,7 @@ def engine_with_board(diagram: str, **kwargs) -> GtpEngine:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_genmove_plays_a_whole_game_legally_without_filling_own_eyes(seed: int) -> None:
-    engine = GtpEngine(size=9, komi=7.5, seed=seed)
+    engine = GtpEngine(size=9, komi=7.5, seed=seed, resign_threshold=None)  # played out to two passes
     game = engine.game
     colors = "bw"
     for n in range(1000):
@@ -273,6 +273,8 @@ def test_genmove_plays_a_whole_game_legally_without_filling_own_eyes(seed: int) 
 
 def test_random_genmove_passes_when_only_settled_points_are_left() -> None:
     # Black owns the left, white the right; every point is settled, so both pass.
+    # (Resigning off: black, behind, would otherwise resign after white's pass that
+    # engine_with_board makes; the tests below check that.)
     engine = engine_with_board(
         """
         . X . X O . O . .
@@ -284,11 +286,87 @@ def test_random_genmove_passes_when_only_settled_points_are_left() -> None:
         . X . X O . O . O
         X X X X O O O O O
         . X . X O . O . O
-        """
+        """,
+        resign_threshold=None,
     )
     assert engine.handle("genmove b") == "= pass\n\n"
     assert engine.handle("genmove w") == "= pass\n\n"
     assert engine.game.end_reason(engine.state) == "two passes"
+
+
+#: every point settled: black's single-point eyes on the left, white's on the right,
+#: and a dead black stone in white's two-point eye at the top right (J9: its one
+#: liberty H9 is suicide for black, a capture for white). By hand, with J9 off: black
+#: has columns A-D (36), white E-J (45); komi 0.5, so W+9.5. (J9 left on, Tromp-Taylor
+#: would give black 37, white 43, H9 nobody's: W+6.5.)
+SETTLED_WHITE_WINS = """
+    . X . X O . O . X
+    X X X X O O O O O
+    . X . X O . O . O
+    X X X X O O O O O
+    . X . X O . O . O
+    X X X X O O O O O
+    . X . X O . O . O
+    X X X X O O O O O
+    . X . X O . O . O
+    """
+
+
+def test_the_count_of_the_settled_position_is_the_hand_count() -> None:
+    engine = engine_with_board(SETTLED_WHITE_WINS)
+    assert engine.handle("final_status_list dead") == "= J9\n\n"
+    assert engine.handle("final_score") == "= W+9.5\n\n"
+
+
+def test_genmove_passes_after_the_opponents_pass_when_the_count_is_won() -> None:
+    # What online-go.com needs of a bot: once both pass it scores the game itself
+    # (no dead-stone phase for the bot), so white's pass must end the game here.
+    engine = engine_with_board(SETTLED_WHITE_WINS)
+    assert engine.handle("play b pass") == "=\n\n"
+    assert engine.handle("genmove w") == "= pass\n\n"
+    assert engine.game.end_reason(engine.state) == "two passes"
+    assert engine.handle("final_score") == "= W+9.5\n\n"  # the count it passed into
+
+
+def test_genmove_resigns_after_the_opponents_pass_when_the_count_is_lost() -> None:
+    engine = engine_with_board(SETTLED_WHITE_WINS)  # white passed; black is 9.5 behind
+    played = engine.record.moves_played
+    assert engine.handle("genmove b") == "= resign\n\n"
+    assert engine.record.moves_played == played  # resigning plays nothing
+
+
+def test_without_resigning_genmove_plays_on_after_the_opponents_pass_in_a_lost_count() -> None:
+    engine = engine_with_board(SETTLED_WHITE_WINS, resign_threshold=None)
+    # Black's only legal points are its own eyes and H9 (suicide): pass is its move.
+    assert engine.handle("genmove b") == "= pass\n\n"
+    assert engine.handle("final_score") == "= W+9.5\n\n"
+
+
+def test_without_the_opponents_pass_genmove_does_not_answer_from_the_count() -> None:
+    # The same board with white's last stone as the last move: nobody passed, so
+    # black (no model: no winrate to resign by) chooses as always, and passes.
+    engine = GtpEngine(size=9, komi=0.5, seed=0)
+    rows = [row.split() for row in SETTLED_WHITE_WINS.strip().splitlines()]
+    for stone, color in (("X", "b"), ("O", "w")):
+        for r, row in enumerate(rows):
+            for c, cell in enumerate(row):
+                if cell == stone:
+                    assert engine.handle(f"play {color} {engine.game.action_to_text(r * 9 + c)}") == "=\n\n"
+    assert engine.handle("genmove b") == "= pass\n\n"
+    assert engine.handle("genmove w") == "= pass\n\n"  # now black passed: white's count is won
+
+
+def test_with_a_search_the_opponents_pass_is_answered_from_the_count_before_searching() -> None:
+    # A uniform evaluator's winrate is 1/2: never low enough to resign by, and its
+    # search would play on; the count answers first.
+    player = SearchPlayer(uniform_evaluator(82), search=SearchSettings(simulations=8))
+    losing = engine_with_board(SETTLED_WHITE_WINS, player=player)
+    assert losing.handle("genmove b") == "= resign\n\n"  # at once, not after resign_moves low winrates
+    winning = engine_with_board(SETTLED_WHITE_WINS, player=player)
+    assert winning.handle("play b pass") == "=\n\n"
+    assert winning.handle("genmove w") == "= pass\n\n"
+    searching = engine_with_board(SETTLED_WHITE_WINS, player=player)
+    assert searching.handle("genmove w") not in ("= pass\n\n", "= resign\n\n")  # its own pass last: it searches
 
 
 #: a seki at the top (one eye each and the shared liberty C9) between living groups
@@ -457,7 +535,7 @@ def test_rendb_dump_parses_as_json() -> None:
 
 
 def test_superko_engine_plays() -> None:
-    engine = GtpEngine(size=5, superko=True, seed=1)
+    engine = GtpEngine(size=5, superko=True, seed=1, resign_threshold=None)
     for n in range(300):
         engine.handle(f"genmove {'bw'[n % 2]}")
         if engine.game.is_terminal(engine.state):

@@ -16,6 +16,8 @@ def test_gtp_time_settings_follow_the_spec() -> None:
     assert parse_time_settings(0, 0, 0) == TimeSettings("none")  # no time at all: no limit
     assert parse_time_settings(0, 10, 0) == TimeSettings("none")  # byo-yomi time, no stones: no limit
     assert parse_time_settings(600, 300, 25) == TimeSettings("canadian", 600, 300, 25)
+    # gtp2ogs's Fischer clock with an increment above the initial time: no main time
+    assert parse_time_settings(10 - 30, 30, 1) == TimeSettings("canadian", 0, 30, 1)
 
 
 def test_kgs_time_settings() -> None:
@@ -23,6 +25,7 @@ def test_kgs_time_settings() -> None:
     assert parse_kgs_time_settings(["absolute", "60"]) == TimeSettings("absolute", 60)
     assert parse_kgs_time_settings(["byoyomi", "600", "30", "5"]) == TimeSettings("byoyomi", 600, 30, 5)
     assert parse_kgs_time_settings(["canadian", "600", "300", "25"]) == TimeSettings("canadian", 600, 300, 25)
+    assert parse_kgs_time_settings(["canadian", "-20", "30", "1"]) == TimeSettings("canadian", 0, 30, 1)
     for bad in (["byoyomi", "600", "30"], ["fischer", "60", "5"], [], ["absolute"]):
         with pytest.raises(ValueError):
             parse_kgs_time_settings(bad)

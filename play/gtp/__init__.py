@@ -26,9 +26,14 @@ with what GTP adds:
   answers ``resign`` once the root winrate has stayed below ``resign_threshold`` for
   ``resign_moves`` of its moves. Without one it plays a random legal move that fills
   none of its own single-point eyes and lies on a point the estimate does not call
-  settled, and passes when no such move is left. ``kgs-genmove_cleanup`` plays on
-  until the opponent's dead stones are captured (it never passes while any are left
-  and a move is), preferring their liberties.
+  settled, and passes when no such move is left. With or without one, the
+  opponent's pass is answered from the count before any search (a server such as
+  online-go.com scores the game itself once both pass): ``pass`` when the count after
+  its own pass is a win, ``resign`` at once when the count is lost and the
+  estimate expects the game lost too (unless ``resign_threshold`` is None), else the
+  move chosen as always. ``kgs-genmove_cleanup`` plays on until the opponent's dead
+  stones are captured (it never passes while any are left and a move is), preferring
+  their liberties.
 - **Analysis.** ``lz-analyze`` and ``kata-analyze`` (``[color] [interval] [key
   value]...``; keys ``interval``, ``maxmoves``, ``minmoves``, ``ownership``,
   ``allow``/``avoid``, the last three accepted and ignored but ``ownership``) answer
@@ -56,8 +61,10 @@ changing one ``Session``:
 - ``session``: the state the handlers share (the record, rules, player, clocks,
   ownership estimate).
 - ``board``: size, komi, clear_board, play, genmove, undo, showboard, rendb_dump.
-- ``moves``: how a move is chosen (search, random, resign, cleanup), for every
-  genmove.
+- ``moves``: how a move is chosen (search, random, resign, the answer to the
+  opponent's pass, cleanup), for every genmove.
+- ``count``: the count both scoring and that answer read (dead stones from the
+  estimate, area with them off).
 - ``clock``: the time systems, both clocks, the move budget, and time_settings,
   kgs-time_settings, time_left.
 - ``scoring``: final_score, final_status_list, kgs-genmove_cleanup.

@@ -72,12 +72,21 @@ class TimeSettings:
 
 def parse_time_settings(main: float, period: float, stones: int) -> TimeSettings:
     """GTP 2 ``time_settings``: byo-yomi time 0 is absolute time; a byo-yomi time
-    with 0 stones means no limit; otherwise Canadian overtime."""
+    with 0 stones means no limit; otherwise Canadian overtime (a negative main time
+    there is none: ``_overtime_main``)."""
     if period > 0 and stones == 0:
         return TimeSettings("none")
     if period == 0:
         return TimeSettings("absolute", main) if main > 0 else TimeSettings("none")
-    return TimeSettings("canadian", main, period, stones)
+    return TimeSettings("canadian", _overtime_main(main), period, stones)
+
+
+def _overtime_main(main: float) -> float:
+    """The main time before Canadian overtime, a negative one as none: gtp2ogs sends
+    a Fischer clock as Canadian overtime of one stone per increment after the initial
+    time less the increment, which is negative when the increment is the larger (it
+    checks a challenge's increment, never its initial time)."""
+    return max(main, 0.0)
 
 
 def parse_kgs_time_settings(words: list[str]) -> TimeSettings:
@@ -93,7 +102,8 @@ def parse_kgs_time_settings(words: list[str]) -> TimeSettings:
         return TimeSettings("none")
     if system == "absolute":
         return TimeSettings("absolute", float(args[0]))
-    return TimeSettings(system, float(args[0]), float(args[1]), int(args[2]))
+    main = float(args[0])
+    return TimeSettings(system, _overtime_main(main) if system == "canadian" else main, float(args[1]), int(args[2]))
 
 
 @dataclass

@@ -4,6 +4,15 @@ a random move that fills no own eye and lies where the ownership estimate sees
 something left to play; ``resign`` after a run of low winrates; in cleanup, moves on
 the liberties of the opponent's dead stones rather than a pass.
 
+The opponent's pass is answered from the count (count.py), before any search: a
+server that scores the game itself once both pass (online-go.com for bots, through
+gtp2ogs) holds no dead-stone phase in which the engine could say more. So after
+the opponent's pass the engine passes when the count after its own pass, with the
+estimate's dead stones off, is a win for it; it resigns at once when that count is
+lost and the estimate's expected result (the ownership summed, less komi) is a loss
+too, unless resignation is off (``resign_threshold`` None); otherwise (a drawn count,
+or one the estimate expects to turn) it chooses its move as always.
+
 A module of its own because ``genmove`` and ``reg_genmove`` (board),
 ``kgs-genmove_cleanup`` (scoring) and ``*-genmove_analyze`` (analysis) all choose
 moves this one way.
@@ -18,11 +27,16 @@ import numpy as np
 
 from tengen.engine.games.base import IllegalMove
 from tengen.play.gtp.commands import GtpError
-from tengen.play.gtp.session import Session
+from tengen.play.gtp.count import black_lead
+from tengen.play.gtp.session import Record, Session
 from tengen.play.ownership import SETTLED, stone_status
 from tengen.play.search_player import Analysis
+from tengen.play.sgf import Move
 
 __all__ = ["generate"]
+
+#: how ``_answer_to_pass`` ends the game (else None: choose a move as always)
+_PASS, _RESIGN = "pass", "resign"
 
 
 def generate(session: Session, color: int, *, cleanup: bool = False, commit: bool = True,
@@ -38,7 +52,12 @@ def generate(session: Session, color: int, *, cleanup: bool = False, commit: boo
     seconds = session.clock.budget(color, board_size=game.size, moves_played=record.moves_played)
     player = session.player or (session.rollout_player() if analyze else None)
     value = None
-    if player is None:
+    answer = None if cleanup else _answer_to_pass(session, probe, color)
+    if answer == _RESIGN:
+        return "resign"
+    if answer == _PASS:
+        action = game.pass_action
+    elif player is None:
         action = _random_move(session, probe, color, cleanup=cleanup)
     else:
         analysis = player.search(game, probe, record.history(), seconds=seconds,
@@ -63,6 +82,31 @@ def generate(session: Session, color: int, *, cleanup: bool = False, commit: boo
     if commit:
         session.clock.spend(color, time.perf_counter() - start)
     return "resign" if resign else game.action_to_text(action)
+
+
+def _answer_to_pass(session: Session, probe: np.ndarray, color: int) -> str | None:
+    """After the opponent's pass: _PASS when passing ends the game won by the count,
+    _RESIGN when the count is lost and so is the estimate's expected result (and
+    resignation is on), else None. ``probe``: the position with ``color`` to move."""
+    if not _opponent_passed(session.record, color):
+        return None
+    game = session.game
+    sign = 1.0 if color == 0 else -1.0
+    ended = probe.copy()
+    game.play(ended, game.pass_action)  # the position final_score would count after our pass
+    count = sign * black_lead(session, ended)
+    if count > 0:
+        return _PASS
+    expected = sign * (float(session.estimate(probe).sum()) - game.komi)
+    if count < 0 and expected < 0 and session.resign_threshold is not None:
+        return _RESIGN
+    return None
+
+
+def _opponent_passed(record: Record, color: int) -> bool:
+    """Whether the last thing that happened in the game is the opponent's pass."""
+    last = record.events[-1] if record.events else None
+    return isinstance(last, Move) and last.color != color and last.action == record.game.pass_action
 
 
 def _random_move(session: Session, state: np.ndarray, color: int, *, cleanup: bool) -> int:

@@ -3,46 +3,31 @@
 or with ``scoring="tromp-taylor"`` the board as it is), and ``kgs-genmove_cleanup``,
 which plays on until the opponent's dead stones are captured.
 
-Both scoring commands read the session's one ownership estimate of the position
-(``Session.estimate``), so they agree. ``score`` is also the result that ``printsgf``
-writes.
+Both scoring commands read the count of count.py (the session's one ownership
+estimate of the position, ``Session.estimate``), so they agree, and agree with the
+count by which ``genmove`` answers the opponent's pass. ``score`` is also the result
+that ``printsgf`` writes.
 """
 
 from __future__ import annotations
 
-from tengen.engine.games.go import Group
 from tengen.play.gtp.commands import GtpError, color, expect
+from tengen.play.gtp.count import STATUSES, black_lead, groups_by_status
 from tengen.play.gtp.moves import generate
-from tengen.play.gtp.session import Session, reopened
-from tengen.play.ownership import area_without_dead, stone_status
+from tengen.play.gtp.session import Session
 
 __all__ = ["SCORING", "ScoringCommands", "score"]
 
 #: "area": dead stones (by the estimate) off, then Tromp-Taylor; "tromp-taylor": the board as it is
 SCORING = ("area", "tromp-taylor")
-_STATUSES = ("alive", "dead", "seki")
 
 
 def score(session: Session) -> str:
     """The score of the position: ``B+N``, ``W+N`` or ``0``."""
-    game = session.game
-    dead = [a for g in _groups_by_status(session)["dead"] for a in g.stones]
-    points = area_without_dead(game, session.record.state, dead) - game.komi
+    points = black_lead(session, session.record.state)
     if points == 0:
         return "0"
     return f"{'B' if points > 0 else 'W'}+{abs(points):g}"
-
-
-def _groups_by_status(session: Session) -> dict[str, list[Group]]:
-    game, state = session.game, session.record.state
-    groups: dict[str, list[Group]] = {status: [] for status in _STATUSES}
-    if session.scoring == "tromp-taylor":
-        groups["alive"] = game.groups(state)
-        return groups
-    probe = reopened(game, state)
-    for s in stone_status(game, probe, session.estimate(probe)):
-        groups[s.status].append(s.group)
-    return groups
 
 
 class ScoringCommands:
@@ -57,10 +42,11 @@ class ScoringCommands:
     def final_status_list(self, args: list[str]) -> str:
         expect(args, 1)
         status = args[0].lower()
-        if status not in _STATUSES:
+        if status not in STATUSES:
             raise GtpError("syntax error")
         # One group per line, as GNU Go answers.
-        groups, game = _groups_by_status(self.session)[status], self.session.game
+        session = self.session
+        groups, game = groups_by_status(session, session.record.state)[status], session.game
         return "\n".join(" ".join(game.action_to_text(a) for a in g.stones) for g in groups)
 
     def kgs_genmove_cleanup(self, args: list[str]) -> str:
