@@ -112,6 +112,7 @@ def build_network(
     l2: float = 1e-4,
     value_hidden: int = 64,
     ownership: bool = False,
+    global_pooling_every: int = 0,
     mixed_precision: bool = False,
 ) -> keras.Model:
     """The AlphaZero dual residual network.
@@ -122,6 +123,14 @@ def build_network(
     final owner of each point (row-major) from the mover's view, +1 the mover's.
     The head reads the trunk: 1x1 convolution, batch norm, ReLU, 1x1 convolution
     to one plane, tanh (KataGo's ownership head, without its global pooling).
+
+    With ``global_pooling_every`` = k > 0, every k-th residual block (the k-th, the
+    2k-th...) has KataGo's global pooling bias: a third of ``filters`` channels from
+    a 3x3 convolution of the block's input, batch-normed and rectified, are averaged
+    and maxed over the board, and a dense layer turns those into a bias per channel
+    added to the block's first convolution. A convolution sees a few points around
+    each point; the bias carries the whole board into every point (who is ahead, where
+    a ko threat is), at the cost of a small dense layer (KataGo: Wu 2019, section 4.1).
 
     Every layer has an explicit name (``block3_conv2``...) so that variable paths, the
     keys of the weights blob, are the same for every network built with these
@@ -148,8 +157,21 @@ def build_network(
 
     planes = keras.Input(shape=(height, width, channels), dtype="float32", name="planes")
     x = relu(bn(conv(planes, filters, 3, "stem_conv"), "stem_bn"), "stem_relu")
+    def global_bias(x, name: str):
+        pool_channels = max(filters // 3, 1)
+        g = relu(bn(conv(x, pool_channels, 3, f"{name}_gpool_conv"), f"{name}_gpool_bn"), f"{name}_gpool_relu")
+        mean = keras.layers.GlobalAveragePooling2D(dtype=dtype, name=f"{name}_gpool_mean")(g)
+        high = keras.layers.GlobalMaxPooling2D(dtype=dtype, name=f"{name}_gpool_max")(g)
+        pooled = keras.layers.Concatenate(dtype=dtype, name=f"{name}_gpool_both")([mean, high])
+        bias = keras.layers.Dense(filters, use_bias=False, kernel_regularizer=reg, dtype=dtype,
+                                  name=f"{name}_gpool_dense")(pooled)
+        return keras.layers.Reshape((1, 1, filters), dtype=dtype, name=f"{name}_gpool_bias")(bias)
+
     for b in range(blocks):
-        y = relu(bn(conv(x, filters, 3, f"block{b}_conv1"), f"block{b}_bn1"), f"block{b}_relu1")
+        y = conv(x, filters, 3, f"block{b}_conv1")
+        if global_pooling_every and (b + 1) % global_pooling_every == 0:
+            y = keras.layers.Add(dtype=dtype, name=f"block{b}_gpool_add")([y, global_bias(x, f"block{b}")])
+        y = relu(bn(y, f"block{b}_bn1"), f"block{b}_relu1")
         y = bn(conv(y, filters, 3, f"block{b}_conv2"), f"block{b}_bn2")
         x = relu(keras.layers.Add(dtype=dtype, name=f"block{b}_add")([x, y]), f"block{b}_relu2")
 

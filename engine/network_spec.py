@@ -27,6 +27,8 @@ class NetworkSpec:
     value_hidden: int
     #: KataGo's ownership head (Go only): the network's third output
     ownership: bool
+    #: every this many residual blocks, one with KataGo's global pooling bias (0: none)
+    global_pooling_every: int = 0
 
     def build(self, *, mixed_precision: bool = False) -> keras.Model:
         """The network (engine/network.py's ``build_network``), untrained."""
@@ -34,4 +36,5 @@ class NetworkSpec:
 
         return build_network(input_shape=self.input_shape, num_actions=self.num_actions, blocks=self.blocks,
                              filters=self.filters, l2=self.l2, value_hidden=self.value_hidden,
-                             ownership=self.ownership, mixed_precision=mixed_precision)
+                             ownership=self.ownership, global_pooling_every=self.global_pooling_every,
+                             mixed_precision=mixed_precision)

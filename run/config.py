@@ -150,6 +150,10 @@ class NetworkConfig(_Strict):
     """units of the value head's hidden layer (AlphaZero 256; thousands would be all of the network)"""
     l2: float = Field(default=1e-4, ge=0, lt=1)
     """the weight of the L2 penalty on the weights (AlphaZero: 1e-4; 1 or more outweighs both losses)"""
+    global_pooling_every: int = Field(default=0, ge=0, le=40)
+    """every this many residual blocks, one gets KataGo's global pooling bias (channel means and maxima of the
+    whole board, fed back as biases), so that a small net sees the whole board; 0: none (KataGo's 6-block nets
+    pool in 2 blocks: 3)"""
     ownership: bool = False
     """KataGo's ownership head, trained on each finished game's final Tromp-Taylor owners (Go only). Off by
     default: the config.yaml of a run made before the head existed says nothing about it, and it must still
@@ -618,7 +622,8 @@ class TengenConfig(_Strict):
         height, width, channels = game.planes_shape
         return NetworkSpec(input_shape=(height, width, channels), num_actions=game.num_actions,
                            blocks=self.network.blocks, filters=self.network.filters, l2=self.network.l2,
-                           value_hidden=self.network.value_hidden, ownership=self.network.ownership)
+                           value_hidden=self.network.value_hidden, ownership=self.network.ownership,
+                           global_pooling_every=self.network.global_pooling_every)
 
     def search_settings(self) -> SearchSettings:
         """How the run searches (the ``mcts`` section as one value): self-play's search,

@@ -248,3 +248,21 @@ def test_mixed_precision_keeps_float32_outputs_and_the_global_policy(connect4):
     policy, value = CompiledModel(model)(random_planes(connect4, 2))
     assert policy.dtype == np.float32 and value.dtype == np.float32
     np.testing.assert_allclose(policy.sum(axis=1), 1.0, rtol=1e-3)
+
+
+def test_global_pooling_carries_the_whole_board_into_every_point_of_the_trunk():
+    # One block on 9x9: three 3x3 convolutions see 7x7 around a point, so a stone on
+    # A1 cannot reach the trunk's J9 without global pooling, and reaches it with it.
+    go = make_game("go", size=9)
+    far_corner = {}
+    for every in (0, 1):
+        model = build_network(input_shape=go.planes_shape, num_actions=go.num_actions, blocks=1, filters=12,
+                              global_pooling_every=every)
+        trunk = tf.keras.Model(model.input, model.get_layer("block0_relu2").output)
+        planes = random_planes(go, 1, seed=3)
+        moved = planes.copy()
+        moved[0, 8, 0, 0] = 1.0 - moved[0, 8, 0, 0]  # a stone on A1 (row 8, column 0) put or taken
+        before, after = trunk(planes, training=False).numpy(), trunk(moved, training=False).numpy()
+        far_corner[every] = float(np.abs(after[0, 0, 8] - before[0, 0, 8]).max())  # J9's features
+        assert ("block0_gpool_dense" in [layer.name for layer in model.layers]) == bool(every)
+    assert far_corner[0] == 0.0 and far_corner[1] > 0.0
