@@ -10,11 +10,18 @@ so that evaluation takes none of training's CPU, every mark plays with a fixed s
 - a random player that never fills its own eyes (``--random-games``, 100);
 - pure MCTS with 1,000 random-rollout simulations per move (``--mcts-games``, 20:
   each of its moves costs 1,000 playouts, so these games are the slow ones);
-- GNU Go 3.8 at level 1 over GTP with ``--chinese-rules`` (``--gnugo-games``, 20),
-  through ``tengen match``'s code (tengen/match_command.py: a KGS-style cleanup phase when
+- GNU Go 3.8 at each of ``--gnugo-levels`` (1 and 5) over GTP with ``--chinese-rules``
+  (``--gnugo-games`` each, 40), through ``tengen match``'s code (tengen/match_command.py: a KGS-style cleanup phase when
   GNU Go sees dead stones, then Tromp-Taylor on the board). GNU Go is ``--gnugo``,
   else the one on PATH, else Debian's package unpacked into .cache/ as the tests do;
   tengen does not depend on it.
+
+With ``--versus RUN_DIR`` every mark also plays the mark of the same name in another
+run (the previous configuration's model, ``--versus-games``, 40).
+
+KataGo's techniques (issue 44) are measured one at a time: ``--techniques on`` trains
+with every one of ``TECHNIQUES`` on (``tengen train --set``), and ``--ablate NAME`` with
+all on but NAME. Without either the config trains as it is.
 
 It prints a table of score rates (wins plus half the draws, per game) with the games
 played and their standard errors, and for the last mark ``RATIO
@@ -22,7 +29,8 @@ go9_winrate_vs_random`` (target 0.99 at 60 minutes), ``RATIO go9_winrate_vs_mcts
 (target 0.8) and ``RATIO go9_winrate_vs_gnugo1`` (target 0.5; on a CPU the figure is
 the point). Run it alone.
 
-    python bench/learn_go9.py [--minutes 60] [--eval-every 15] [--mode cluster|single]
+    python bench/learn_go9.py [--minutes 60] [--mark-minutes 15] [--mode cluster|single]
+    python bench/learn_go9.py --minutes 30 --techniques on --ablate lcb --versus runs/learn_go9/cluster
     python bench/learn_go9.py --eval-only runs/learn_go9/cluster   # evaluate saved marks again
 """
 
@@ -40,11 +48,29 @@ from tengen.play.grading import MatchScore
 from tengen.play.match import play_match
 from tengen.play.players import MctsPlayer, RandomPlayer, RolloutMctsPlayer
 from tengen.run.checkpoint import load_model
-from tengen.testing.training_run import marks_in, train
+from tengen.testing.training_run import MARKS, marks_in, train
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"random": 0.99, "mcts1000": 0.8, "gnugo1": 0.5}
-GNUGO_COMMAND = "{gnugo} --mode gtp --chinese-rules --level 1"
+GNUGO_COMMAND = "{gnugo} --mode gtp --chinese-rules --level {level}"
+#: KataGo's techniques as config settings: (on, off) for each
+TECHNIQUES = {
+    "ownership": ("network.ownership=true", "network.ownership=false"),
+    "playout_cap": ("selfplay.full_search_fraction=0.25", "selfplay.full_search_fraction=1.0"),
+    "global_pooling": ("network.global_pooling_every=2", "network.global_pooling_every=0"),
+    "forced_playouts": ("selfplay.forced_playouts_k=2.0", "selfplay.forced_playouts_k=0"),
+    "lcb": ("mcts.lcb_z=5.0", "mcts.lcb_z=0"),
+}
+
+
+def technique_settings(techniques: str | None, ablate: str | None) -> list[str]:
+    """The ``--set`` values of a run: every technique on (``techniques == "on"``) but
+    ``ablate``, or the config as it is."""
+    if ablate is not None and ablate not in TECHNIQUES:
+        raise SystemExit(f"--ablate {ablate}: not one of {', '.join(TECHNIQUES)}")
+    if techniques != "on":
+        return [] if ablate is None else [TECHNIQUES[ablate][1]]
+    return [off if name == ablate else on for name, (on, off) in TECHNIQUES.items()]
 
 
 def find_gnugo(given: str | None) -> str:
@@ -84,13 +110,21 @@ def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[st
                             slots=min(slots, args.mcts_games), rng=rng)
         scores["mcts1000"] = MatchScore(result.wins, result.draws, result.losses)
         print(f"  vs mcts1000: {result.wins}-{result.draws}-{result.losses}", flush=True)
-    if gnugo and args.gnugo_games:
-        summary = run_match(parse_side(str(mark)), parse_side("gtp:" + GNUGO_COMMAND.format(gnugo=gnugo)),
+    for level in (args.gnugo_levels if gnugo and args.gnugo_games else []):
+        name = f"gnugo{level}"
+        summary = run_match(parse_side(str(mark)), parse_side("gtp:" + GNUGO_COMMAND.format(gnugo=gnugo, level=level)),
                             games=args.gnugo_games, simulations=args.simulations, seed=args.seed,
-                            out=mark / "vs-gnugo1", progress=lambda line: None)
-        scores["gnugo1"] = MatchScore(summary["wins"], summary["draws"], summary["losses"])
-        print(f"  vs gnugo1: {summary['wins']}-{summary['draws']}-{summary['losses']} "
-              f"(SGF in {mark / 'vs-gnugo1'})", flush=True)
+                            out=mark / f"vs-{name}", progress=lambda line: None)
+        scores[name] = MatchScore(summary["wins"], summary["draws"], summary["losses"])
+        print(f"  vs {name}: {summary['wins']}-{summary['draws']}-{summary['losses']} "
+              f"(SGF in {mark / f'vs-{name}'})", flush=True)
+    if args.versus and (Path(args.versus) / MARKS / mark.name).exists():
+        other = Path(args.versus) / MARKS / mark.name
+        summary = run_match(parse_side(str(mark)), parse_side(str(other)), games=args.versus_games,
+                            simulations=args.simulations, seed=args.seed, out=mark / "vs-previous",
+                            progress=lambda line: None)
+        scores["previous"] = MatchScore(summary["wins"], summary["draws"], summary["losses"])
+        print(f"  vs {other}: {summary['wins']}-{summary['draws']}-{summary['losses']}", flush=True)
     return scores
 
 
@@ -100,11 +134,20 @@ def main() -> None:
     parser.add_argument("--mode", choices=("cluster", "single"), default="cluster",
                         help="the main job (Ray + embedded Redis) or --single-process")
     parser.add_argument("--minutes", type=float, default=60.0, help="training time")
-    parser.add_argument("--eval-every", type=float, default=15.0, help="minutes of training between marks")
+    parser.add_argument("--mark-minutes", "--eval-every", dest="eval_every", type=float, default=15.0,
+                        help="minutes of training between marks (the models evaluated)")
     parser.add_argument("--simulations", type=int, default=200, help="the model's search in the evaluation")
     parser.add_argument("--random-games", type=int, default=100)
     parser.add_argument("--mcts-games", type=int, default=20)
-    parser.add_argument("--gnugo-games", type=int, default=20)
+    parser.add_argument("--gnugo-games", type=int, default=40, help="games against GNU Go at each level")
+    parser.add_argument("--gnugo-levels", type=lambda text: [int(x) for x in text.split(",")], default=[1, 5],
+                        help="GNU Go's levels, comma-separated")
+    parser.add_argument("--techniques", choices=("on", "config"), default="config",
+                        help="on: every technique of TECHNIQUES on (--set); config: the config as it is")
+    parser.add_argument("--ablate", choices=sorted(TECHNIQUES), default=None, help="one technique off")
+    parser.add_argument("--versus", metavar="RUN_DIR", default=None,
+                        help="another run (the previous configuration): each mark plays its mark of the same name")
+    parser.add_argument("--versus-games", type=int, default=40)
     parser.add_argument("--gnugo", default=None, help="the gnugo binary (default: PATH, else Debian's package)")
     parser.add_argument("--eval-only", metavar="RUN_DIR", help="evaluate a run directory's saved marks; no training")
     parser.add_argument("--seed", type=int, default=0)
@@ -115,16 +158,18 @@ def main() -> None:
     if args.eval_only:
         run_dir = Path(args.eval_only)
     else:
-        run_dir = Path(args.run_dir) / args.mode
-        train(args.mode, config=args.config, run_dir=run_dir, minutes=args.minutes, every=args.eval_every)
+        run_dir = Path(args.run_dir) / (args.mode + (f"-no-{args.ablate}" if args.ablate else ""))
+        train(args.mode, config=args.config, run_dir=run_dir, minutes=args.minutes, every=args.eval_every,
+              settings=technique_settings(args.techniques, args.ablate))
     rows = []
     for mark in marks_in(run_dir):
         print(f"{mark}:", flush=True)
         rows.append((mark.name, evaluate(mark, args, gnugo)))
-    print(f"{'mark':>12s} " + " ".join(f"{name:>22s}" for name in TARGETS))
+    columns = ["random", "mcts1000", *(f"gnugo{level}" for level in args.gnugo_levels), "previous"]
+    print(f"{'mark':>12s} " + " ".join(f"{name:>22s}" for name in columns))
     for name, scores in rows:
         cells = []
-        for opponent in TARGETS:
+        for opponent in columns:
             score = scores.get(opponent)
             cells.append(f"{score.value:6.3f} +- {score.se:.3f} ({score.games:3d})" if score else f"{'-':>22s}")
         print(f"{name:>12s} " + " ".join(f"{cell:>22s}" for cell in cells))

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from tengen.run.records import read_ladder, read_status, read_status_history
@@ -27,14 +28,17 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET_CLUSTER_VS_SINGLE = 0.9
 
 
-def train(mode: str, *, config: str, run_dir: Path, minutes: float, every: float) -> dict:
+def train(mode: str, *, config: str, run_dir: Path, minutes: float, every: float,
+          settings: Sequence[str] = ()) -> dict:
     """``tengen train config`` in ``mode`` (cluster: the README's main job; single:
     ``--single-process``) for ``minutes`` into ``run_dir``, with marks every ``every``
-    minutes; its rates, and its CPU by part printed."""
+    minutes, each of ``settings`` (``KEY=VALUE``) given as ``--set``; its rates, and
+    its CPU by part printed."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
     command = [sys.executable, "-m", "tengen.cli", "train", config, "--run-dir", str(run_dir),
                "--minutes", str(minutes)] + (["--single-process"] if mode == "single" else [])
+    command += [arg for setting in settings for arg in ("--set", setting)]
     print(f"{mode}: {' '.join(command[2:])}", flush=True)
     started = time.monotonic()
     with subprocess.Popen(command, cwd=ROOT) as run:
