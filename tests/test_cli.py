@@ -298,12 +298,30 @@ sys.exit(code)
 """
 
 
-def tengen_loading(tmp_path, *args):
+def tengen_loading(tmp_path, *args, stdin=None):
     """``tengen ARGS`` in a subprocess, and the heavy modules it imported."""
     probe = tmp_path / "modules.json"
     done = subprocess.run([sys.executable, "-c", HEAVY_PROBE, str(probe), *args], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+                          timeout=300, cwd=ROOT, input=stdin)
     return done, json.loads(probe.read_text())
+
+
+@pytest.mark.slow
+def test_the_commands_that_need_no_cluster_never_import_ray(connect4_run, tmp_path):
+    # a machine without a cluster (a GPU box, a laptop) runs these with Ray's import cost
+    # and its failures out of the way
+    best = str(connect4_run / "best")
+    commands = {
+        "train --single-process": (["train", "tictactoe", "--single-process", "--run-dir", str(tmp_path / "run"),
+                                    "--minutes", "0.05"], None),
+        "bestmove": (["bestmove", "--checkpoint", best, "--sims", "8"], "4\n"),
+        "match": (["match", best, best, "--games", "2", "--sims", "4"], None),
+        "gtp": (["gtp", "--game", "go9"], "genmove b\nquit\n"),
+    }
+    for name, (args, stdin) in commands.items():
+        done, loaded = tengen_loading(tmp_path, *args, stdin=stdin)
+        assert done.returncode == 0, (name, done.stderr[-2000:])
+        assert "ray" not in loaded, name
 
 
 def _stopped_run(tmp_path):
