@@ -55,6 +55,7 @@ TARGETS = {"random": 0.99, "mcts1000": 0.8, "gnugo1": 0.5}
 GNUGO_COMMAND = "{gnugo} --mode gtp --chinese-rules --level {level}"
 #: KataGo's techniques as config settings: (on, off) for each
 TECHNIQUES = {
+    "features": ("game.features=true", "game.features=false"),
     "ownership": ("network.ownership=true", "network.ownership=false"),
     "playout_cap": ("selfplay.full_search_fraction=0.25", "selfplay.full_search_fraction=1.0"),
     "global_pooling": ("network.global_pooling_every=2", "network.global_pooling_every=0"),

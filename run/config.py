@@ -95,6 +95,10 @@ class GameConfig(_Strict):
     """Go: the game ends, scored, after this many moves (default 2 x size x size)"""
     history_length: int | None = Field(default=None, ge=1, le=16)
     """Go: the past positions the network sees, as AlphaGo Zero's T (default 8)"""
+    features: bool | None = None
+    """Go: KataGo's input features beside the stones, from the rules' own groups (engine/games/go_features.py):
+    each colour's groups with 1, 2, 3 and 4 or more liberties, the ko point and the legal moves (10 planes). A
+    network trained with them reads them, so a checkpoint's config keeps the setting (default off)"""
 
     @field_validator("komi")
     @classmethod
@@ -125,7 +129,7 @@ class GameConfig(_Strict):
 
     @model_validator(mode="after")
     def _options_fit_the_game(self) -> GameConfig:
-        go_only = ("komi", "superko", "max_moves", "history_length")
+        go_only = ("komi", "superko", "max_moves", "history_length", "features")
         if self.name != "go":
             for option in go_only:
                 if getattr(self, option) is not None:

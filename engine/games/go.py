@@ -10,6 +10,7 @@ live in ``go_kernels`` (compiled); this module is the readable surface around th
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from os import PathLike
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from tengen.engine.games import go_kernels as K
 from tengen.engine.games.base import KERNEL_GO, Game, IllegalMove
+from tengen.engine.games.go_features import FEATURE_PLANES, go_features
 from tengen.engine.games.symmetry import dihedral
 
 __all__ = [
@@ -85,6 +87,7 @@ class GoGame(Game):
         superko: bool = False,
         max_moves: int | None = None,
         history_length: int = 8,
+        features: bool = False,
     ):
         if not 5 <= size <= K.MAX_SIZE:
             raise ValueError(f"Go board size must be 5..{K.MAX_SIZE}, not {size}")
@@ -99,7 +102,9 @@ class GoGame(Game):
         self.num_actions = size * size + 1
         self.pass_action = size * size
         self.history_length = history_length
-        self.params = K.make_params(size, komi, superko, self.max_moves)
+        #: the input planes carry go_features.py's liberty, ko and legal-move planes
+        self.features = bool(features)
+        self.params = K.make_params(size, komi, superko, self.max_moves, self.features)
         self.symmetries = dihedral(size)
         self.policy_symmetries = self.symmetries
         self._captured = np.empty(self.params[K.P_POINTS], dtype=np.int32)
@@ -107,6 +112,17 @@ class GoGame(Game):
         self._initial = K.initial_state(self.params)
 
     # -- Game interface ------------------------------------------------------------
+    @property
+    def num_planes(self) -> int:
+        """The stones' 2T planes, with ``features`` go_features.py's, then the colour plane."""
+        return 2 * self.history_length + (FEATURE_PLANES if self.features else 0) + 1
+
+    def encode(self, state: np.ndarray, history: Sequence[np.ndarray] = ()) -> np.ndarray:
+        planes = super().encode(state, history)
+        if not self.features:
+            return planes
+        return np.concatenate([planes[..., :-1], go_features(self.params, state), planes[..., -1:]], axis=-1)
+
     def initial_state(self) -> np.ndarray:
         return self._initial.copy()
 

@@ -56,7 +56,8 @@ P_SUPERKO = 4  # 1: positional superko, 0: simple ko only
 P_MAX_MOVES = 5  # the game ends (scored) after this many moves
 P_ACTIONS = 6  # N * N + 1 (pass is the last action)
 P_STATE_SIZE = 7
-NUM_PARAMS = 8
+P_FEATURES = 8  # 1: the input planes carry go_features.py's planes
+NUM_PARAMS = 9
 
 MAX_SIZE = 19
 _MAX_POINTS = (MAX_SIZE + 2) ** 2
@@ -68,7 +69,7 @@ ZOBRIST_LO = _zobrist_rng.integers(-(2**31), 2**31, size=(3, _MAX_POINTS), dtype
 ZOBRIST_HI = _zobrist_rng.integers(-(2**31), 2**31, size=(3, _MAX_POINTS), dtype=np.int64).astype(np.int32)
 
 
-def make_params(size: int, komi: float, superko: bool, max_moves: int) -> np.ndarray:
+def make_params(size: int, komi: float, superko: bool, max_moves: int, features: bool = False) -> np.ndarray:
     stride = size + 2
     points = stride * stride
     state_size = HEADER + 5 * points + (2 * (max_moves + 1) if superko else 0)
@@ -81,6 +82,7 @@ def make_params(size: int, komi: float, superko: bool, max_moves: int) -> np.nda
     params[P_MAX_MOVES] = max_moves
     params[P_ACTIONS] = size * size + 1
     params[P_STATE_SIZE] = state_size
+    params[P_FEATURES] = int(features)
     return params
 
 

@@ -1,9 +1,10 @@
 """The input planes of a leaf, written by the compiled walk straight into the batch.
 
 The layout is the game encoder's (``Game.encode``), point-major ``[H*W*C]`` bytes per
-leaf with C = 2T + 1 channels: the mover's and the opponent's stones for the last T
-positions, newest first, then a colour plane (1 when player 0 is to move). A test
-checks that both agree.
+leaf with C = 2T + F + 1 channels: the mover's and the opponent's stones for the last
+T positions, newest first, Go's F feature planes (engine/games/go_features.py, when
+the game has them), then a colour plane (1 when player 0 is to move). A test checks
+that both agree.
 """
 
 from __future__ import annotations
@@ -25,25 +26,27 @@ def encode_leaf(tree, g, depth, scratch, to_play, out, b):
     # an empty board).
     for t in range(depth + 1, history_length):
         copy_into(tree.root_history[g, t - depth - 1], boards[t])
-    write_planes(boards, to_play, out[b], cells, history_length)
+    write_planes(boards, to_play, out[b], cells, history_length, out.shape[1] // cells)
 
 
 @njit(cache=True)
-def write_planes(boards, to_play, planes, cells, history_length):
-    """``planes`` is one leaf's [H*W*C] bytes, point-major: C = 2T + 1 channels per
-    point. The m,n,k games (T = 1) and AlphaGo Zero's Go input (T = 8) get loops
-    whose stride the compiler can see: T = 1 then runs as vector code, several times
-    faster than the general loop, whose stride is only known at run time."""
+def write_planes(boards, to_play, planes, cells, history_length, channels):
+    """``planes`` is one leaf's [H*W*C] bytes, point-major: the stones' 2T channels
+    and the colour plane, the last of ``channels`` (those between are Go's feature
+    planes, written apart). The m,n,k games (T = 1) and AlphaGo Zero's Go input
+    (T = 8) without features get loops whose stride the compiler can see: T = 1 then
+    runs as vector code, several times faster than the general loop, whose stride is
+    only known at run time."""
     own, other = 1 + to_play, 2 - to_play
     colour = 1 if to_play == 0 else 0
-    if history_length == 1:
+    if history_length == 1 and channels == 3:
         board = boards[0]
         for i in range(cells):
             v = board[i]
             planes[3 * i] = v == own
             planes[3 * i + 1] = v == other
             planes[3 * i + 2] = colour
-    elif history_length == 8:
+    elif history_length == 8 and channels == 17:
         for i in range(cells):
             for t in range(8):
                 v = boards[t, i]
@@ -51,7 +54,6 @@ def write_planes(boards, to_play, planes, cells, history_length):
                 planes[17 * i + 2 * t + 1] = v == other
             planes[17 * i + 16] = colour
     else:
-        channels = 2 * history_length + 1
         for t in range(history_length):
             board = boards[t]
             for i in range(cells):
@@ -59,4 +61,4 @@ def write_planes(boards, to_play, planes, cells, history_length):
                 planes[i * channels + 2 * t] = v == own
                 planes[i * channels + 2 * t + 1] = v == other
         for i in range(cells):
-            planes[i * channels + 2 * history_length] = colour
+            planes[i * channels + channels - 1] = colour

@@ -78,6 +78,8 @@ class Scratch(NamedTuple):
     legal: np.ndarray  # [A] bool
     remap: np.ndarray  # [M] int32: old -> new node ids while re-rooting
     weights: np.ndarray  # [A] float32: a node's per-move numbers (Gumbel's sigma, pi')
+    feature_legal: np.ndarray  # [A] bool: a leaf's legal moves for its feature planes (Go)
+    mark: np.ndarray  # [P] int32: points counted as a group's liberties (Go's feature planes)
 
 
 def max_nodes(simulations: int, leaves_per_round: int) -> int:
@@ -133,6 +135,8 @@ def new_scratch(game: Game, max_nodes: int) -> Scratch:
         legal=np.zeros(game.num_actions, dtype=np.bool_),
         remap=np.zeros(max_nodes, dtype=np.int32),
         weights=np.zeros(game.num_actions, dtype=np.float32),
+        feature_legal=np.zeros(game.num_actions, dtype=np.bool_),
+        mark=np.zeros((height + 2) * (width + 2), dtype=np.int32),
     )
 
 

@@ -26,6 +26,8 @@ import numpy as np
 from numba import njit
 
 from tengen.engine.games import kernels as R
+from tengen.engine.games.go_features import write_go_features
+from tengen.engine.games.go_kernels import P_FEATURES as GO_FEATURES
 from tengen.engine.mcts.gumbel import halve_root, halving_slot, select_interior, start_root
 from tengen.engine.mcts.planes import encode_leaf
 from tengen.engine.mcts.settings import (
@@ -399,6 +401,9 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
             for m in range(num_actions):
                 tree.prior[g, node, m] = 1.0 if scratch.legal[m] else ILLEGAL
             encode_leaf(tree, g, depth, scratch, scratch.state[R.TO_PLAY], out, b)
+            if kind == R.GO and params[GO_FEATURES]:
+                write_go_features(params, scratch.state, out[b], out.shape[1] // scratch.boards.shape[1],
+                                  2 * scratch.boards.shape[0], scratch.feature_legal, scratch.mark)
             if keep_states:
                 copy_into(scratch.state, leaf_states[b])
             leaf_game[b], leaf_node[b] = g, node
