@@ -71,29 +71,13 @@ def _select_child(tree, g, node, formula, c_puct, fpu_reduction, forced_k):
     if formula == UCT:
         return _select_uct(tree.prior[g, node], tree.edge_n[g, node], tree.edge_w[g, node],
                            tree.edge_n_sum[g, node], np.float32(c_puct))
-    if forced_k > 0:
-        forced = _forced_move(tree.prior[g, node], tree.edge_n[g, node], tree.edge_n_sum[g, node],
-                              np.float32(forced_k))
-        if forced >= 0:
-            return forced
     return _select_puct(tree.prior[g, node], tree.edge_n[g, node], tree.edge_w[g, node], tree.edge_n_sum[g, node],
-                        tree.node_n[g, node], tree.node_w[g, node], np.float32(c_puct), np.float32(fpu_reduction))
+                        tree.node_n[g, node], tree.node_w[g, node], np.float32(c_puct), np.float32(fpu_reduction),
+                        np.float32(forced_k))
 
 
 @njit(cache=True)
-def _forced_move(prior, edge_n, total, forced_k):
-    """KataGo's forced playouts: the first visited move with fewer than
-    sqrt(forced_k * P * N) visits, so that a move the noise made look good gets the
-    visits to show it (policy target pruning takes them back), else -1."""
-    for a in range(prior.shape[0]):
-        n = edge_n[a]
-        if prior[a] >= 0 and n > 0 and n * n < forced_k * prior[a] * total:
-            return a
-    return -1
-
-
-@njit(cache=True)
-def _select_puct(prior, edge_n, edge_w, total, node_n, node_w, c_puct, fpu_reduction):
+def _select_puct(prior, edge_n, edge_w, total, node_n, node_w, c_puct, fpu_reduction, forced_k):
     """argmax of Q + U over the legal moves of one node (rows of the tree arrays).
     float32 throughout: mixing in float64 made this loop several times slower."""
     k = c_puct * np.sqrt(max(total, np.float32(1.0)))
@@ -114,6 +98,10 @@ def _select_puct(prior, edge_n, edge_w, total, node_n, node_w, c_puct, fpu_reduc
         if n > 0:
             visited += p
             score = edge_w[a] / n + k * p / (np.float32(1.0) + n)
+            if forced_k > 0 and n * n < forced_k * p * total:
+                # KataGo's forced playouts: a move that the noise made look good gets
+                # sqrt(k P N) visits to show it, which policy target pruning takes back
+                score = np.float32(1e30)
             if score > best_score:
                 best, best_score = a, score
         elif p > fresh_prior:
