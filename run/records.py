@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from tengen.workers.strength import ReferenceScore
 
 __all__ = ["STATUS_FORMAT", "GATING_FORMAT", "LADDER_FORMAT", "EVALUATION_FORMAT", "EvaluationLine",
-           "append_evaluation", "read_evaluations", "UNRECORDED", "RecordError", "Total", "TOTALS",
+           "append_evaluation", "read_evaluations", "scores_text", "UNRECORDED", "RecordError", "Total", "TOTALS",
            "WiringStatus", "StatusLine", "GatingLine", "Ladder", "ladder_entry", "ladder_entry_from_json",
            "parse_line", "write_status", "thin_history", "append_gating", "write_ladder", "read_status",
            "read_status_history", "read_gating_history", "read_ladder"]
@@ -386,9 +386,20 @@ class EvaluationLine:
         return cls(**values, scores=[_reference_score(s, f"{where}: scores[{i}]", f.version)
                                      for i, s in enumerate(scores)])
 
+    def text(self) -> str:
+        """The line for a person: ``000004 at step 1,200: vs_mcts400 0.625 ± 0.077, ...``."""
+        return f"{version_id(self.version)} at step {self.learner_step:,}: {scores_text(self.scores)}"
+
     def score(self, reference: str) -> ReferenceScore | None:
         """The score of ``reference``, None when this line has none."""
         return next((s for s in self.scores if s["reference"] == reference), None)
+
+
+def scores_text(scores: list[ReferenceScore]) -> str:
+    """References' scores in one line: ``vs_mcts400 0.625 ± 0.077, vs_gnugo1 skipped (...)``."""
+    return ", ".join(f"{s['reference']} {s['value']:.3f} ± {s['se']:.3f}"
+                     if s["value"] is not None and s["se"] is not None else f"{s['reference']} skipped ({s['skipped']})"
+                     for s in scores)
 
 
 # -- the ladder ---------------------------------------------------------------------------------
