@@ -241,15 +241,20 @@ def paced(evaluate: Evaluator, pace: Callable[[], object]) -> Evaluator:
 
 
 def low_priority(share: float) -> CpuShare:
-    """This process (its calling thread, and the threads it starts from now on: call it
-    before TensorFlow's first op) at nice 19, TensorFlow held to ceil(``share``) threads;
+    """This process (its threads, and those started from now on: call it before
+    TensorFlow's first op) at nice 19, TensorFlow held to ceil(``share``) threads;
     returns the ``CpuShare`` that its evaluations pace themselves by."""
     from tengen.engine.network import limit_cpu_threads
 
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, 19)
-    except OSError:  # not allowed here: the CPU share still holds
-        pass
+    # Linux keeps a nice value per thread: every thread there is now (a Ray worker's own),
+    # and this one, whose new threads inherit it.
+    task = "/proc/self/task"
+    threads = [int(tid) for tid in os.listdir(task)] if os.path.isdir(task) else []
+    for tid in [0, *threads]:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, 19)
+        except OSError:  # gone, or not allowed here: the CPU share still holds
+            pass
     limit_cpu_threads(math.ceil(share))
     return CpuShare(share)
 
