@@ -6,6 +6,7 @@ weights blob; the CPU share is kept by hand-set clocks."""
 from __future__ import annotations
 
 import math
+import os
 import shutil
 
 import numpy as np
@@ -131,3 +132,17 @@ def test_the_cpu_share_sleeps_off_what_the_process_used_past_its_share():
     assert share() == 0.0
     with pytest.raises(ValueError):
         CpuShare(0)
+
+
+def test_go_with_gnu_go_on_the_path_plays_it_at_the_configs_level(monkeypatch):
+    from tengen.testing.debian import fetch_gnugo
+
+    gnugo = fetch_gnugo()
+    monkeypatch.setenv("PATH", f"{gnugo.parent}{os.pathsep}{os.environ['PATH']}")
+    config = parse_config({"game": {"name": "go", "size": 5}, "evaluation": {"games": 2, "mcts_simulations": 4,
+                                                                           "gnugo_level": 3}})
+    scores = by_reference(StrengthEvaluator(game=config.game.make(), options=config.strength_options()).measure(
+        random_side(config.game.make(), seed=2)))
+    versus = scores["vs_gnugo3"]
+    assert versus["n"] == 2 and versus["skipped"] is None
+    assert versus["value"] <= 0.5  # a random player does not beat GNU Go
