@@ -244,8 +244,6 @@ def low_priority(share: float) -> CpuShare:
     """This process (its threads, and those started from now on: call it before
     TensorFlow's first op) at nice 19, TensorFlow held to ceil(``share``) threads;
     returns the ``CpuShare`` that its evaluations pace themselves by."""
-    from tengen.engine.network import limit_cpu_threads
-
     # Linux keeps a nice value per thread: every thread there is now (a Ray worker's own),
     # and this one, whose new threads inherit it.
     task = "/proc/self/task"
@@ -255,6 +253,8 @@ def low_priority(share: float) -> CpuShare:
             os.setpriority(os.PRIO_PROCESS, tid, 19)
         except OSError:  # gone, or not allowed here: the CPU share still holds
             pass
+    from tengen.engine.network import limit_cpu_threads  # TensorFlow, and its threads, after the nice value
+
     limit_cpu_threads(math.ceil(share))
     return CpuShare(share)
 
