@@ -298,14 +298,15 @@ class GatekeeperActor:
 
 
 class StrengthActor:
-    """The strength evaluator (workers/strength.py), at nice 19 and held to
+    """The strength evaluator (workers/strength.py), at ``evaluation.nice`` (19) and held to
     ``evaluation.cpu_share`` (its ``num_cpus`` too): the driver hands it a version and
     its weights, fetched from the registry when it asked, so it needs no Redis."""
 
     def __init__(self, config: dict[str, Any]):
         from tengen.workers.strength import StrengthEvaluator, low_priority
 
-        pace = low_priority(float(config.get("evaluation", {}).get("cpu_share", 0.5)))  # before TensorFlow starts
+        evaluation = config.get("evaluation", {})  # before TensorFlow starts: its threads inherit the nice value
+        pace = low_priority(float(evaluation.get("cpu_share", 0.5)), nice=int(evaluation.get("nice", 19)))
         self.config = parse_config(config)
         self.evaluator = StrengthEvaluator(game=self.config.game.make(), options=self.config.strength_options(),
                                            network=self.config.network_spec(), pace=pace)

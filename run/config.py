@@ -386,6 +386,9 @@ class EvaluationConfig(_Strict):
     recorded as skipped"""
     simulations: int | None = Field(default=None, ge=1)
     """the model's simulations per move (default: gating.simulations, else mcts.simulations)"""
+    nice: int = Field(default=19, ge=0, le=19)
+    """the evaluator's nice value: at 19 it runs on what the main job leaves of the cores, so on a machine the main
+    job keeps busy its evaluations come late; a lower value lets them through (the CPU share still bounds them)"""
     cpu_share: float = Field(default=0.5, gt=0, le=64)
     """the cores the evaluator may use on average (its process runs at nice 19 and sleeps off what it used past
     this share); on a Ray cluster also its actor's num_cpus"""

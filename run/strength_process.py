@@ -4,8 +4,8 @@ A thread would not do: TensorFlow runs a model's ops on its own thread pool, sta
 by the first op at the main job's priority, and numba's search holds the GIL in
 stretches. So ``StrengthProcess`` starts a child (multiprocessing's ``spawn``: the
 parent has TensorFlow loaded, which does not survive a fork) that first puts itself
-at nice 19 with TensorFlow held to ceil(``evaluation.cpu_share``) threads
-(workers/strength.py's ``low_priority``: every thread it starts after inherits the
+at ``evaluation.nice`` (19 by default) with TensorFlow held to
+ceil(``evaluation.cpu_share``) threads (workers/strength.py's ``low_priority``: every thread it starts after inherits the
 nice value), then builds a ``StrengthEvaluator`` and answers one request at a time
 over a pipe: ``(version, blob)`` in, the ``StrengthResult`` (or the error it raised,
 as text) out. Its ``CpuShare`` sleeps off what it used past its share; at nice 19 it
@@ -43,7 +43,8 @@ def _serve(config_json: dict[str, Any], conn: Connection) -> None:
     evaluation per request until the pipe closes or a None comes."""
     from tengen.workers.strength import low_priority
 
-    pace = low_priority(float(config_json.get("evaluation", {}).get("cpu_share", 0.5)))
+    evaluation = config_json.get("evaluation", {})
+    pace = low_priority(float(evaluation.get("cpu_share", 0.5)), nice=int(evaluation.get("nice", 19)))
     from tengen.run.config import parse_config
     from tengen.workers.strength import StrengthEvaluator
 

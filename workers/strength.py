@@ -240,9 +240,9 @@ def paced(evaluate: Evaluator, pace: Callable[[], object]) -> Evaluator:
     return call
 
 
-def low_priority(share: float) -> CpuShare:
+def low_priority(share: float, *, nice: int = 19) -> CpuShare:
     """This process (its threads, and those started from now on: call it before
-    TensorFlow's first op) at nice 19, TensorFlow held to ceil(``share``) threads;
+    TensorFlow's first op) at ``nice`` (19: what the main job leaves), TensorFlow held to ceil(``share``) threads;
     returns the ``CpuShare`` that its evaluations pace themselves by."""
     # Linux keeps a nice value per thread: every thread there is now (a Ray worker's own),
     # and this one, whose new threads inherit it.
@@ -250,7 +250,7 @@ def low_priority(share: float) -> CpuShare:
     threads = [int(tid) for tid in os.listdir(task)] if os.path.isdir(task) else []
     for tid in [0, *threads]:
         try:
-            os.setpriority(os.PRIO_PROCESS, tid, 19)
+            os.setpriority(os.PRIO_PROCESS, tid, max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
         except OSError:  # gone, or not allowed here: the CPU share still holds
             pass
     from tengen.engine.network import limit_cpu_threads  # TensorFlow, and its threads, after the nice value
