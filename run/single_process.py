@@ -8,9 +8,9 @@ one the Ray driver drives: reuse control, candidate cadence, gating, the ladder,
 checkpoints, the run directory and its status lines are the same code in both. A
 pass of the loop (``iterate``): a chunk of self-play, training as far as the reuse
 ratio allows, a match when a candidate is due, the best model's strength asked of the
-evaluator's child process when the loop says it is due (run/strength_process.py: nice
-19, held to ``evaluation.cpu_share``; its answer taken at a later pass, never waited
-for), a status line every few seconds.
+evaluator's child process when the loop says it is due (run/strength_process.py: at
+``evaluation.nice``, held to ``evaluation.cpu_share``; its answer taken at a later pass,
+never waited for), a status line every few seconds.
 
 The run directory is the cluster run's (run/run_dir.py). ``--resume`` continues
 from the learner's checkpoint and the ladder on disk (the in-process stream does not
