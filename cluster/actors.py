@@ -44,8 +44,9 @@ if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow:
     from tengen.learner.learner import LearnerStats, LearnerStep
     from tengen.run.records import Total
     from tengen.workers.gatekeeper import GatingResult
+    from tengen.workers.strength import StrengthResult
 
-__all__ = ["ActorSetup", "SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "ServerFailed",
+__all__ = ["ActorSetup", "SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "StrengthActor", "ServerFailed",
            "ServerLost", "redis_for"]
 
 _Stats = TypeVar("_Stats", bound="LearnerStats")
@@ -294,3 +295,21 @@ class GatekeeperActor:
         if result["decision"] == "promote":
             m.inc("tengen_gating_promotions_total")
         return result
+
+
+class StrengthActor:
+    """The strength evaluator (workers/strength.py), at ``evaluation.nice`` (19) and held to
+    ``evaluation.cpu_share`` (its ``num_cpus`` too): the driver hands it a version and
+    its weights, fetched from the registry when it asked, so it needs no Redis."""
+
+    def __init__(self, config: dict[str, Any]):
+        from tengen.workers.strength import StrengthEvaluator, low_priority
+
+        evaluation = config.get("evaluation", {})  # before TensorFlow starts: its threads inherit the nice value
+        pace = low_priority(float(evaluation.get("cpu_share", 0.5)), nice=int(evaluation.get("nice", 19)))
+        self.config = parse_config(config)
+        self.evaluator = StrengthEvaluator(game=self.config.game.make(), options=self.config.strength_options(),
+                                           network=self.config.network_spec(), pace=pace)
+
+    def evaluate(self, version: int, blob: bytes) -> StrengthResult:
+        return self.evaluator.evaluate(version, blob)

@@ -29,7 +29,8 @@ from tengen.run.outage import CALL_TIMEOUT_S
 if TYPE_CHECKING:
     from tengen.run.config import TengenConfig
 
-__all__ = ["Deadlines", "Hung", "learner_deadline_s", "match_deadline_s", "worker_deadline_s"]
+__all__ = ["Deadlines", "Hung", "learner_deadline_s", "match_deadline_s", "strength_deadline_s",
+           "worker_deadline_s"]
 
 def worker_deadline_s(config: TengenConfig) -> float:
     """A worker's chunk: its seconds, a leaf's wait for a server that stopped answering,
@@ -49,6 +50,12 @@ def match_deadline_s(config: TengenConfig, longest_s: float) -> float:
     """A gating match, the longest so far having taken ``longest_s`` (0: none yet)."""
     c = config.cluster
     return max(3 * longest_s, c.match_deadline_s) + config.redis.outage_s + c.hang_grace_s
+
+
+def strength_deadline_s(config: TengenConfig) -> float:
+    """A strength evaluation: ``evaluation.deadline_s`` (it needs no Redis: the driver
+    hands it the weights)."""
+    return config.evaluation.deadline_s + config.cluster.hang_grace_s
 
 
 class Hung(TimeoutError):

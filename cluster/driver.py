@@ -91,6 +91,7 @@ from tengen.cluster.redis_server import (
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.reporting import Reporting
 from tengen.cluster.status_board import StatusBoard
+from tengen.cluster.strength import Strength
 from tengen.cluster.stream import SampleStream
 from tengen.cluster.supervision import CrashLoop, Supervisor, kill_actor
 from tengen.learner.storage import LocalStorage
@@ -140,6 +141,7 @@ class ClusterRun:
         #: the workers and servers, the gatekeeper and promotions, the reports: once run() made them
         self.fleet: Fleet | None = None
         self.promotion: Promotion | None = None
+        self.strength: Strength | None = None
         self.reporting: Reporting | None = None
         self.supervisor = Supervisor(failures=config.cluster.crash_loop_failures,
                                      window_s=config.cluster.crash_loop_s, log=self.log)
@@ -307,10 +309,13 @@ class ClusterRun:
                                    deadlines=self.deadlines, log=self.log)
         promotion = self.promotion = Promotion(cfg, setup, self.supervisor, loop, fleet, client=client,
                                                deadlines=self.deadlines, log=self.log)
+        strength = self.strength = Strength(cfg, setup, self.supervisor, loop, deadlines=self.deadlines,
+                                            log=self.log)
         # The learner first: the servers get what its node has left beside it.
         self._start_learner()
         first_servers = fleet.start_servers(blob, best)
         promotion.start_gatekeeper()
+        strength.start()
         fleet.start_workers(first_servers)
         workers, servers = len(fleet.workers), len(fleet.pool.servers)
         self.log(f"run {self.run_id}: {self.game.name}, {workers} self-play worker{'s' * (workers != 1)}, "
@@ -334,6 +339,7 @@ class ClusterRun:
                     self._dispatch(ref)
                 self.deadlines.check()
                 promotion.next_match()
+                strength.next()
                 fleet.requested(client.try_once(status.desired_workers))
                 if reporting.due():
                     fleet.sync()
@@ -379,9 +385,9 @@ class ClusterRun:
     # -- what came back ---------------------------------------------------------------
     def _wait(self, timeout_s: float = 1.0) -> list:
         """What came back: the first within ``timeout_s``, with all that are ready then."""
-        assert self.fleet is not None and self.promotion is not None
+        assert self.fleet is not None and self.promotion is not None and self.strength is not None
         learner = [self._learner_ref] if self._learner_ref is not None else []
-        refs = self.fleet.refs() + self.promotion.refs() + learner
+        refs = self.fleet.refs() + self.promotion.refs() + self.strength.refs() + learner
         if not refs:
             time.sleep(timeout_s)
             return []
@@ -410,6 +416,8 @@ class ClusterRun:
                 self._step_learner()
         elif ref is self.promotion.match:
             self.promotion.match_done()
+        elif self.strength is not None and self.strength.done(ref):
+            pass
         elif not self.promotion.load_done(ref):
             self.fleet.chunk_done(ref)
 

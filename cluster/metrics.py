@@ -35,6 +35,10 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...], tuple[float, ...]]] = {
     "tengen_gating_promotions_total": ("counter", "Candidates promoted", (), ()),
     "tengen_best_version": ("gauge", "Version of the best network", (), ()),
     "tengen_best_elo": ("gauge", "Elo of the best network on the promotion ladder", (), ()),
+    "tengen_strength_score": ("gauge", "The best model's latest score against a fixed reference (a share of positions, "
+                              "or of games with draws half)", ("reference",), ()),
+    "tengen_strength_score_stderr": ("gauge", "Standard error of tengen_strength_score", ("reference",), ()),
+    "tengen_strength_version": ("gauge", "Version of the model the latest strength evaluation measured", (), ()),
     "tengen_stream_length_entries": ("gauge", "Games in the sample stream", (), ()),
     "tengen_stream_lag_entries": ("gauge", "Games in the stream not yet read by the learner", (), ()),
     "tengen_stream_trimmed_unread_entries": ("gauge", "Games the stream trimmed before the learner read them, "

@@ -103,6 +103,17 @@ def share_cpu_threads(calls: int) -> None:
         pass
 
 
+def limit_cpu_threads(threads: int) -> None:
+    """At most ``threads`` TensorFlow threads per op and between ops in this process (a
+    process that must stay within a CPU share: the strength evaluator). Call before the
+    first op; once TensorFlow has started, the setting stands as it was."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(max(1, threads))
+        tf.config.threading.set_inter_op_parallelism_threads(max(1, threads))
+    except RuntimeError:
+        pass
+
+
 def build_network(
     *,
     input_shape: Sequence[int],

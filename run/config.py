@@ -39,6 +39,7 @@ from tengen.learner.options import LearnerOptions
 from tengen.learner.storage import check_storage_url
 from tengen.play.match import GatingOptions
 from tengen.play.players import MctsPlayerSettings
+from tengen.workers.strength import StrengthOptions
 
 __all__ = [
     "ConfigError",
@@ -53,6 +54,7 @@ __all__ = [
     "RedisConfig",
     "ClusterConfig",
     "RunConfig",
+    "EvaluationConfig",
     "TengenConfig",
     "config_path",
     "load_config",
@@ -384,6 +386,44 @@ class GatingConfig(_Strict):
         return self
 
 
+class EvaluationConfig(_Strict):
+    """Strength against fixed references (workers/strength.py): the best model, each time it changes, measured
+    against what does not move while it trains (tic-tac-toe: perfect play; Connect Four: solver-labelled positions
+    and pure MCTS; Go: pure MCTS and GNU Go), in a process of its own at low priority; the results go to
+    evaluations.jsonl with their standard errors. At these defaults one Connect Four evaluation (256 positions, 40
+    games against MCTS-400) took 5-6 s of CPU on one core (2026-12-06, configs/connect4.yaml's untrained net)."""
+
+    enabled: bool = True
+    """measure the best model against the references while the run trains"""
+    min_interval_s: float = Field(default=300.0, ge=0, le=7 * 86_400)
+    """the least seconds from one evaluation's start to the next: when it has passed and the best changed, the
+    newest best is measured (the versions promoted between are not: no backlog)"""
+    positions: int = Field(default=256, ge=1, le=100_000)
+    """positions the model's moves are graded on: a fixed sample of tic-tac-toe's reachable positions or of
+    Connect Four's 1,012 labelled ones (the same at every evaluation)"""
+    games: int = Field(default=40, ge=1, le=10_000)
+    """games against each opponent, colours alternated (the standard error of a score is about 0.5 / sqrt(games))"""
+    mcts_simulations: int = Field(default=400, ge=1, le=1_000_000)
+    """simulations per move of the pure MCTS opponent (random-rollout leaves), Connect Four, Go and gomoku"""
+    gnugo_level: int = Field(default=1, ge=0, le=10)
+    """GNU Go's level (Go), when gnugo is on the PATH of the evaluator's machine; without it the reference is
+    recorded as skipped"""
+    simulations: int | None = Field(default=None, ge=1)
+    """the model's simulations per move (default: gating.simulations, else mcts.simulations)"""
+    nice: int = Field(default=19, ge=0, le=19)
+    """the evaluator's nice value: at 19 it runs on what the main job leaves of the cores, so on a machine the main
+    job keeps busy its evaluations come late; a lower value lets them through (the CPU share still bounds them)"""
+    cpu_share: float = Field(default=0.5, gt=0, le=64)
+    """the cores the evaluator may use on average (its process runs at nice 19 and sleeps off what it used past
+    this share); on a Ray cluster also its actor's num_cpus. Measured 2026-12-06 (bench/evaluator_cost.py, 3 minutes
+    of single-process Connect Four on 2 cores, same seed): 4,994 positions/min with the evaluator on at 0.5 and
+    4,791 off (1.04x: within the noise; one evaluation, 6 s of CPU over 50 s at nice 19, as no candidate was
+    promoted in 3 minutes), so 0.5 costs the main job nothing measurable"""
+    deadline_s: float = Field(default=3600.0, gt=0, le=7 * 86_400)
+    """an evaluation not back within this (plus cluster.hang_grace_s) is taken for a hung evaluator, which is
+    replaced"""
+
+
 class StopConfig(_Strict):
     """The run stops at the first limit reached (none: until interrupted)."""
 
@@ -523,6 +563,7 @@ class TengenConfig(_Strict):
     redis: RedisConfig = RedisConfig()
     cluster: ClusterConfig = ClusterConfig()
     run: RunConfig = RunConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
     storage: str | None = None
     """where checkpoints go: a local path or any fsspec URL (``s3://``, ``gs://``, ``sftp://``;
     learner/storage.py); default: the run directory (on a cluster, the driver keeps them there, whatever node
@@ -689,6 +730,18 @@ class TengenConfig(_Strict):
         gating = self.gating_options().player
         search = dataclasses.replace(self.play_search(), simulations=gating.search.simulations)
         return MctsPlayerSettings(search=search, temperature_moves=gating.temperature_moves)
+
+    def strength_options(self) -> StrengthOptions:
+        """How the strength evaluator measures the best model (both wirings build it
+        from these): the model searches as the gating players do (``gating_options``),
+        with ``evaluation.simulations`` when given."""
+        e = self.evaluation
+        player = self.gating_options().player
+        if e.simulations is not None:
+            player = player.with_simulations(e.simulations)
+        return StrengthOptions(player=player, positions=e.positions, games=e.games,
+                               mcts_simulations=e.mcts_simulations, gnugo_level=e.gnugo_level,
+                               cpu_share=e.cpu_share, seed=self.seed)
 
     def gating_rule(self) -> GatingRule:
         g = self.gating

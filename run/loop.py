@@ -8,7 +8,9 @@ futures, a Redis stream and registry (cluster/driver.py), or plain calls in turn
 in-process ones (run/single_process.py). So reuse control (the learner's),
 candidate cadence (the learner's), which candidate is gated (the newest), what a
 gating result does (the ladder, the best model on disk, pruning), the run's totals
-and rates, its stop conditions and its status lines have one implementation.
+and rates, its stop conditions, its status lines, and when the best model's strength
+against fixed references is measured and what is recorded of it (``next_evaluation``,
+``evaluated``: evaluations.jsonl) have one implementation.
 
 A run directory ends up with the same files either way (run/run_dir.py):
 ``best/``, ``models/<version>.safetensors`` (every promoted model, as the registry's
@@ -39,14 +41,18 @@ from tengen.run.model_registry import blob_sha256
 from tengen.run.outage import Outage, StorageUnavailable
 from tengen.run.records import (
     TOTALS,
+    EvaluationLine,
     GatingLine,
     Ladder,
     StatusLine,
     Total,
     WiringStatus,
+    append_evaluation,
     append_gating,
+    read_evaluations,
     read_ladder,
     read_status,
+    scores_text,
     write_ladder,
     write_status,
 )
@@ -56,6 +62,7 @@ if TYPE_CHECKING:
     from tengen.learner.learner import LearnerStats, LearnerStep
     from tengen.workers.gatekeeper import GatingResult
     from tengen.workers.selfplay_worker import WorkerStats
+    from tengen.workers.strength import StrengthResult
 
 __all__ = ["TrainingLoop", "Gauges", "progress_text", "stop_on_sigterm"]
 
@@ -64,7 +71,7 @@ class Gauges(Protocol):
     """What the loop records as metrics: a gauge set by name (cluster/metrics.py's
     ``RunMetrics`` inside Ray)."""
 
-    def set(self, name: str, value: float) -> None: ...
+    def set(self, name: str, value: float, **tags: str) -> None: ...
 
 
 class TrainingLoop:
@@ -102,6 +109,15 @@ class TrainingLoop:
         #: the run directory's disk: full or failing, it is an outage like Redis's, ridden
         #: out for ``storage_outage_s`` (what it could not write is written again after)
         self.disk = Outage(f"run directory {files.path}", log, clock=clock)
+        self.clock = clock
+        #: the version the strength evaluator measures now (None: none asked for), when it
+        #: was asked for, and where the run was then (learner step, self-play games)
+        self.evaluating: int | None = None
+        self._evaluation_asked: tuple[float, int, int] | None = None
+        #: the newest version measured (or asked for, until its result or its cut-off)
+        self.last_evaluated: int | None = None
+        #: the newest evaluation recorded
+        self.last_evaluation: EvaluationLine | None = None
         self._best_unsaved = False
         #: ladder entries the registry lacks (their models thinned out of models/ when a
         #: single-process run's ladder was rebuilt from it): ladder.json keeps them
@@ -127,6 +143,7 @@ class TrainingLoop:
             self.save_best()  # best/ loads from the start (and the ladder can be rebuilt)
         if resume:
             self._restore_totals()
+            self._restore_evaluations()
         self.best_version = best
         self.started = time.monotonic()
         self._last_totals = (dict(self.totals), self.started)
@@ -158,6 +175,16 @@ class TrainingLoop:
             self.registry.promote(version, elo=entry["elo"], result=entry["result"], at=entry["time"])
         self.log(f"the ladder ({len(ladder)} models) is back from {self.files.models}")
         return ladder[-1]["version"] if ladder else None
+
+    def _restore_evaluations(self) -> None:
+        """A resumed run does not measure again the best its last evaluation measured."""
+        try:
+            lines = read_evaluations(self.files)
+        except FileNotFoundError:
+            return
+        if lines:
+            self.last_evaluation = lines[-1]
+            self.last_evaluated = lines[-1].version
 
     def _restore_totals(self) -> None:
         try:
@@ -225,6 +252,51 @@ class TrainingLoop:
         self.in_match = None
         self.prune_registry()
         return promoted
+
+    # -- strength against fixed references ------------------------------------------------
+    def next_evaluation(self) -> int | None:
+        """The version the strength evaluator should measure now, or None: the best, when
+        ``evaluation.enabled``, no evaluation is in flight, the best is not the version
+        measured last, and ``evaluation.min_interval_s`` has passed since the last one
+        was asked for. Only the newest best is measured: the versions promoted while the
+        evaluator was busy or the interval ran are passed over, never queued."""
+        e = self.config.evaluation
+        if not e.enabled or self.evaluating is not None or self.best_version == self.last_evaluated:
+            return None
+        now = self.clock()
+        if self._evaluation_asked is not None and now - self._evaluation_asked[0] < e.min_interval_s:
+            return None
+        self.evaluating = self.last_evaluated = self.best_version
+        self._evaluation_asked = (now, self.learner_step, self.totals["games"])
+        return self.best_version
+
+    def evaluated(self, result: StrengthResult) -> EvaluationLine:
+        """An evaluation's result: appended to evaluations.jsonl with where the run was
+        when it was asked for, logged, and each reference's score and standard error
+        set as a metric."""
+        asked = self._evaluation_asked
+        step, games = (asked[1], asked[2]) if asked is not None else (self.learner_step, self.totals["games"])
+        line = EvaluationLine(time=round(time.time(), 1), version=int(result["version"]),
+                              elapsed_s=float(result["elapsed_s"]), cpu_s=float(result["cpu_s"]),
+                              learner_step=step, games=games, scores=list(result["scores"]))
+        self.evaluating = None
+        self.last_evaluation = line
+        self.on_disk(lambda: append_evaluation(self.files, line))
+        self.log(f"strength of {version_id(line.version)}: {scores_text(line.scores)} ({line.elapsed_s:.0f} s)")
+        for score in line.scores:
+            if score["value"] is not None and score["se"] is not None:
+                self._set_metric("tengen_strength_score", score["value"], reference=score["reference"])
+                self._set_metric("tengen_strength_score_stderr", score["se"], reference=score["reference"])
+        self._set_metric("tengen_strength_version", line.version)
+        return line
+
+    def evaluation_cut_off(self, why: str) -> None:
+        """An evaluation that did not finish (its evaluator lost or hung) measured
+        nothing: its version is asked for again once the interval has passed."""
+        if self.evaluating is not None:
+            self.log(f"the strength evaluation of {version_id(self.evaluating)} was cut off ({why})")
+            self.last_evaluated = self.last_evaluation.version if self.last_evaluation is not None else None
+        self.evaluating = None
 
     def prune_registry(self) -> None:
         """Weights in the registry: the best, the newest ``redis.keep_candidates``, the
@@ -343,9 +415,9 @@ class TrainingLoop:
         """The learner's step as it last reported (0 before its first report)."""
         return self.learner_stats.get("step", 0) if self.learner_stats is not None else 0
 
-    def _set_metric(self, name: str, value: float) -> None:
+    def _set_metric(self, name: str, value: float, **tags: str) -> None:
         if self.metrics is not None:
-            self.metrics.set(name, value)
+            self.metrics.set(name, value, **tags)
 
 
 def stop_on_sigterm(stop: Callable[[str], None]) -> Callable[[], None]:

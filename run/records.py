@@ -1,5 +1,5 @@
 """The records a run keeps in its directory, each with a format version: the status
-line, the gating line and the ladder. The training loop (run/loop.py) writes them
+line, the gating line, the ladder and the evaluation line. The training loop (run/loop.py) writes them
 through this module, and whatever reads them reads them through it: ``tengen status``
 (tengen/run_control.py), ``tengen serve`` (web/), the benchmarks, testing/ and the
 tests. run/run_dir.py names the files; this module says what they hold.
@@ -8,6 +8,7 @@ tests. run/run_dir.py names the files; this module says what they hold.
     status.jsonl   StatusLine  format 1  every status line, one JSON object a line
     gating.jsonl   GatingLine  format 1  every gating match: {"format", "time", **GatingSummary}, a line each
     ladder.json    Ladder      format 1  {"format": 1, "entries": [LadderEntry, ...]}, every promotion
+    evaluations.jsonl  EvaluationLine  format 1  every strength evaluation of a best model, a line each
 
 A record of format 1 holds its fields and no others, each of its type. Format 0 is
 what tengen wrote before its records had a version (no ``format`` key); its files
@@ -25,7 +26,7 @@ still read, as they were (a key no reader knows is passed over):
 - the ladder.json of tengen 0.1.0's single-process run (versions as strings, no
   sha256) is refused by name, as ``--resume`` refuses its directory.
 
-A format newer than this module's is refused, naming the file; so is a record of a
+An evaluation line came with format 1 and has no format 0. A format newer than this module's is refused, naming the file; so is a record of a
 format it knows with a field missing, mistyped or unknown (``RecordError``, a
 ``RunDirError``). A line of a ``.jsonl`` file that is not JSON at all is skipped,
 not refused: it is the one a crash cut short, or the one the run is writing now.
@@ -62,8 +63,10 @@ from tengen.run.run_dir import RunDir, RunDirError, version_id
 if TYPE_CHECKING:
     from tengen.engine.gating import GatingSummary
     from tengen.engine.interfaces import LadderEntry, PromotionResult
+    from tengen.workers.strength import ReferenceScore
 
-__all__ = ["STATUS_FORMAT", "GATING_FORMAT", "LADDER_FORMAT", "UNRECORDED", "RecordError", "Total", "TOTALS",
+__all__ = ["STATUS_FORMAT", "GATING_FORMAT", "LADDER_FORMAT", "EVALUATION_FORMAT", "EvaluationLine",
+           "append_evaluation", "read_evaluations", "scores_text", "UNRECORDED", "RecordError", "Total", "TOTALS",
            "WiringStatus", "StatusLine", "GatingLine", "Ladder", "ladder_entry", "ladder_entry_from_json",
            "parse_line", "write_status", "thin_history", "append_gating", "write_ladder", "read_status",
            "read_status_history", "read_gating_history", "read_ladder"]
@@ -72,6 +75,7 @@ __all__ = ["STATUS_FORMAT", "GATING_FORMAT", "LADDER_FORMAT", "UNRECORDED", "Rec
 STATUS_FORMAT = 1
 GATING_FORMAT = 1
 LADDER_FORMAT = 1
+EVALUATION_FORMAT = 1
 #: what decided a gating result read from before the ladder recorded it
 UNRECORDED = "unrecorded"
 
@@ -328,6 +332,76 @@ class GatingLine:
         return cls(time=at, summary=_summary(rest, where, f.version))
 
 
+# -- the evaluation line ------------------------------------------------------------------------
+_MEASURE = _Check('"share" or "score"', lambda v: v in ("share", "score"))
+
+
+def _reference_score(value: object, where: str, version: int) -> ReferenceScore:
+    """One reference's result (workers/strength.py's ``ReferenceScore``), inside an evaluation line."""
+    f = _Fields(value, where, "a reference's score", version)
+    score = {"reference": f.take("reference", _STR), "measure": f.take("measure", _MEASURE),
+             "value": f.take("value", _or_null(_NUMBER)), "se": f.take("se", _or_null(_NUMBER)),
+             "n": f.take("n", _INT), "skipped": f.take("skipped", _or_null(_STR))}
+    f.done()
+    if (score["value"] is None) != (score["skipped"] is not None):
+        raise RecordError(f"{where}: a reference's score has a value or says why it was skipped, not both nor "
+                          "neither")
+    return cast("ReferenceScore", score)
+
+
+@dataclass(frozen=True)
+class EvaluationLine:
+    """One strength evaluation as evaluations.jsonl keeps it: the best model's
+    ``version`` measured against the game's fixed references (workers/strength.py),
+    when it was recorded, how long it took (wall and the evaluator's CPU), where the
+    run was when it was asked for (the learner's step, the self-play games), and each
+    reference's score with its standard error."""
+
+    time: float  # when the result was recorded, seconds since the epoch
+    version: int
+    elapsed_s: float  # the evaluation's wall time
+    cpu_s: float  # the evaluator's CPU time
+    learner_step: int  # the learner's step when the evaluation was asked for
+    games: int  # self-play games then
+    scores: list[ReferenceScore]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": EVALUATION_FORMAT, "time": self.time, "version": self.version,
+                "id": version_id(self.version), "elapsed_s": self.elapsed_s, "cpu_s": self.cpu_s,
+                "learner_step": self.learner_step, "games": self.games, "scores": list(self.scores)}
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> EvaluationLine:
+        f = _Fields.record(data, where, "an evaluation line", EVALUATION_FORMAT)
+        if f.version == 0:
+            raise RecordError(f"{where}: an evaluation line has a format (evaluations came with format 1)")
+        version = f.take("version", _VERSION)
+        if f.take("id", _VERSION_ID) != version_id(version):
+            raise RecordError(f"{where}: an evaluation line's id is not its version's ({version_id(version)})")
+        values = {"time": f.take("time", _NUMBER), "version": version, "elapsed_s": f.take("elapsed_s", _NUMBER),
+                  "cpu_s": f.take("cpu_s", _NUMBER), "learner_step": f.take("learner_step", _INT),
+                  "games": f.take("games", _INT)}
+        scores = f.take("scores", _LIST_OF_OBJECTS)
+        f.done()
+        return cls(**values, scores=[_reference_score(s, f"{where}: scores[{i}]", f.version)
+                                     for i, s in enumerate(scores)])
+
+    def text(self) -> str:
+        """The line for a person: ``000004 at step 1,200: vs_mcts400 0.625 ± 0.077, ...``."""
+        return f"{version_id(self.version)} at step {self.learner_step:,}: {scores_text(self.scores)}"
+
+    def score(self, reference: str) -> ReferenceScore | None:
+        """The score of ``reference``, None when this line has none."""
+        return next((s for s in self.scores if s["reference"] == reference), None)
+
+
+def scores_text(scores: list[ReferenceScore]) -> str:
+    """References' scores in one line: ``vs_mcts400 0.625 ± 0.077, vs_gnugo1 skipped (...)``."""
+    return ", ".join(f"{s['reference']} {s['value']:.3f} ± {s['se']:.3f}"
+                     if s["value"] is not None and s["se"] is not None else f"{s['reference']} skipped ({s['skipped']})"
+                     for s in scores)
+
+
 # -- the ladder ---------------------------------------------------------------------------------
 def ladder_entry(version: int, sha256: str, elo: float | None, result: PromotionResult,
                  at: float | None) -> LadderEntry:
@@ -386,11 +460,11 @@ class Ladder:
 
 
 # -- the files ------------------------------------------------------------------------------------
-Line = TypeVar("Line", StatusLine, GatingLine)
+Line = TypeVar("Line", StatusLine, GatingLine, EvaluationLine)
 
 
 def parse_line(raw: bytes, record: type[Line], where: str) -> Line | None:
-    """One line of status.jsonl or gating.jsonl as ``record``; None for a blank line or
+    """One line of status.jsonl, gating.jsonl or evaluations.jsonl as ``record``; None for a blank line or
     one that is not JSON (cut short by a crash, or being written)."""
     if not raw.strip():
         return None
@@ -454,6 +528,10 @@ def append_gating(files: RunDir, line: GatingLine) -> None:
     _append(files.gating_history, line.to_json())
 
 
+def append_evaluation(files: RunDir, line: EvaluationLine) -> None:
+    _append(files.evaluations, line.to_json())
+
+
 def write_ladder(files: RunDir, ladder: Ladder) -> None:
     files.write(files.ladder, json.dumps(ladder.to_json(), indent=2).encode())
 
@@ -472,6 +550,11 @@ def read_status_history(files: RunDir) -> list[StatusLine]:
 def read_gating_history(files: RunDir) -> list[GatingLine]:
     """gating.jsonl's lines, oldest first (FileNotFoundError: no match decided yet)."""
     return _read_lines(files.gating_history, GatingLine)
+
+
+def read_evaluations(files: RunDir) -> list[EvaluationLine]:
+    """evaluations.jsonl's lines, oldest first (FileNotFoundError: no evaluation finished yet)."""
+    return _read_lines(files.evaluations, EvaluationLine)
 
 
 def read_ladder(files: RunDir) -> Ladder:

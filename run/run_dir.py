@@ -1,5 +1,5 @@
 """A run directory: the one place that names the files of a run, and the run's identity
-(what status.json, status.jsonl, ladder.json and gating.jsonl hold, and in which
+(what status.json, status.jsonl, ladder.json, gating.jsonl and evaluations.jsonl hold, and in which
 format, is run/records.py's).
 
     run.json                the run's id (unique, made when the run is created), format version
@@ -9,6 +9,7 @@ format, is run/records.py's).
     status.jsonl            every status line, one JSON object a line (what a finished run shows)
     ladder.json             every promotion with its gating result and Elo
     gating.jsonl            every gating match's result, promoted or not, one JSON object a line
+    evaluations.jsonl       every strength evaluation of a best model against fixed references, a line each
     best/                   the best model (model.safetensors, config.yaml: a checkpoint directory)
     models/                 every promoted model, by version (000042.safetensors)
     learner/                the learner's checkpoint, unless ``storage`` names another place
@@ -116,6 +117,10 @@ class RunDir:
     @property
     def gating_history(self) -> Path:
         return self.path / "gating.jsonl"
+
+    @property
+    def evaluations(self) -> Path:
+        return self.path / "evaluations.jsonl"
 
     @property
     def best(self) -> Path:

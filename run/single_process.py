@@ -7,7 +7,10 @@ and the ``Gatekeeper``, and drives them with run/loop.py's ``TrainingLoop``, the
 one the Ray driver drives: reuse control, candidate cadence, gating, the ladder,
 checkpoints, the run directory and its status lines are the same code in both. A
 pass of the loop (``iterate``): a chunk of self-play, training as far as the reuse
-ratio allows, a match when a candidate is due, a status line every few seconds.
+ratio allows, a match when a candidate is due, the best model's strength asked of the
+evaluator's child process when the loop says it is due (run/strength_process.py: at
+``evaluation.nice``, held to ``evaluation.cpu_share``; its answer taken at a later pass,
+never waited for), a status line every few seconds.
 
 The run directory is the cluster run's (run/run_dir.py). ``--resume`` continues
 from the learner's checkpoint and the ladder on disk (the in-process stream does not
@@ -35,6 +38,7 @@ from tengen.run.outage import ResilientStorage, StorageUnavailable
 from tengen.run.run_dir import RunDir, RunDirError, version_id
 from tengen.run.run_log import RunLog
 from tengen.run.sample_stream import LocalSampleStream
+from tengen.run.strength_process import EvaluationFailed, StrengthProcess
 from tengen.workers.gatekeeper import Gatekeeper
 from tengen.workers.selfplay_worker import SelfPlayWorker
 
@@ -90,6 +94,8 @@ class SingleProcessRun:
                                      resolve=self.best_eval, sink=self._send, seed=config.seed * 1000, halves=1,
                                      games=config.selfplay.games_in_flight, model_version=best,
                                      cache_positions=config.selfplay.cache_positions)
+        #: the strength evaluator's child process (started with the first evaluation)
+        self.strength = StrengthProcess(config) if config.evaluation.enabled else None
         self._last_report = time.monotonic()
         if resume:
             self.log(f"resumed at step {self.learner.trainer.step}, best {version_id(self.loop.best_version)}")
@@ -150,10 +156,29 @@ class SingleProcessRun:
             if promoted is not None:
                 self.best_eval.load_weights_blob(self.registry.fetch(promoted)[0])
                 self.worker.set_model_version(promoted)
+        self._strength()
         if time.monotonic() - self._last_report >= _REPORT_S:
             self._report()
 
+    def _strength(self) -> None:
+        """Take the evaluator's answer if it has come; ask for the next evaluation when
+        the loop says one is due."""
+        if self.strength is None:
+            return
+        try:
+            result = self.strength.poll()
+        except EvaluationFailed as e:
+            self.loop.evaluation_cut_off(str(e))
+        else:
+            if result is not None:
+                self.loop.evaluated(result)
+        version = self.loop.next_evaluation()
+        if version is not None:
+            self.strength.ask(version, self.registry.fetch(version)[0])
+
     def finish(self) -> dict:
+        if self.strength is not None:
+            self.strength.close()  # an evaluation in flight is dropped: the run is over
         try:
             self.learner.checkpoint()
         except StorageUnavailable as e:

@@ -73,6 +73,11 @@ def read_status(run_dir: Path) -> dict:
         status["ladder"] = list(records.read_ladder(files).entries)
     except FileNotFoundError:
         pass
+    try:  # the newest strength evaluation, None before the first
+        evaluations = records.read_evaluations(files)
+    except FileNotFoundError:
+        evaluations = []
+    status["strength"] = evaluations[-1].to_json() if evaluations else None
     # the same keys for both wirings: None where the run has no embedded Redis
     status["redis_server"] = recorded_server(files)
     client = live_client(files, wait_s=STATUS_WAIT_S)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tengen.run import records
+
 __all__ = ["STALE_S", "EXIT_STATUS", "run_state", "describe_status"]
 
 #: a report older than this, from a run that holds no lease, is not a live run's
@@ -112,6 +114,10 @@ def describe_status(status: dict[str, Any], *, now: float | None = None) -> list
     if last.get("last_gating"):
         best += f"; last gating {_gating(last['last_gating'])}"
     lines.append(best)
+    strength = status.get("strength")
+    if strength:
+        line = records.EvaluationLine.from_json(strength, "the status's strength")
+        lines.append(f"  strength of {line.text()} ({_ago(now - line.time)})")
     workers, servers = status.get("workers") or {}, status.get("inference_servers") or {}
     if workers.get("running") is not None:
         lines.append(("  " if state == "running" else "  at its last report: ")

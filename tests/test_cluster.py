@@ -109,6 +109,21 @@ def test_samples_in_redis_carry_the_promoted_versions(finished_run):
             assert (run_dir / "models" / f"{entry['version']:06d}.safetensors").exists()
 
 
+def test_the_run_measured_its_best_models_strength(finished_run):
+    """The evaluator actor measured the initial best at the start (the interval holds
+    the next ones back): evaluations.jsonl names promoted versions only, each reference
+    with its standard error, and the log says so."""
+    run_dir, _, lines, _ = finished_run
+    files = RunDir(run_dir)
+    evaluations = records.read_evaluations(files)
+    promoted = set(records.read_ladder(files).versions)
+    assert evaluations and {line.version for line in evaluations} <= promoted, "\n".join(lines)
+    first = evaluations[0]
+    assert first.version == 0 and {s["reference"] for s in first.scores} == {"optimal_moves", "vs_perfect"}
+    assert all(0 <= s["value"] <= 1 and s["se"] >= 0 for s in first.scores)
+    assert any(line.startswith("strength of 000000: optimal_moves") for line in lines)
+
+
 def test_the_learner_left_a_checkpoint(finished_run):
     run_dir = finished_run[0]
     assert (run_dir / "learner" / "learner.ckpt").stat().st_size > 0

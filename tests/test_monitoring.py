@@ -240,6 +240,9 @@ def _scrape_a_run(prometheus: _Prometheus, work: Path, metrics_port: int) -> dic
         "gating": {"rule": "sprt", "elo0": -400, "elo1": -300, "max_games": 32, "games_in_flight": 16,
                    "simulations": 8},
         "cluster": {**TINY_TICTACTOE["cluster"], "workers": 2},
+        # The strength panels need an evaluation while two workers keep both cores busy:
+        # at nice 19 the evaluator would get what they leave, which may be nothing.
+        "evaluation": {"nice": 0, "positions": 32, "games": 4},
         "ray": {"metrics_export_port": metrics_port},
         "stop": {"minutes": 8},
     })

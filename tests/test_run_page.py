@@ -21,7 +21,15 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tengen.engine.games import make_game
 from tengen.run.codec import decode_game
-from tengen.run.records import read_gating_history, read_ladder, read_status, read_status_history, write_status
+from tengen.run.records import (
+    EvaluationLine,
+    append_evaluation,
+    read_gating_history,
+    read_ladder,
+    read_status,
+    read_status_history,
+    write_status,
+)
 from tengen.run.run_dir import RunDir
 
 pytestmark = pytest.mark.slow  # chromium fetched, a real run shown
@@ -91,6 +99,32 @@ def test_the_ladder_plot_has_a_point_per_promotion_and_says_what_it_is(browser, 
     rows = browser.find_elements(By.CSS_SELECTOR, "#ladder-table tbody tr")
     assert [int(r.get_attribute("data-version")) for r in rows] == [e["version"] for e in reversed(ladder)]
     browser.save_screenshot(str(shots / "run-page.png"))
+
+
+def test_the_strength_curve_has_a_point_and_an_error_bar_per_evaluation(browser, short_run_dir, tmp_path, shots):
+    files = RunDir(tmp_path / "run")
+    shutil.copytree(short_run_dir, files.path)
+    files.evaluations.unlink(missing_ok=True)  # the run's own, if it finished one: these are known
+    at = read_status_history(files)[0].time
+    for k, (version, optimal) in enumerate([(0, 0.41), (1, 0.62), (2, 0.8)]):
+        append_evaluation(files, EvaluationLine(
+            time=at + 2 * k, version=version, elapsed_s=5.0, cpu_s=3.0, learner_step=100 * k, games=10 * k,
+            scores=[{"reference": "optimal_moves", "measure": "share", "value": optimal, "se": 0.03, "n": 256,
+                     "skipped": None},
+                    {"reference": "vs_perfect", "measure": "score", "value": 0.1 * k, "se": 0.05, "n": 40,
+                     "skipped": None}]))
+    server = PageServer("serve", "--run-dir", str(files.path), "--port", "0")
+    try:
+        open_page(browser, server.url)
+        assert plotted(browser, "strength-plot", "optimal_moves") == 3
+        assert plotted(browser, "strength-plot", "vs_perfect") == 3
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#strength-plot .error-bar")) == 6
+        assert "fixed references" in texts(browser, "#strength-plot .plot-title")[0]
+        tips = texts(browser, "#strength-plot .marker title")
+        assert "000002 at step 200: optimal_moves 0.800 ± 0.030 (256 positions)" in tips
+        browser.save_screenshot(str(shots / "strength.png"))
+    finally:
+        assert server.close() == 0, server.stderr()
 
 
 def test_the_loss_curve_and_the_rates_follow_the_status_lines(browser, page, short_run_dir):

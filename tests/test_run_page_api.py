@@ -22,7 +22,16 @@ from tengen.cluster.stream import SampleStream
 from tengen.engine.games import make_game
 from tengen.play.game_records import read_plain
 from tengen.run.codec import decode_game
-from tengen.run.records import read_gating_history, read_ladder, read_status, read_status_history, write_status
+from tengen.run.records import (
+    EvaluationLine,
+    append_evaluation,
+    read_evaluations,
+    read_gating_history,
+    read_ladder,
+    read_status,
+    read_status_history,
+    write_status,
+)
 from tengen.run.run_dir import RunDir, version_id
 from tengen.web import run_view
 
@@ -115,6 +124,32 @@ def test_the_ladder_is_ladder_json_sent_from_what_the_page_knows(page, short_run
     assert answer["entries"] == sent[-1:] and answer["start"] == len(ladder) - 1
     _, answer = page.get(f"/api/ladder?known={len(ladder) + 5}")  # a page that saw another run
     assert answer["reset"] and answer["entries"] == sent
+
+
+def test_strength_is_evaluations_jsonl_sent_from_what_the_page_knows(short_run_dir, tmp_path):
+    files = RunDir(tmp_path / "run")
+    shutil.copytree(short_run_dir, files.path)
+    files.evaluations.unlink(missing_ok=True)
+    server = serve(files.path)
+    try:
+        _, answer = server.get("/api/strength")
+        assert answer == {"evaluations": [], "start": 0, "count": 0, "reset": False}  # none yet
+        for version in (0, 2):
+            append_evaluation(files, EvaluationLine(
+                time=1_800_000_000.0 + version, version=version, elapsed_s=5.0, cpu_s=3.0, learner_step=10 * version,
+                games=version, scores=[{"reference": "optimal_moves", "measure": "share", "value": 0.5, "se": 0.03,
+                                        "n": 256, "skipped": None}]))
+        sent = [line.to_json() for line in read_evaluations(files)]
+        _, answer = server.get("/api/strength")
+        assert answer["evaluations"] == sent and answer["count"] == 2
+        assert answer["evaluations"][1]["id"] == "000002" and answer["evaluations"][1]["scores"][0]["se"] == 0.03
+        _, answer = server.get("/api/strength?known=1")
+        assert answer["evaluations"] == sent[1:] and answer["start"] == 1
+        _, answer = server.get("/api/strength?known=9")  # a page that saw another run
+        assert answer["reset"] and answer["evaluations"] == sent
+        assert server.get("/api/strength?known=x")[0] == 400
+    finally:
+        assert server.close() == 0, server.stderr()
 
 
 def test_gating_lists_every_match_newest_first_rejections_too(page, short_run_dir, tmp_path):

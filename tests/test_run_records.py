@@ -16,16 +16,20 @@ from tengen.engine.gating import GatingSummary
 from tengen.engine.interfaces import LadderEntry
 from tengen.run.model_registry import LocalModelRegistry
 from tengen.run.records import (
+    EVALUATION_FORMAT,
     GATING_FORMAT,
     LADDER_FORMAT,
     STATUS_FORMAT,
     UNRECORDED,
+    EvaluationLine,
     GatingLine,
     Ladder,
     RecordError,
     StatusLine,
+    append_evaluation,
     append_gating,
     parse_line,
+    read_evaluations,
     read_gating_history,
     read_ladder,
     read_status,
@@ -77,6 +81,37 @@ def test_a_gating_line_is_the_time_and_the_verdict(files):
                                                                             "time": 1_800_000_100.0, **PROMOTED}
     # the verdict is engine/gating.py's GatingSummary, every key of it and no other
     assert set(lines[0].summary) == GatingSummary.__required_keys__
+
+
+#: a strength evaluation of Go as the evaluator gives it: GNU Go was not installed
+EVALUATED = EvaluationLine(
+    time=1_800_000_500.0, version=4, elapsed_s=41.5, cpu_s=20.3, learner_step=1200, games=3400,
+    scores=[{"reference": "vs_mcts400", "measure": "score", "value": 0.625, "se": 0.0765, "n": 40, "skipped": None},
+            {"reference": "vs_gnugo1", "measure": "score", "value": None, "se": None, "n": 0,
+             "skipped": "GNU Go is not installed (no gnugo on the PATH)"}])
+
+
+def test_an_evaluation_line_reads_back_with_every_reference_and_its_standard_error(files):
+    later = dataclasses.replace(EVALUATED, time=1_800_000_900.0, version=6, scores=EVALUATED.scores[:1])
+    append_evaluation(files, EVALUATED)
+    append_evaluation(files, later)
+    assert read_evaluations(files) == [EVALUATED, later]
+    written = json.loads(files.evaluations.read_text().splitlines()[0])
+    assert written["format"] == EVALUATION_FORMAT == 1 and written["id"] == "000004"
+    assert EVALUATED.score("vs_mcts400")["se"] == 0.0765 and later.score("vs_gnugo1") is None
+
+
+def test_a_damaged_evaluation_line_is_refused_naming_the_file(files):
+    good = EVALUATED.to_json()
+    for damaged, words in [({**good, "id": "000005"}, "not its version's"),
+                           ({**good, "scores": [{**good["scores"][0], "se": "small"}]}, "'se' must be a number"),
+                           ({**good, "scores": [{**good["scores"][1], "skipped": None}]}, "not both nor neither"),
+                           ({k: v for k, v in good.items() if k != "format"}, "has a format"),
+                           ({**good, "format": 2}, "newer than this tengen reads")]:
+        files.evaluations.write_text(json.dumps(damaged) + "\n")
+        with pytest.raises(RecordError, match=re.escape(str(files.evaluations))) as refused:
+            read_evaluations(files)
+        assert words in str(refused.value)
 
 
 def test_ladder_json_is_the_registrys_ladder(files):

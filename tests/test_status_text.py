@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from tengen.cluster.lease import DriverLease
+from tengen.run.records import EvaluationLine, append_evaluation, write_status
 from tengen.run.records import read_status as read_line
-from tengen.run.records import write_status
 from tengen.run_control import read_status
 from tengen.status_text import EXIT_STATUS, STALE_S, describe_status, run_state
 from tengen.testing.run_files import status_line, stopped_run
@@ -40,6 +40,23 @@ def test_a_run_that_stopped_cleanly_says_so_with_how_far_it_got(tmp_path):
     assert lines[4] == "  at its last report: 2 self-play workers running; 1 inference server"
     assert "  learner: 1 restart, last error: ValueError: x" in lines
     assert not any("continue it with" in line for line in lines)
+
+
+def test_status_shows_the_newest_strength_evaluation(tmp_path):
+    files = stopped_run(tmp_path / "run")
+    assert read_status(files.path)["strength"] is None  # none yet: no line
+    scores = [{"reference": "vs_mcts400", "measure": "score", "value": 0.625, "se": 0.0771, "n": 40, "skipped": None},
+              {"reference": "vs_gnugo1", "measure": "score", "value": None, "se": None, "n": 0,
+               "skipped": "GNU Go is not installed (no gnugo on the PATH)"}]
+    at = read_line(files).time
+    for version, when in ((0, at - 900), (3, at - 300)):
+        append_evaluation(files, EvaluationLine(time=when, version=version, elapsed_s=40.0, cpu_s=20.0,
+                                                learner_step=1200 * version, games=50, scores=scores))
+    status = read_status(files.path)
+    assert status["strength"]["version"] == 3
+    lines = describe_status(status, now=at + 600)
+    assert ("  strength of 000003 at step 3,600: vs_mcts400 0.625 ± 0.077, vs_gnugo1 skipped (GNU Go is not "
+            "installed (no gnugo on the PATH)) (15 min ago)") in lines
 
 
 def test_a_run_that_stopped_on_an_error_says_why_and_how_to_go_on(tmp_path):

@@ -13,6 +13,8 @@ for a record of the run this tengen does not read: a newer format, or damaged):
   only the lines appended since;
 - ``GET /api/ladder[?known=N]``: ladder.json's promotions from the N-th on;
 - ``GET /api/gating``: the newest gating results, rejections too (gating.jsonl);
+- ``GET /api/strength[?known=N]``: the strength evaluations (evaluations.jsonl: each
+  reference's score and standard error) from the N-th on;
 - ``GET /api/games``: the newest self-play games, from the live run's Redis stream
   or the run directory's sample (``source``, ``note``), and the kept gating games;
 - ``GET /api/game?key=KEY``: one of them to replay: the board after every move and
@@ -71,6 +73,7 @@ class RunPage:
         app.router.add_get("/api/status", self._status)
         app.router.add_get("/api/ladder", self._ladder)
         app.router.add_get("/api/gating", self._gating)
+        app.router.add_get("/api/strength", self._strength)
         app.router.add_get("/api/games", self._games)
         app.router.add_get("/api/game", self._game)
         add_static(app)
@@ -97,6 +100,10 @@ class RunPage:
     async def _ladder(self, request: web.Request) -> web.Response:
         known = _offset(request, "known") or 0
         return web.json_response(await self._read(lambda: self.view.ladder(known=known)))
+
+    async def _strength(self, request: web.Request) -> web.Response:
+        known = _offset(request, "known") or 0
+        return web.json_response(await self._read(lambda: self.view.strength(known=known)))
 
     async def _gating(self, request: web.Request) -> web.Response:
         return web.json_response(await self._read(self.view.gating))

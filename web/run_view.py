@@ -49,7 +49,7 @@ from tengen.play.sgf import SgfError
 from tengen.run.codec import SampleFormatError
 from tengen.run.config import load_config
 from tengen.run.game_sample import ENTRY_SUFFIX
-from tengen.run.records import GatingLine, parse_line, read_ladder
+from tengen.run.records import GatingLine, parse_line, read_evaluations, read_ladder
 from tengen.run.run_dir import RunDir, version_id
 from tengen.web.board_view import game_info
 from tengen.web.replay import entry_game, file_game, replay, summary
@@ -141,6 +141,21 @@ class RunView:
         start = 0 if reset else known
         sent = [{**e, "result": _with_ids(e["result"])} for e in entries[start:]]
         return {"entries": sent, "start": start, "count": len(entries), "reset": reset}
+
+    def strength(self, *, known: int = 0) -> dict[str, Any]:
+        """The strength evaluations (evaluations.jsonl) from the ``known``-th on; all of
+        them, with ``reset``, when the file holds fewer than ``known`` (another run's).
+        A line every few minutes: the whole file is read."""
+        if known < 0:
+            raise ValueError(f"known must be >= 0, not {known}")
+        try:
+            lines = read_evaluations(self.files)
+        except FileNotFoundError:
+            lines = []
+        reset = known > len(lines)
+        start = 0 if reset else known
+        return {"evaluations": [line.to_json() for line in lines[start:]], "start": start, "count": len(lines),
+                "reset": reset}
 
     def gating(self, *, count: int = GATING_RESULTS_SHOWN) -> dict[str, Any]:
         """The newest ``count`` gating results, newest first (a line cut short by a write

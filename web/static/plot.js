@@ -3,6 +3,8 @@
 //   title, xLabel, yLabel: text; series: [{name, points: [[x, y], ...]}] (y null: a gap)
 //   steps: draw each series as a step line (a value holds until the next point)
 //   markers: a dot on every point, with its label (spec.label(point, series)) as a tooltip
+//   errorBars: (point) => its standard error: a bar from y - e to y + e with caps, for every
+//     point whose error is a number (class "error-bar", data-series its series' name)
 //   xMin, xMax, yMin, yMax: an axis's ends (default: the data's, widened to nice ticks)
 //   empty: what to say when no series has a point
 // Each series' path carries class "series" and data-series (its name) and data-points
@@ -59,7 +61,8 @@ export function linePlot(svg, spec) {
     return;
   }
   const xs = all.map((p) => p[0]);
-  const ys = all.map((p) => p[1]);
+  const err = (p) => (spec.errorBars ? Number(spec.errorBars(p)) : NaN);
+  const ys = all.flatMap((p) => (Number.isFinite(err(p)) ? [p[1] - err(p), p[1] + err(p)] : [p[1]]));
   const xTicks = niceTicks(spec.xMin ?? Math.min(...xs), spec.xMax ?? Math.max(...xs));
   const yTicks = niceTicks(spec.yMin ?? Math.min(...ys), spec.yMax ?? Math.max(...ys));
   // Given ends are the axis's (a time axis ends at the newest line, not at a round number).
@@ -92,6 +95,16 @@ export function linePlot(svg, spec) {
     el("path", { d, class: `series s${i}`, "data-series": s.name, "data-points": s.points.length }, svg);
     if (s.points.length === 1 && !spec.markers) {
       el("circle", { cx: X(s.points[0][0]), cy: Y(s.points[0][1]), r: 2.5, class: `marker s${i}` }, svg);
+    }
+    if (spec.errorBars) {
+      for (const p of s.points) {
+        const e = err(p);
+        if (!Number.isFinite(e)) continue;
+        const [x, lo, hi] = [X(p[0]), Y(Math.max(p[1] - e, y0)), Y(Math.min(p[1] + e, y1))];
+        const bar = `M${x.toFixed(1)} ${lo.toFixed(1)}V${hi.toFixed(1)}` +
+          `M${(x - 3).toFixed(1)} ${lo.toFixed(1)}h6M${(x - 3).toFixed(1)} ${hi.toFixed(1)}h6`;
+        el("path", { d: bar, class: `error-bar s${i}`, "data-series": s.name }, svg);
+      }
     }
     if (spec.markers) {
       for (const p of s.points) {

@@ -19,6 +19,7 @@ let statusNext = null;
 let latest = null;
 let ladder = [];
 let gating = []; // the newest gating results, newest first
+let strength = []; // every strength evaluation, oldest first
 let gamesSeen = "";
 let shown = null; // the game being replayed
 let ply = 0;
@@ -47,7 +48,7 @@ function series(name, field, axis, scale = 1) {
 
 // -- the plots ----------------------------------------------------------------------------
 function drawPlots() {
-  const times = points.map((p) => p.time).concat(ladder.map((e) => e.time));
+  const times = points.map((p) => p.time).concat(ladder.map((e) => e.time), strength.map((e) => e.time));
   // One time axis for every plot, from the run's start (its initial network's place
   // on the ladder) to its newest status line.
   const axis = times.length ? timeAxis(times) : { x: (t) => t, label: "time since the run started" };
@@ -83,6 +84,18 @@ function drawPlots() {
       e]) }],
     steps: true, markers: true, extendTo: latest ? axis.x(latest.time) : undefined,
     label: (p) => `${p[2].id}: Elo ${p[2].elo.toFixed(0)}`, empty: "no promotion yet",
+  });
+  const references = [...new Set(strength.flatMap((e) => e.scores.map((s) => s.reference)))];
+  linePlot($("strength-plot"), {
+    ...span, title: "Strength against fixed references (± standard error)", xLabel: axis.label,
+    yLabel: "share of positions, or score", yMin: 0, yMax: 1, legend: true, markers: true,
+    series: references.map((reference) => ({ name: reference, points: strength.flatMap((e) => e.scores
+      .filter((s) => s.reference === reference && s.value !== null)
+      .map((s) => [axis.x(e.time), s.value, s.se, e, s])) })),
+    errorBars: (p) => p[2],
+    label: (p) => `${p[3].id} at step ${p[3].learner_step}: ${p[4].reference} ${p[1].toFixed(3)} ± ` +
+      `${p[2].toFixed(3)} (${p[4].n} ${p[4].measure === "share" ? "positions" : "games"})`,
+    empty: "no strength evaluation yet",
   });
   $("history-note").textContent = points.length
     ? `${points.length} status lines shown (a long run's are thinned to about ${formatNumber(1500)} when the page ` +
@@ -305,6 +318,12 @@ async function pollLadder() {
   ladder.push(...answer.entries);
 }
 
+async function pollStrength() {
+  const answer = await api(`/api/strength?known=${strength.length}`);
+  if (answer.reset) strength = [];
+  strength.push(...answer.evaluations);
+}
+
 async function pollGating() {
   gating = (await api("/api/gating")).matches;
 }
@@ -323,6 +342,7 @@ async function poll() {
     let more = await pollStatus();
     while (more) more = await pollStatus();
     await pollLadder();
+    await pollStrength();
     await pollGating();
     await pollGames();
     say("");
