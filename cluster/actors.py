@@ -46,8 +46,8 @@ if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow:
     from tengen.workers.gatekeeper import GatingResult
     from tengen.workers.strength import StrengthResult
 
-__all__ = ["ActorSetup", "SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "StrengthActor", "ServerFailed",
-           "ServerLost", "redis_for"]
+__all__ = ["ActorSetup", "SelfPlayActor", "SelfPlayReport", "LearnerActor", "GatekeeperActor", "StrengthActor",
+           "ServerFailed", "ServerLost", "redis_for"]
 
 _Stats = TypeVar("_Stats", bound="LearnerStats")
 

@@ -91,8 +91,8 @@ from tengen.cluster.redis_server import (
 from tengen.cluster.registry import ModelRegistry
 from tengen.cluster.reporting import Reporting
 from tengen.cluster.status_board import StatusBoard
-from tengen.cluster.strength import Strength
 from tengen.cluster.stream import SampleStream
+from tengen.cluster.strength import Strength
 from tengen.cluster.supervision import CrashLoop, Supervisor, kill_actor
 from tengen.learner.storage import LocalStorage
 from tengen.run.config import TengenConfig, stream_maxlen

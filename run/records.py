@@ -26,10 +26,11 @@ still read, as they were (a key no reader knows is passed over):
 - the ladder.json of tengen 0.1.0's single-process run (versions as strings, no
   sha256) is refused by name, as ``--resume`` refuses its directory.
 
-An evaluation line came with format 1 and has no format 0. A format newer than this module's is refused, naming the file; so is a record of a
-format it knows with a field missing, mistyped or unknown (``RecordError``, a
-``RunDirError``). A line of a ``.jsonl`` file that is not JSON at all is skipped,
-not refused: it is the one a crash cut short, or the one the run is writing now.
+An evaluation line came with format 1 and has no format 0. A format newer than this
+module's is refused, naming the file; so is a record of a format it knows with a
+field missing, mistyped or unknown (``RecordError``, a ``RunDirError``). A line of a
+``.jsonl`` file that is not JSON at all is skipped, not refused: it is the one a
+crash cut short, or the one the run is writing now.
 
 The status and gating lines are frozen dataclasses: the loop alone makes them, and
 readers take them as values; they become plain JSON only at the edges

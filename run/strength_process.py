@@ -5,8 +5,8 @@ by the first op at the main job's priority, and numba's search holds the GIL in
 stretches. So ``StrengthProcess`` starts a child (multiprocessing's ``spawn``: the
 parent has TensorFlow loaded, which does not survive a fork) that first puts itself
 at ``evaluation.nice`` (19 by default) with TensorFlow held to
-ceil(``evaluation.cpu_share``) threads (workers/strength.py's ``low_priority``: every thread it starts after inherits the
-nice value), then builds a ``StrengthEvaluator`` and answers one request at a time
+ceil(``evaluation.cpu_share``) threads (workers/strength.py's ``low_priority``: every
+thread it starts after inherits the nice value), then builds a ``StrengthEvaluator`` and answers one request at a time
 over a pipe: ``(version, blob)`` in, the ``StrengthResult`` (or the error it raised,
 as text) out. Its ``CpuShare`` sleeps off what it used past its share; at nice 19 it
 gets what the main job leaves of the cores, and no more than its share of an idle one.
