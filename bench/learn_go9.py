@@ -49,10 +49,10 @@ from tengen.play.match import play_match
 from tengen.play.players import MctsPlayer, RandomPlayer, RolloutMctsPlayer
 from tengen.run.checkpoint import load_model
 from tengen.testing.training_run import MARKS, marks_in, train
+from tengen.workers.strength import gnugo_command
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"random": 0.99, "mcts1000": 0.8, "gnugo1": 0.5}
-GNUGO_COMMAND = "{gnugo} --mode gtp --chinese-rules --level {level}"
 #: KataGo's techniques as config settings: (on, off) for each
 TECHNIQUES = {
     "features": ("game.features=true", "game.features=false"),
@@ -113,7 +113,7 @@ def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[st
         print(f"  vs mcts1000: {result.wins}-{result.draws}-{result.losses}", flush=True)
     for level in (args.gnugo_levels if gnugo and args.gnugo_games else []):
         name = f"gnugo{level}"
-        summary = run_match(parse_side(str(mark)), parse_side("gtp:" + GNUGO_COMMAND.format(gnugo=gnugo, level=level)),
+        summary = run_match(parse_side(str(mark)), parse_side("gtp:" + gnugo_command(gnugo, level)),
                             games=args.gnugo_games, simulations=args.simulations, seed=args.seed,
                             out=mark / f"vs-{name}", progress=lambda line: None)
         scores[name] = MatchScore(summary["wins"], summary["draws"], summary["losses"])
