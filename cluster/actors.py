@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tengen.cluster.metrics import RunMetrics
 from tengen.cluster.outbox import GameOutbox
@@ -68,6 +69,15 @@ class ActorSetup:
         anew for each actor, since one ObjectRef shared by every actor's creation was
         once found freed under a live run ("owner is unknown") after workers came and went."""
         return self.redis_url, ray.put(self.redis_password)
+
+    @staticmethod
+    def beside_driver() -> dict[str, Any]:
+        """Ray options for a part that asks for no CPU (the gatekeeper, the strength
+        evaluator): the driver's node, which lives as long as the run does while spot
+        nodes come and go, and where Ray would otherwise put it by chance (a self-play
+        node, lost with it); anywhere else if that node cannot take it."""
+        node = ray.get_runtime_context().get_node_id()
+        return {"num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True)}
 
 
 class ServerLost(RuntimeError):
@@ -299,7 +309,7 @@ class GatekeeperActor:
 
 class StrengthActor:
     """The strength evaluator (workers/strength.py), at ``evaluation.nice`` (19) and held to
-    ``evaluation.cpu_share`` (its ``num_cpus`` too): the driver hands it a version and
+    ``evaluation.cpu_share`` (it asks Ray for no CPU: nice and pace bound it): the driver hands it a version and
     its weights, fetched from the registry when it asked, so it needs no Redis."""
 
     def __init__(self, config: dict[str, Any]):

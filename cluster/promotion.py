@@ -65,7 +65,7 @@ class Promotion:
 
     def start_gatekeeper(self) -> None:
         url, password = self.setup.redis()
-        self.gatekeeper = ray.remote(GatekeeperActor).options(num_cpus=0).remote(
+        self.gatekeeper = ray.remote(GatekeeperActor).options(**self.setup.beside_driver()).remote(
             self.setup.config, self.setup.run_id, url, password, self.config.seed + 1)
 
     def next_match(self) -> None:

@@ -3,8 +3,10 @@ what comes back.
 
 The loop (run/loop.py) says when the best model is due a measurement
 (``next_evaluation``: the newest best, rate-limited by ``evaluation.min_interval_s``);
-this hands it to a ``StrengthActor`` (cluster/actors.py: ``num_cpus`` the config's
-``evaluation.cpu_share``, its process at nice 19 and paced to that share) with the
+this hands it to a ``StrengthActor`` (cluster/actors.py: its process at nice 19 and
+paced to ``evaluation.cpu_share``; on the driver's node with ``num_cpus`` 0 like the
+gatekeeper, so that it never takes the place of a worker or of a learner that must be
+placed again) with the
 version's weights fetched from the registry now (a version promoted past by the time
 the actor starts may be pruned from Redis later), and the loop records the result
 when it comes back through the driver's wait (``done``). The call has a deadline
@@ -55,7 +57,7 @@ class Strength:
         """The evaluator actor, when the config measures strength."""
         if not self.config.evaluation.enabled:
             return
-        self.actor = ray.remote(StrengthActor).options(num_cpus=self.config.evaluation.cpu_share).remote(
+        self.actor = ray.remote(StrengthActor).options(**self.setup.beside_driver()).remote(
             self.setup.config)
 
     def next(self) -> None:

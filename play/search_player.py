@@ -222,7 +222,8 @@ class SearchPlayer:
         search = self._searches.get(key)
         if search is None or search.game is not game:
             self._searches = {k: s for k, s in self._searches.items() if s.game is game}
-            search = Search(game, games=1, settings=dataclasses.replace(self.settings, simulations=visits))
+            search = Search(game, games=1, settings=dataclasses.replace(self.settings, simulations=visits,
+                                                                             value_spread=True))
             self._searches[key] = search
         return search
 

@@ -415,8 +415,9 @@ class EvaluationConfig(_Strict):
     job keeps busy its evaluations come late; a lower value lets them through (the CPU share still bounds them)"""
     cpu_share: float = Field(default=0.5, gt=0, le=64)
     """the cores the evaluator may use on average (its process runs at nice 19 and sleeps off what it used past
-    this share); on a Ray cluster also its actor's num_cpus. Measured 2026-12-06 (bench/evaluator_cost.py, 3 minutes
-    of single-process Connect Four on 2 cores, same seed): 4,994 positions/min with the evaluator on at 0.5 and
+    this share); on a Ray cluster its actor asks for no CPU (as the gatekeeper's: a worker's or the learner's
+    place is never taken by it), so this share is what bounds it. Measured 2026-12-06 (bench/evaluator_cost.py, 3
+    minutes of single-process Connect Four on 2 cores, same seed): 4,994 positions/min with the evaluator on at 0.5 and
     4,791 off (1.04x: within the noise; one evaluation, 6 s of CPU over 50 s at nice 19, as no candidate was
     promoted in 3 minutes), so 0.5 costs the main job nothing measurable"""
     deadline_s: float = Field(default=3600.0, gt=0, le=7 * 86_400)

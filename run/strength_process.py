@@ -20,6 +20,7 @@ and one whose parent was killed reads the end of the pipe and exits.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -41,10 +42,15 @@ class EvaluationFailed(RuntimeError):
 def _serve(config_json: dict[str, Any], conn: Connection) -> None:
     """The child: low priority first (before TensorFlow starts a thread), then one
     evaluation per request until the pipe closes or a None comes."""
+    from tengen.engine.tensorflow_start import held_native_stderr, quiet_asked, start_tensorflow
     from tengen.workers.strength import low_priority
 
     evaluation = config_json.get("evaluation", {})
-    pace = low_priority(float(evaluation.get("cpu_share", 0.5)), nice=int(evaluation.get("nice", 19)))
+    # The child shares the terminal of a quiet ``tengen train``: TensorFlow, which
+    # low_priority starts after the nice value, says nothing on it.
+    with held_native_stderr() if quiet_asked() else contextlib.nullcontext():
+        pace = low_priority(float(evaluation.get("cpu_share", 0.5)), nice=int(evaluation.get("nice", 19)))
+        start_tensorflow()
     from tengen.run.config import parse_config
     from tengen.workers.strength import StrengthEvaluator
 

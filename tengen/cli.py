@@ -13,52 +13,13 @@ import contextlib
 import logging
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the config module loads the engine (numba): not for --version
     from tengen.run.config import TengenConfig
 
 __all__ = ["main", "build_parser", "SUBCOMMANDS", "GO_GAMES", "gtp_ownership"]
-
-
-@contextlib.contextmanager
-def _held_native_stderr() -> Iterator[None]:
-    """Hold file descriptor 2 in a temporary file for the block, and replay what it
-    caught to the real stderr only if the block raises.
-
-    TensorFlow's C++ start-up writes to fd 2 whatever TF_CPP_MIN_LOG_LEVEL says: absl
-    sends every message before its ``InitializeLog`` there ("All log messages before
-    absl::InitializeLog() ...", oneDNN's notice, "Could not find cuda drivers"), and
-    on a CPU machine the CUDA platform's failed ``cuInit`` comes when devices are first
-    listed. Python's own ``sys.stderr`` shares fd 2, so it is held too."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            held.seek(0)
-            sys.stderr.write(held.read().decode("utf-8", "replace"))
-            raise
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
-def _start_tensorflow_quietly() -> None:
-    """Import TensorFlow and list its devices (which probes CUDA) with fd 2 held, so
-    that the commands that load a model show none of its start-up; what TensorFlow
-    says after that passes TF_CPP_MIN_LOG_LEVEL=2 (errors only)."""
-    with _held_native_stderr():
-        import tensorflow as tf
-
-        tf.config.list_physical_devices()
 
 
 def _quiet_ray_logs() -> None:
@@ -148,8 +109,10 @@ def _run_gtp(args: argparse.Namespace) -> int:
                 except (ConfigError, WeightsError) as e:
                     return None, e
 
+            from tengen.engine.tensorflow_start import held_native_stderr
+
             # A GUI shows TensorFlow's C++ start-up on stderr as engine errors.
-            with contextlib.nullcontext() if args.verbose else _held_native_stderr():
+            with contextlib.nullcontext() if args.verbose else held_native_stderr():
                 loaded, error = load()
             if loaded is None:
                 return _fail("gtp", error)
@@ -204,8 +167,10 @@ def _run_analysis(args: argparse.Namespace) -> int:
         return _fail("analysis", "--visits and --threads must be at least 1")
     if args.config and not args.checkpoint:
         return _fail("analysis", "--config goes with --checkpoint")
+    from tengen.engine.tensorflow_start import held_native_stderr
+
     try:
-        with contextlib.nullcontext() if args.verbose else _held_native_stderr():
+        with contextlib.nullcontext() if args.verbose else held_native_stderr():
             from tengen.engine.network import WeightsError
             from tengen.run.config import ConfigError
         return serve_analysis(checkpoint=args.checkpoint, config=args.config, size=GO_GAMES[args.game],
@@ -275,7 +240,9 @@ def _run_match(args: argparse.Namespace) -> int:
         a = parse_side(args.a, config=args.config)
         b = parse_side(args.b if args.b is not None else GTP_PREFIX + args.gtp_engine, config=args.config_b)
         if not args.verbose and (a.checkpoint or b.checkpoint):
-            _start_tensorflow_quietly()
+            from tengen.engine.tensorflow_start import start_tensorflow_quietly
+
+            start_tensorflow_quietly()
 
         def progress(line: str) -> None:
             print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
@@ -393,7 +360,9 @@ def _run_train(args: argparse.Namespace) -> int:
     # Said before anything slow (TensorFlow, Ray, the kernels' compilation) starts.
     print(_train_headline(config, args, run_dir), flush=True)
     if not args.verbose:
-        _start_tensorflow_quietly()
+        from tengen.engine.tensorflow_start import start_tensorflow_quietly
+
+        start_tensorflow_quietly()
     if args.single_process:
         from tengen.run.single_process import SingleProcessRun
 
@@ -862,11 +831,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.verbose = args.verbose_all or getattr(args, "verbose_here", False) or getattr(args, "verbose", False)
     if not args.verbose:
         # Before TensorFlow is imported: its C++ logs after start-up, errors only
-        # (what start-up writes past this is held, see _held_native_stderr).
+        # (what start-up writes past this is held, see held_native_stderr).
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         _quiet_ray_logs()
         if args.command in _LOADS_A_MODEL:
-            _start_tensorflow_quietly()
+            from tengen.engine.tensorflow_start import start_tensorflow_quietly
+
+            start_tensorflow_quietly()
     try:
         return int(args.handler(args))
     except BrokenPipeError:

@@ -360,7 +360,7 @@ def test_the_lower_confidence_bound_plays_the_better_move_that_has_fewer_visits(
     # most visits, the steady one the better value, surely enough to be played
     a, b = 0, 4
     moves = {}
-    for name, settings in {"visits": SearchSettings(simulations=200),
+    for name, settings in {"visits": SearchSettings(simulations=200, value_spread=True),
                            "lcb": SearchSettings(simulations=200, lcb_z=5.0),
                            "lcb, b too rare": SearchSettings(simulations=200, lcb_z=5.0, lcb_min_visit_share=0.9)
                            }.items():
@@ -379,6 +379,20 @@ def test_the_lower_confidence_bound_plays_the_better_move_that_has_fewer_visits(
     player = SearchPlayer(late_refutation_evaluator(a, b), search=SearchSettings(simulations=200, lcb_z=5.0))
     analysis = player.search(TTT, TTT.initial_state())
     assert analysis.best == b and analysis.moves[0].lcb > analysis.moves[1].lcb
+
+
+def test_self_play_keeps_no_spread_of_values_and_play_does():
+    # the sum of squared values costs a write per ply of every backup: self-play, which
+    # never asks for a lower confidence bound, does without it
+    for settings, kept in [(SearchSettings(simulations=50), False), (SearchSettings(simulations=50).for_play(), True),
+                           (SearchSettings(simulations=50, lcb_z=1.0), True)]:
+        search = Search(TTT, games=1, settings=settings)
+        search.reset(0)
+        search.run(late_refutation_evaluator(0, 4))
+        assert bool(search.tree.node_w2[0].any()) == kept
+        if not kept:
+            with pytest.raises(ValueError, match="value_spread"):
+                search.root_lcb(0)
 
 
 def test_forced_playouts_give_every_visited_root_move_sqrt_k_p_n_visits():

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+import ray
 from ray.cluster_utils import Cluster
 
 from tengen.cluster.driver import ClusterRun
@@ -33,6 +34,7 @@ def three_nodes():
     nodes = [cluster.add_node(num_cpus=1) for _ in range(2)]
     cluster.wait_for_nodes()
     yield cluster, nodes
+    ray.shutdown()  # a run that failed mid-test leaves this process connected, which shutdown refuses
     cluster.shutdown()
 
 

@@ -290,6 +290,8 @@ class Search:
         The spread is the one of the values backed up through the move, shrunk towards
         the largest a value in [-1, 1] can have (1) as if by 2 visits, so that a move
         seen a few times with alike values is not taken as certain."""
+        if not self.settings.keeps_spread:
+            raise ValueError("root_lcb needs the values' spread: search with value_spread=True (or lcb_z > 0)")
         t = self.tree
         z = self.settings.lcb_z if z is None else z
         n = t.edge_n[g, ROOT].astype(np.float64)

@@ -39,6 +39,7 @@ __all__ = [
     "AVOID_OWN_EYES",
     "DISCOUNT",
     "SOLVER",
+    "VALUE_SPREAD",
     "NUM_SETTINGS",
 ]
 
@@ -49,7 +50,7 @@ _SEARCHES = {"puct": SEARCH_PUCT, "gumbel": SEARCH_GUMBEL}
 
 # The slots of SearchSettings.to_array().
 (LEAVES_PER_ROUND, FORMULA, KEEP_LEAF_STATES, C_PUCT, FPU_REDUCTION, VIRTUAL_LOSS, SEARCH, GUMBEL_CONSIDERED,
- GUMBEL_C_VISIT, GUMBEL_C_SCALE, AVOID_OWN_EYES, DISCOUNT, SOLVER, NUM_SETTINGS) = range(14)
+ GUMBEL_C_VISIT, GUMBEL_C_SCALE, AVOID_OWN_EYES, DISCOUNT, SOLVER, VALUE_SPREAD, NUM_SETTINGS) = range(15)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,12 @@ class SearchSettings:
     is highest; a less visited move whose value is surely better beats the most
     visited. 0 plays the most visited move. A choice of play's, read by
     ``Search.best_move``, not by the compiled walk: self-play's moves follow the visits.
+
+    ``value_spread`` keeps each node's sum of squared backed-up values
+    (``Tree.node_w2``), the spread ``Search.root_lcb`` needs; ``lcb_z`` above 0 and
+    ``for_play()`` turn it on. Self-play leaves it off: the write on every ply of every
+    backup cost Connect Four's search 5% of its speed (bench/mcts.py against 90ef343,
+    2026-12-06: 0.90 with it, 0.95 without).
     """
 
     simulations: int = 200
@@ -119,6 +126,7 @@ class SearchSettings:
     solver: bool = False
     lcb_z: float = 0.0
     lcb_min_visit_share: float = 0.15
+    value_spread: bool = False
 
     #: the settings that are for training's games, and why play (GTP, the play page,
     #: ``tengen match``, the benches' model players) leaves them out: ``for_play()``
@@ -133,6 +141,9 @@ class SearchSettings:
     #: (``RolloutMctsPlayer``, a search without a network) walks by UCT and keeps its
     #: leaves' positions for the rollouts
     FOR_ROLLOUTS: ClassVar[tuple[str, ...]] = ("formula", "keep_leaf_states")
+    #: the settings play sets for itself (``for_play()``): it reports each move's lower
+    #: confidence bound, which needs the values' spread
+    FOR_PLAY: ClassVar[tuple[str, ...]] = ("value_spread",)
 
     def __post_init__(self) -> None:
         if self.simulations < 1:
@@ -165,8 +176,8 @@ class SearchSettings:
 
     def for_play(self) -> SearchSettings:
         """These settings as play uses them: ``TRAINING_ONLY``'s left out (no root
-        noise, no eye rule)."""
-        return dataclasses.replace(self, dirichlet_fraction=0.0, avoid_own_eyes=False)
+        noise, no eye rule), ``FOR_PLAY``'s set (the values' spread kept)."""
+        return dataclasses.replace(self, dirichlet_fraction=0.0, avoid_own_eyes=False, value_spread=True)
 
     def for_rollouts(self) -> SearchSettings:
         """These settings for pure MCTS over rollouts: UCT (the values are noisy and the
@@ -189,4 +200,10 @@ class SearchSettings:
         out[AVOID_OWN_EYES] = bool(self.avoid_own_eyes)
         out[DISCOUNT] = self.discount
         out[SOLVER] = bool(self.solver)
+        out[VALUE_SPREAD] = self.keeps_spread
         return out
+
+    @property
+    def keeps_spread(self) -> bool:
+        """Whether the walk keeps the values' spread (``Tree.node_w2``)."""
+        return bool(self.value_spread or self.lcb_z > 0)

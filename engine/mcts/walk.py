@@ -45,6 +45,7 @@ from tengen.engine.mcts.settings import (
     SEARCH_GUMBEL,
     SOLVER,
     UCT,
+    VALUE_SPREAD,
     VIRTUAL_LOSS,
 )
 from tengen.engine.mcts.tree import (
@@ -149,15 +150,16 @@ def _take_back_virtual_loss(tree, g, node, a, virtual_loss):
 
 
 @njit(cache=True, inline="always")
-def _backup(tree, g, node, value, virtual_loss, discount):
+def _backup(tree, g, node, value, virtual_loss, discount, spread):
     """Back ``value`` (for the mover at ``node``) up to the root, the sign flipped and
     the value multiplied by ``discount`` at each ply, taking back the virtual loss the
-    walk added on each edge."""
+    walk added on each edge; with ``spread``, the squares summed too (the LCB's)."""
     v = np.float32(value)
     while True:
         tree.node_n[g, node] += 1.0
         tree.node_w[g, node] += v
-        tree.node_w2[g, node] += v * v
+        if spread:
+            tree.node_w2[g, node] += v * v
         parent = tree.parent[g, node]
         if parent < 0:
             return
@@ -274,6 +276,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
     avoid_eyes = settings[AVOID_OWN_EYES] != 0.0
     discount = np.float32(settings[DISCOUNT])
     solver = settings[SOLVER] != 0.0
+    spread = settings[VALUE_SPREAD] != 0.0
     games = tree.num_nodes.shape[0]
     max_nodes = tree.node_n.shape[1]
     num_actions = tree.prior.shape[2]
@@ -314,7 +317,8 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                         tree.node_n[g, ROOT] += due
                         exact = _exact_value(tree, g, ROOT, discount)
                         tree.node_w[g, ROOT] += due * exact
-                        tree.node_w2[g, ROOT] += due * exact * exact
+                        if spread:
+                            tree.node_w2[g, ROOT] += due * exact * exact
                         counts[1] += 1
                     break
                 forced = -1
@@ -357,7 +361,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                         _take_back_virtual_loss(tree, g, node, a, virtual_loss)
                         break
                     # a known terminal, or a proven node
-                    _backup(tree, g, child, _exact_value(tree, g, child, discount), virtual_loss, discount)
+                    _backup(tree, g, child, _exact_value(tree, g, child, discount), virtual_loss, discount, spread)
                     counts[1] += 1
                     continue
                 if tree.num_nodes[g] >= max_nodes:
@@ -387,7 +391,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
                     if solver:
                         tree.proven[g, child] = 1
                         _propagate_proof(tree, g, child, R.candidates_are_legal(kind))
-                    _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss, discount)
+                    _backup(tree, g, child, tree.terminal_value[g, child], virtual_loss, discount, spread)
                     counts[1] += 1
                     continue
                 R.candidate_mask_into(kind, params, st, scratch.legal)
@@ -420,6 +424,7 @@ def apply_kernel(tree, settings, leaf_game, leaf_node, count, policy, value):
     list) and back their values up."""
     virtual_loss = settings[VIRTUAL_LOSS]
     discount = np.float32(settings[DISCOUNT])
+    spread = settings[VALUE_SPREAD] != 0.0
     num_actions = tree.prior.shape[2]
     for b in range(count):
         g, node = leaf_game[b], leaf_node[b]
@@ -436,4 +441,4 @@ def apply_kernel(tree, settings, leaf_game, leaf_node, count, policy, value):
         tree.status[g, node] = EXPANDED
         tree.raw_value[g, node] = value[b]
         tree.in_flight[g] -= 1
-        _backup(tree, g, node, value[b], virtual_loss, discount)
+        _backup(tree, g, node, value[b], virtual_loss, discount, spread)

@@ -1,0 +1,63 @@
+"""TensorFlow's start-up without its noise on the terminal: the commands that load a
+model (cli.py) and the strength evaluator's child process (run/strength_process.py)
+start it through here when TF_CPP_MIN_LOG_LEVEL asks for quiet."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+
+__all__ = ["held_native_stderr", "start_tensorflow", "start_tensorflow_quietly", "quiet_asked"]
+
+
+def quiet_asked() -> bool:
+    """Whether this process was asked to keep TensorFlow quiet: ``tengen`` without
+    ``--verbose`` sets TF_CPP_MIN_LOG_LEVEL=2, which a spawned child inherits."""
+    return os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") in {"2", "3"}
+
+
+@contextlib.contextmanager
+def held_native_stderr() -> Iterator[None]:
+    """Hold file descriptor 2 in a temporary file for the block, and replay what it
+    caught to the real stderr only if the block raises.
+
+    TensorFlow's C++ start-up writes to fd 2 whatever TF_CPP_MIN_LOG_LEVEL says: absl
+    sends every message before its ``InitializeLog`` there ("All log messages before
+    absl::InitializeLog() ...", oneDNN's notice, "Could not find cuda drivers"), and
+    on a CPU machine the CUDA platform's failed ``cuInit`` comes when devices are first
+    listed. Python's own ``sys.stderr`` shares fd 2, so it is held too."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode("utf-8", "replace"))
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def start_tensorflow_quietly() -> None:
+    """Import TensorFlow and list its devices (which probes CUDA) with fd 2 held, so
+    that the commands that load a model show none of its start-up; what TensorFlow
+    says after that passes TF_CPP_MIN_LOG_LEVEL=2 (errors only)."""
+    with held_native_stderr():
+        start_tensorflow()
+
+
+def start_tensorflow() -> None:
+    """Import TensorFlow and list its devices: all it writes at start-up is written by
+    the time this returns."""
+    import tensorflow as tf
+
+    tf.config.list_physical_devices()
