@@ -3,8 +3,10 @@
 
 A checkpoint is a run's ``best/`` directory (``model.safetensors`` and the
 ``config.yaml`` it was trained with) or a ``.safetensors`` file, with its config
-beside it or named apart. ``load_model`` gives the Keras model; ``load_player``
-wraps it in a ``play.search_player.SearchPlayer`` with the config's search as play uses it.
+beside it or named apart; or ``packaged:GAME``, the model tengen ships for a packaged
+config (run/packaged_models.py), to play before anything is trained.
+``load_model`` gives the Keras model; ``load_player`` wraps it in a
+``play.search_player.SearchPlayer`` with the config's search as play uses it.
 Both import TensorFlow: callers that must stay light import this module late.
 """
 
@@ -18,9 +20,11 @@ from tengen.engine.games.base import Game
 from tengen.engine.network import CompiledModel, weights_from_bytes, weights_have_ownership, weights_metadata
 from tengen.play.search_player import SearchPlayer
 from tengen.run.config import TengenConfig, load_config
+from tengen.run.packaged_models import checkpoint_path
 from tengen.run.run_dir import CONFIG_FILE, MODEL_FILE, version_id
 
 __all__ = ["build_model", "checkpoint_version", "load_model", "load_player", "weights_file"]
+
 
 
 def build_model(config: TengenConfig):
@@ -30,7 +34,7 @@ def build_model(config: TengenConfig):
 
 def weights_file(checkpoint: str | Path) -> Path:
     """The weights of a checkpoint: a ``best`` directory's model.safetensors, or the file."""
-    path = Path(checkpoint)
+    path = checkpoint_path(checkpoint)
     return path / MODEL_FILE if path.is_dir() else path
 
 

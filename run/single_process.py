@@ -145,7 +145,10 @@ class SingleProcessRun:
         return self.loop.should_stop()
 
     def iterate(self) -> None:
-        """A chunk of self-play, the training it allows, a match when a candidate is due."""
+        """A chunk of self-play, the training it allows, a match when a candidate is due.
+        The evaluator is seen to first: the best model a pass starts with is the one
+        asked for (the initial network at the first pass, even when that pass promotes)."""
+        self._strength()
         stats = self.worker.run_for(_CHUNK_S)
         self.loop.worker_reported(_WORKER, self._incarnation, stats)
         self.loop.learner_reported(self.learner.step(seconds=_TRAIN_S, best_version=self.loop.best_version,
@@ -156,7 +159,6 @@ class SingleProcessRun:
             if promoted is not None:
                 self.best_eval.load_weights_blob(self.registry.fetch(promoted)[0])
                 self.worker.set_model_version(promoted)
-        self._strength()
         if time.monotonic() - self._last_report >= _REPORT_S:
             self._report()
 

@@ -57,8 +57,9 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--superko", action="store_true", help="positional superko instead of simple ko")
     p.add_argument("--seed", type=int, default=None, help="seed for the engine's move choice")
     p.add_argument("--checkpoint", default=None,
-                   help="a trained model (a run's best/ directory or a .safetensors file): play with it and MCTS; "
-                   "the board size and ko rule then come from its config")
+                   help="a trained model (a run's best/ directory, a .safetensors file, or packaged: the one that "
+                   "ships with tengen for --game): play with it and MCTS; the board size and ko rule then come from "
+                   "its config")
     p.add_argument("--config", default=None,
                    help="the run config of --checkpoint (default: the config.yaml saved beside it)")
     p.add_argument("--sims", type=int, default=400,
@@ -99,13 +100,18 @@ def _run_gtp(args: argparse.Namespace) -> int:
     rules: dict[str, Any] = {}  # GtpEngine's keywords that the checkpoint sets
     try:
         if args.checkpoint:
+            from tengen.run.packaged_models import PACKAGED
+
+            # the model that ships for the board asked for (go9 unless said)
+            checkpoint = f"{PACKAGED}:{args.game or 'go9'}" if args.checkpoint == PACKAGED else args.checkpoint
+
             def load():
                 from tengen.engine.network import WeightsError
                 from tengen.run.checkpoint import load_player  # imports TensorFlow
                 from tengen.run.config import ConfigError
 
                 try:
-                    return load_player(args.checkpoint, args.config, args.sims, warm_up=True), None
+                    return load_player(checkpoint, args.config, args.sims, warm_up=True), None
                 except (ConfigError, WeightsError) as e:
                     return None, e
 
@@ -614,7 +620,11 @@ def _add_play(subparsers: argparse._SubParsersAction) -> None:
         "simulations went. "
         "Prints the page's URL as its first line.",
     )
-    p.add_argument("--checkpoint", required=True, help="a run's best/ directory or a .safetensors file")
+    p.add_argument("game", nargs="?", default=None,
+                   help="a game whose trained model ships with tengen (tictactoe, connect4): play it before "
+                   "training one (the same as --checkpoint packaged:GAME)")
+    p.add_argument("--checkpoint", default=None,
+                   help="a run's best/ directory, a .safetensors file, or packaged:GAME")
     p.add_argument("--config", default=None, help="run config (default: the one saved with the checkpoint)")
     p.add_argument("--sims", type=int, default=None,
                    help="the page's default simulations per move (default: the config's mcts.simulations)")
@@ -631,14 +641,20 @@ def _add_play(subparsers: argparse._SubParsersAction) -> None:
 def _run_play(args: argparse.Namespace) -> int:
     from tengen.engine.network import WeightsError
     from tengen.run.config import ConfigError
+    from tengen.run.packaged_models import PACKAGED
     from tengen.web.play import MAX_VISITS, run_play
 
+    if (args.game is None) == (args.checkpoint is None):
+        return _fail("play", "give a game whose model ships with tengen (tengen play connect4) or --checkpoint, "
+                     "not both" if args.game else "give a game whose model ships with tengen (tengen play connect4)"
+                     " or --checkpoint DIR")
+    checkpoint = args.checkpoint or f"{PACKAGED}:{args.game}"
     if args.sims is not None and not 1 <= args.sims <= MAX_VISITS:
         return _fail("play", f"--sims must be in 1..{MAX_VISITS}")
     if not 0 <= args.port <= 65535:
         return _fail("play", "--port must be in 0..65535")
     try:
-        return run_play(args.checkpoint, args.config, simulations=args.sims, host=args.host, port=args.port,
+        return run_play(checkpoint, args.config, simulations=args.sims, host=args.host, port=args.port,
                         token=args.token, open_browser=args.open)
     except (ConfigError, WeightsError, OSError, ValueError) as e:
         return _fail("play", e)

@@ -74,9 +74,15 @@ def parse_side(spec: str, *, config: str | None = None) -> Side:
         if config is not None:
             raise MatchError(f"a config goes with a checkpoint, not with the GTP engine {command!r}")
         return Side(spec=spec, command=command)
-    if not Path(spec).exists():
+    from tengen.run.packaged_models import checkpoint_path
+
+    try:
+        where = checkpoint_path(spec)
+    except FileNotFoundError as e:
+        raise MatchError(str(e)) from None
+    if not where.exists():
         raise MatchError(f"no checkpoint at {spec} (give a run's best/ directory, a .safetensors file, "
-                         f"or {GTP_PREFIX}<command> for a GTP engine)")
+                         f"packaged:GAME, or {GTP_PREFIX}<command> for a GTP engine)")
     return Side(spec=spec, checkpoint=spec, config=config)
 
 

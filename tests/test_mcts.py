@@ -382,9 +382,10 @@ def test_the_lower_confidence_bound_plays_the_better_move_that_has_fewer_visits(
 
 
 def test_self_play_keeps_no_spread_of_values_and_play_does():
-    # the sum of squared values costs a write per ply of every backup: self-play, which
-    # never asks for a lower confidence bound, does without it
-    for settings, kept in [(SearchSettings(simulations=50), False), (SearchSettings(simulations=50).for_play(), True),
+    # the sum of squared values costs a write per ply of every backup: self-play and
+    # matches, which never ask for a lower confidence bound, do without it
+    for settings, kept in [(SearchSettings(simulations=50), False), (SearchSettings(simulations=50).for_play(), False),
+                           (SearchSettings(simulations=50, value_spread=True), True),
                            (SearchSettings(simulations=50, lcb_z=1.0), True)]:
         search = Search(TTT, games=1, settings=settings)
         search.reset(0)

@@ -38,7 +38,7 @@ def _project() -> dict:
 
 
 def _expected_members() -> set[str]:
-    """Every module, packaged config and page file of the source tree, as the wheel must name it."""
+    """Every module, packaged config and model, and page file of the source tree, as the wheel must name it."""
     members = set()
     # os.walk, not Path.rglob: it follows the links into the layout's folders.
     for folder, dirs, files in os.walk(PACKAGE, followlinks=True):
@@ -46,6 +46,7 @@ def _expected_members() -> set[str]:
         for name in files:
             path = Path(folder, name)
             if (path.suffix == ".py" or (path.suffix == ".yaml" and path.parent.name == "configs")
+                    or (path.parent.parent.name == "models" and name != "README.md")
                     or (path.suffix in (".html", ".js", ".css") and path.parent.name == "static")):
                 members.add(path.relative_to(ROOT).as_posix())
     return members
@@ -81,7 +82,9 @@ def test_the_wheel_holds_tengen_and_all_of_it(wheel):
     missing = _expected_members() - names
     assert not missing, f"the wheel lacks {sorted(missing)}"
     # the walk did follow the links
-    assert {"tengen/configs/connect4.yaml", "tengen/engine/games/go.py", "tengen/web/static/play.html"} <= names
+    assert {"tengen/configs/connect4.yaml", "tengen/engine/games/go.py", "tengen/web/static/play.html",
+            "tengen/models/connect4/model.safetensors"} <= names
+    assert wheel.stat().st_size < 3_000_000, f"{wheel.stat().st_size:,} bytes"  # the models keep it small
     entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
     assert re.search(r"^tengen = tengen\.cli:main$", entry_points, re.M), entry_points
 
@@ -134,10 +137,10 @@ def test_the_installed_wheel_runs_outside_the_repository(installed, tmp_path):
     for name in ("config.yaml", "log.txt", "ladder.json", "best/model.safetensors", "best/config.yaml"):
         assert (tmp_path / "run" / name).exists(), name
     assert "done:" in (tmp_path / "run" / "log.txt").read_text()
-    # The play page's files come from the installed package, not from the repository.
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
-    play = subprocess.Popen([str(venv / "bin" / "tengen"), "play", "--checkpoint", "run/best"], cwd=tmp_path,
+    # The page's files, and the model that ships with it, come from the installed package.
+    play = subprocess.Popen([str(venv / "bin" / "tengen"), "play", "connect4"], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert play.stdout is not None

@@ -102,8 +102,10 @@ class SearchSettings:
     ``Search.best_move``, not by the compiled walk: self-play's moves follow the visits.
 
     ``value_spread`` keeps each node's sum of squared backed-up values
-    (``Tree.node_w2``), the spread ``Search.root_lcb`` needs; ``lcb_z`` above 0 and
-    ``for_play()`` turn it on. Self-play leaves it off: the write on every ply of every
+    (``Tree.node_w2``), the spread ``Search.root_lcb`` needs; ``lcb_z`` above 0 turns
+    it on, and so does the searching player of GTP, analysis and the play page
+    (``SearchPlayer``), which reports every move's bound. Self-play and matches leave
+    it off: the write on every ply of every
     backup cost Connect Four's search 5% of its speed (bench/mcts.py against 90ef343,
     2026-12-06: 0.90 with it, 0.95 without).
     """
@@ -141,9 +143,6 @@ class SearchSettings:
     #: (``RolloutMctsPlayer``, a search without a network) walks by UCT and keeps its
     #: leaves' positions for the rollouts
     FOR_ROLLOUTS: ClassVar[tuple[str, ...]] = ("formula", "keep_leaf_states")
-    #: the settings play sets for itself (``for_play()``): it reports each move's lower
-    #: confidence bound, which needs the values' spread
-    FOR_PLAY: ClassVar[tuple[str, ...]] = ("value_spread",)
 
     def __post_init__(self) -> None:
         if self.simulations < 1:
@@ -176,8 +175,8 @@ class SearchSettings:
 
     def for_play(self) -> SearchSettings:
         """These settings as play uses them: ``TRAINING_ONLY``'s left out (no root
-        noise, no eye rule), ``FOR_PLAY``'s set (the values' spread kept)."""
-        return dataclasses.replace(self, dirichlet_fraction=0.0, avoid_own_eyes=False, value_spread=True)
+        noise, no eye rule)."""
+        return dataclasses.replace(self, dirichlet_fraction=0.0, avoid_own_eyes=False)
 
     def for_rollouts(self) -> SearchSettings:
         """These settings for pure MCTS over rollouts: UCT (the values are noisy and the
