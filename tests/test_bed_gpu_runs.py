@@ -163,6 +163,10 @@ def test_a_self_play_node_partitioned_for_60_s_loses_no_finished_game_and_counts
     bed, redis = gpu_bed
     if not any(node.kind == "gpu" and not node.gone for node in bed.nodes.values()):
         bed.add_node("gpu", cpus=1)
+        # joined before the run places its parts: seen no GPU at its start, the run may
+        # put a CPU learner or server on the cpu node (twice in 4 runs this test waited
+        # 600 s for that node to hold one worker alone)
+        bed.wait_for_nodes()
     config = {**BED_RUN, "cluster": {**BED_RUN["cluster"], "workers": 3, "start_timeout_s": 30}}
     run = bed.run("partition", config, redis=redis).start(minutes=25)
     try:
@@ -176,9 +180,7 @@ def test_a_self_play_node_partitioned_for_60_s_loses_no_finished_game_and_counts
 
         wait_for(lambda: reported(run).get("workers") == 3 and run.games() >= 50
                  and one_worker_alone_on_the_cpu_node(), timeout_s=600,
-                 what=f"3 workers, 50 games, one worker alone on the cpu node\n"
-                      f"{[(n.name, title) for title in ('ray::SelfPlayActor', *others) for n, _ in bed.find(title)]}\n"
-                      f"{run.log()[-3000:]}")
+                 what=f"3 workers, 50 games, one worker alone on the cpu node\n{run.log()[-3000:]}")
         (node,) = [node for node, _ in bed.find("ray::SelfPlayActor") if node.kind == "cpu"]
         log_before = len(run.log())
         bed.partition(node, 60)
