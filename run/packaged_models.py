@@ -37,11 +37,12 @@ def checkpoint_path(checkpoint: str | Path) -> Path:
         return Path(checkpoint)
     name = text.partition(":")[2]
     models = packaged_models()
+    shipped = ", ".join(f"{PACKAGED}:{n}" for n in models)
+    if not name:
+        raise FileNotFoundError(f"{text}: say which game's model: {shipped}")
     if name not in models:
-        raise FileNotFoundError(
-            f"{text}: tengen ships no model {'for ' + name if name else 'without a game named'}; it ships "
-            f"{', '.join(PACKAGED + ':' + n for n in models)}. Train one (`tengen train "
-            f"{name or 'GAME'}`) and give its best/ directory")
+        raise FileNotFoundError(f"{text}: tengen ships no model for {name}; it ships {shipped}. Train one "
+                                f"(`tengen train {name}`) and give its best/ directory")
     return models[name]
 
 

@@ -27,6 +27,8 @@ def test_tictactoe_and_connect4_ship_each_with_its_config_and_measured_strength(
         assert all(score["value"] is not None for score in strength["scores"]), strength["scores"]
     assert checkpoint_path(f"{PACKAGED}:connect4") == models["connect4"]
     assert str(checkpoint_path("runs/connect4/best")) == "runs/connect4/best"  # a path stays a path
+    with pytest.raises(FileNotFoundError, match="say which game's model: packaged:connect4"):
+        checkpoint_path(PACKAGED)
 
 
 def _measured(name: str, positions: int, games: int):
