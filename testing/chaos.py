@@ -161,12 +161,12 @@ class Run:
 
     def wait_until_playing(self, *, timeout_s: float = 300, games: int = 1, steps: int = 0) -> None:
         wait_for(lambda: self.games() >= games and self.learner_step() >= steps,
-                 timeout_s=timeout_s, what=f"{games} games and {steps} learner steps\n{self.log()[-3000:]}")
+                 timeout_s=timeout_s, what=lambda: f"{games} games and {steps} learner steps\n{self.log()[-3000:]}")
 
     def games_flow(self, *, after: int, timeout_s: float) -> float:
         """Seconds until the run's game total passes ``after``."""
         return wait_for(lambda: self.games() > after, timeout_s=timeout_s,
-                        what=f"games past {after}\n{self.log()[-3000:]}")
+                        what=lambda: f"games past {after}\n{self.log()[-3000:]}")
 
     def kill(self, title: str, sig: int = signal.SIGKILL) -> int:
         """Send ``sig`` (SIGKILL; SIGSTOP: a hung process) to one of the run's processes
@@ -264,7 +264,7 @@ def kill_the_learner(run: Run, *, timeout_s: float) -> float:
     killed = time.monotonic()
     wait_for(lambda: "learner lost" in run.log()[log_before:], timeout_s=timeout_s, what="the loss logged")
     wait_for(lambda: run.learner_step() > step, timeout_s=timeout_s,
-             what=f"learner steps past {step}\n{run.log()[-2000:]}")
+             what=lambda: f"learner steps past {step}\n{run.log()[-2000:]}")
     assert unique(run.ladder_versions())
     return time.monotonic() - killed
 
@@ -307,7 +307,7 @@ def hang_the_learner(run: Run, *, timeout_s: float) -> float:
     wait_for(lambda: "learner hung: no answer to step" in run.log()[log_before:], timeout_s=timeout_s,
              what="the hang logged\n" + run.log()[-2000:])
     wait_for(lambda: run.learner_step() > step and not alive(pid), timeout_s=timeout_s,
-             what=f"learner steps past {step}, the hung one gone\n{run.log()[-2000:]}")
+             what=lambda: f"learner steps past {step}, the hung one gone\n{run.log()[-2000:]}")
     assert unique(run.ladder_versions())
     return time.monotonic() - stopped
 
@@ -380,7 +380,7 @@ def sigterm_then_resume(run: Run, *, timeout_s: float) -> float:
     resumed, log_before = time.monotonic(), len(run.log())
     run.start(resume=True)
     wait_for(lambda: run.learner_step() > steps and "resumed" in run.log()[log_before:],
-             timeout_s=timeout_s, what=f"the resumed learner past step {steps}\n{run.log()[-2000:]}")
+             timeout_s=timeout_s, what=lambda: f"the resumed learner past step {steps}\n{run.log()[-2000:]}")
     return time.monotonic() - resumed
 
 

@@ -450,7 +450,7 @@ class ClusterBed:
         assert node.ray is not None
         ray_start = node.ray
         wait_for(lambda: ray_start.poll() is not None, timeout_s=timeout_s,
-                 what=f"{node.name}'s raylet exiting\n{self.log_tail(node, 'ray')}")
+                 what=lambda: f"{node.name}'s raylet exiting\n{self.log_tail(node, 'ray')}")
         self._kill_node(node)
 
     def cut(self, node: Node) -> None:

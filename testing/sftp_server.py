@@ -150,7 +150,8 @@ class SftpServer:
                 return False
             return True
 
-        wait_for(listens, timeout_s=15, every_s=0.05, what=f"sshd listening on {self.host}:{self.port}\n{self.log()}")
+        wait_for(listens, timeout_s=15, every_s=0.05,
+                 what=lambda: f"sshd listening on {self.host}:{self.port}\n{self.log()}")
 
     def stop(self) -> None:
         """Kill the listener and every open connection's process."""

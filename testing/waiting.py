@@ -10,12 +10,15 @@ from collections.abc import Callable
 __all__ = ["wait_for"]
 
 
-def wait_for(condition: Callable[[], object], *, timeout_s: float, what: str, every_s: float = 0.25) -> float:
-    """Seconds until ``condition()`` is true; AssertionError naming ``what`` past the timeout."""
+def wait_for(condition: Callable[[], object], *, timeout_s: float, what: str | Callable[[], str],
+             every_s: float = 0.25) -> float:
+    """Seconds until ``condition()`` is true; AssertionError naming ``what`` past the
+    timeout. A callable ``what`` is asked at the timeout, so that what it shows (a
+    run's log, a cluster's layout) is the state that failed, not the state at the call."""
     start = time.monotonic()
     while True:
         if condition():
             return time.monotonic() - start
         if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
+            raise AssertionError(f"not within {timeout_s:.0f} s: {what() if callable(what) else what}")
         time.sleep(every_s)

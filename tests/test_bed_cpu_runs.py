@@ -38,7 +38,7 @@ def test_the_learners_node_preempted_the_run_goes_on_from_its_checkpoint(cpu_bed
         # head), whatever node the learner runs on.
         checkpoint = RunDir(run.run_dir).learner / CHECKPOINT_FILE
         wait_for(lambda: checkpoint.exists() and run.learner_step() >= 2 * CANDIDATE_EVERY,
-                 timeout_s=600, what=f"two candidates and a checkpoint on the head\n{run.log()[-3000:]}")
+                 timeout_s=600, what=lambda: f"two candidates and a checkpoint on the head\n{run.log()[-3000:]}")
         ((node, _),) = bed.find("ray::LearnerActor")
         kept = int(weights_metadata(checkpoint.read_bytes())["step"])  # the step it resumes from
         log_before = len(run.log())
@@ -49,7 +49,7 @@ def test_the_learners_node_preempted_the_run_goes_on_from_its_checkpoint(cpu_bed
         # go on from there (not from 0), its window was rebuilt from the stream, and it
         # published no version that its predecessor had.
         wait_for(lambda: run.learner_step() > kept + CANDIDATE_EVERY, timeout_s=600,
-                 what=f"learner steps past {kept}\n{run.log()[-3000:]}")
+                 what=lambda: f"learner steps past {kept}\n{run.log()[-3000:]}")
         assert (last := run.status()) is not None and last.window > 0
         assert unique(run.ladder_versions())
         assert "already published" not in run.log()
@@ -135,17 +135,17 @@ def test_the_storage_down_for_60_s_the_learner_waits_it_out_and_goes_on(cpu_bed)
     checkpoint = storage.data / "storage-down" / CHECKPOINT_FILE
     try:
         wait_for(lambda: checkpoint_step(checkpoint) >= CANDIDATE_EVERY, timeout_s=600,
-                 what=f"a checkpoint on the head's sftp\n{run.log()[-3000:]}")
+                 what=lambda: f"a checkpoint on the head's sftp\n{run.log()[-3000:]}")
         log_before = len(run.log())
         bed.storage_down(storage, 60)
         kept = checkpoint_step(checkpoint)
         wait_for(lambda: f"learner: storage {url}: answering again" in run.log()[log_before:], timeout_s=300,
-                 what=f"the learner's storage back, said in the run's log\n{run.log()[-3000:]}")
+                 what=lambda: f"the learner's storage back, said in the run's log\n{run.log()[-3000:]}")
         after = run.log()[log_before:]
         assert re.search(rf"learner: storage {re.escape(url)}: .+; retrying", after), after[-3000:]
         assert "learner lost" not in after and "learner hung" not in after, after[-3000:]
         wait_for(lambda: checkpoint_step(checkpoint) > kept, timeout_s=300,
-                 what=f"a checkpoint written after the outage\n{run.log()[-3000:]}")
+                 what=lambda: f"a checkpoint written after the outage\n{run.log()[-3000:]}")
         assert run.process is not None and run.process.poll() is None
         assert (last := run.status()) is not None and last.error is None
     finally:

@@ -53,7 +53,7 @@ def test_a_worker_without_room_is_counted_apart_reported_with_the_reason_and_tri
     try:
         run.games_flow(after=20, timeout_s=300)
         wait_for(lambda: reported(run).get("not_started"), timeout_s=120,
-                 what=f"a worker reported as not started\n{run.log()[-3000:]}")
+                 what=lambda: f"a worker reported as not started\n{run.log()[-3000:]}")
         status = reported(run)
         assert (status["workers"], status["workers_starting"], status["target_workers"]) == (3, 1, 4), status
         (waiting,) = status["not_started"]
@@ -85,14 +85,14 @@ def test_the_learners_gpu_node_preempted_a_worker_makes_room_for_the_learner(gpu
     run = bed.run("learner-gpu-preempted", config, redis=redis).start(minutes=25)
     try:
         wait_for(lambda: reported(run).get("workers") == 3 and reported(run).get("learner_step", 0) >= CANDIDATE_EVERY,
-                 timeout_s=600, what=f"3 workers and a candidate\n{run.log()[-3000:]}")
+                 timeout_s=600, what=lambda: f"3 workers and a candidate\n{run.log()[-3000:]}")
         ((node, _),) = bed.find("ray::LearnerActor")
         assert node.name == "gpu1"
         log_before = len(run.log())
         bed.preempt(node)
         wait_for(lambda: "learner lost" in run.log()[log_before:], timeout_s=300, what="the loss logged")
         wait_for(lambda: "\nlearner runs, " in run.log()[log_before:], timeout_s=600,
-                 what=f"the learner running again\n{run.log()[log_before:][-4000:]}")
+                 what=lambda: f"the learner running again\n{run.log()[log_before:][-4000:]}")
         after = run.log()[log_before:]
         assert re.search(r"stopped self-play worker w\d+ on \S+ to free a CPU for learner", after), after[-4000:]
         assert "learner has not started in" in after
@@ -101,7 +101,7 @@ def test_the_learners_gpu_node_preempted_a_worker_makes_room_for_the_learner(gpu
         # Its window fills from the stream and from the games of the workers left.
         window = reported(run)["window"]
         wait_for(lambda: reported(run).get("window", 0) > max(window, 0), timeout_s=300,
-                 what=f"the new learner's window filling\n{run.log()[-3000:]}")
+                 what=lambda: f"the new learner's window filling\n{run.log()[-3000:]}")
         # Once the learner (and the CPU server) run, the run holds 3 workers again: those
         # without a CPU wait, and the status says so.
         wait_for(lambda: reported(run).get("held_for") is None and reported(run).get("target_workers") == 3
@@ -125,7 +125,7 @@ def test_a_gpu_node_preempted_and_another_joining_the_run_is_whole_again(gpu_bed
     run = bed.run("gpu-node-replaced", config, redis=redis).start(minutes=25)
     try:
         wait_for(lambda: reported(run).get("workers") == 3 and run.learner_step() >= CANDIDATE_EVERY,
-                 timeout_s=600, what=f"3 workers and a candidate\n{run.log()[-3000:]}")
+                 timeout_s=600, what=lambda: f"3 workers and a candidate\n{run.log()[-3000:]}")
         ((node, _),) = bed.find("ray::InferenceServer")
         assert node.kind == "gpu" and [n for n, _ in bed.find("ray::LearnerActor")] == [node]
         step, log_before = run.learner_step(), len(run.log())
@@ -134,17 +134,18 @@ def test_a_gpu_node_preempted_and_another_joining_the_run_is_whole_again(gpu_bed
                  in run.log()[log_before:], timeout_s=300, what="the loss logged, a CPU server standing in")
         fresh = bed.add_node("gpu", cpus=1)
         wait_for(lambda: "the CPU inference server that stood in is stopped" in run.log()[log_before:],
-                 timeout_s=600, what=f"the stand-in stopped\n{run.log()[log_before:][-4000:]}")
+                 timeout_s=600, what=lambda: f"the stand-in stopped\n{run.log()[log_before:][-4000:]}")
         # (moved from the CPU, or placed anew there while it waited for a CPU)
         wait_for(lambda: re.search(rf"the learner goes to {re.escape(fresh.address)} with [\d.]+ GPU",
                                    run.log()[log_before:]), timeout_s=600,
-                 what=f"the learner given a GPU on {fresh.name}\n{run.log()[log_before:][-4000:]}")
+                 what=lambda: f"the learner given a GPU on {fresh.name}\n{run.log()[log_before:][-4000:]}")
         wait_for(lambda: [n for n, _ in bed.find("ray::LearnerActor")] == [fresh], timeout_s=600,
-                 what=f"the learner on {fresh.name}\n{run.log()[log_before:][-4000:]}")
+                 what=lambda: f"the learner on {fresh.name}\n{run.log()[log_before:][-4000:]}")
         wait_for(lambda: run.learner_step() > step, timeout_s=600,
-                 what=f"the learner past step {step}\n{run.log()[log_before:][-4000:]}")
+                 what=lambda: f"the learner past step {step}\n{run.log()[log_before:][-4000:]}")
         wait_for(lambda: [reported(run).get(key) for key in ("workers", "workers_starting", "target_workers")]
-                 == [3, 0, 3], timeout_s=600, what=f"3 workers running again\n{reported(run)}\n{run.log()[-3000:]}")
+                 == [3, 0, 3], timeout_s=600,
+                 what=lambda: f"3 workers running again\n{reported(run)}\n{run.log()[-3000:]}")
         run.games_flow(after=run.games() + 20, timeout_s=300)
         assert [n for n, _ in bed.find("ray::InferenceServer")] == [fresh]
         assert fresh.name not in {n.name for n, _ in bed.find("ray::SelfPlayActor")}  # the learner has its CPU
@@ -178,9 +179,13 @@ def test_a_self_play_node_partitioned_for_60_s_loses_no_finished_game_and_counts
             cut = [node for node, _ in bed.find("ray::SelfPlayActor") if node.kind == "cpu"]
             return len(cut) == 1 and not [title for title in others for n, _ in bed.find(title) if n is cut[0]]
 
+        def layout() -> str:
+            return "; ".join(f"{title} on {n.name} ({n.kind})" for title in ("ray::SelfPlayActor", *others)
+                             for n, _ in bed.find(title))
+
         wait_for(lambda: reported(run).get("workers") == 3 and run.games() >= 50
                  and one_worker_alone_on_the_cpu_node(), timeout_s=600,
-                 what=f"3 workers, 50 games, one worker alone on the cpu node\n{run.log()[-3000:]}")
+                 what=lambda: f"3 workers, 50 games, one worker alone on the cpu node\n{layout()}\n{run.log()[-3000:]}")
         (node,) = [node for node, _ in bed.find("ray::SelfPlayActor") if node.kind == "cpu"]
         log_before = len(run.log())
         bed.partition(node, 60)
@@ -188,7 +193,7 @@ def test_a_self_play_node_partitioned_for_60_s_loses_no_finished_game_and_counts
         bed.wait_until_dropped(node)  # Ray declared it dead: healed, it exits, never rejoins
         bed.add_node("cpu", cpus=1)  # the autoscaler's replacement
         wait_for(lambda: (reported(run).get("workers"), reported(run).get("workers_starting")) == (3, 0),
-                 timeout_s=600, what=f"3 workers running again\n{reported(run)}\n{run.log()[-3000:]}")
+                 timeout_s=600, what=lambda: f"3 workers running again\n{reported(run)}\n{run.log()[-3000:]}")
         run.games_flow(after=run.games() + 20, timeout_s=300)
         wait_for(lambda: not finished_games_lost(run, redis.password, redis.url), timeout_s=60,
                  what="every game reported finished in the stream")
