@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             return 0
 
-        from tengen.engine.network import gpu_available
+        from tengen.engine.backend import gpu_available
 
         if not gpu_available():
             print("warning: --gpu but TensorFlow sees no GPU; measuring on CPU", file=sys.stderr, flush=True)

@@ -214,7 +214,7 @@ class LearnerActor:
 
     def __init__(self, config: dict[str, Any], run_id: str, redis_url: str, password: str | None,
                  storage: str | None, seed: int, held: dict[str, bytes] | None = None):
-        from tengen.engine.network import share_gpu_memory
+        from tengen.engine.backend import share_gpu_memory
         from tengen.learner.learner import Learner
         from tengen.learner.storage import HeldStorage, open_storage
         from tengen.run.outage import ResilientStorage

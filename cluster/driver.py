@@ -94,6 +94,7 @@ from tengen.cluster.status_board import StatusBoard
 from tengen.cluster.stream import SampleStream
 from tengen.cluster.strength import Strength
 from tengen.cluster.supervision import CrashLoop, Supervisor, kill_actor
+from tengen.engine.backend import use_backend
 from tengen.learner.storage import LocalStorage
 from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
@@ -204,7 +205,9 @@ class ClusterRun:
         self.files.write_private(self.files.connection, json.dumps(connection).encode())
 
     def _start_ray(self) -> None:
-        env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}}  # no secret here: Ray shows runtime_env to anyone
+        # no secret here: Ray shows runtime_env to anyone. Every actor builds its network
+        # on the run's backend (the command chose it: engine/backend.py).
+        env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": use_backend(self.config.network.backend)}}
         if self.address:
             ray.init(address=self.address, runtime_env=env, log_to_driver=False)
         else:

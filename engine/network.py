@@ -1,6 +1,6 @@
 """The AlphaZero dual residual network, its compiled inference call and its weights blob.
 
-Three parts, all pure (numpy and TensorFlow/Keras only):
+Three parts, all pure (numpy and Keras 3 on any of its backends: engine/backend.py):
 
 - ``build_network``: the AlphaGo Zero / AlphaZero tower (Silver et al. 2017, 2018):
   a 3x3 convolution stem, ``blocks`` residual blocks, a policy head giving move
@@ -8,9 +8,11 @@ Three parts, all pure (numpy and TensorFlow/Keras only):
   (``ownership=True``, Go) KataGo's ownership head (Wu 2019, "Accelerating
   Self-Play Learning in Go"), ``tanh`` owners ``[B, H*W]`` of every point from the
   mover's view, an auxiliary target that also speeds learning.
-- ``CompiledModel``: the one inference entry point (an ``Evaluator``). It pads every
-  batch to one of a few fixed bucket sizes and calls one ``tf.function`` so that a new
-  batch size never triggers a retrace (a retrace costs seconds; XLA recompiles more).
+- ``CompiledModel``: the one inference entry point (an ``Evaluator``). Where the
+  backend compiles one program per shape (XLA, JAX) it pads every batch to one of a few
+  fixed bucket sizes, so that a new batch size never triggers a retrace (a retrace
+  costs seconds; XLA recompiles more). The compiled call itself is
+  engine/compiled_call.py's, one per backend.
 - The weights blob: safetensors (never pickle) with a format tag and version in its
   metadata, validated name by name and shape by shape before anything is assigned.
   ``pack_tensors`` / ``unpack_tensors`` / ``assign_checked`` are the shared pieces that
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import struct
 import tempfile
@@ -32,7 +33,9 @@ from typing import Any
 import keras
 import numpy as np
 import safetensors.numpy
-import tensorflow as tf
+
+from tengen.engine.backend import backend, gpu_available, mixed_precision_policy
+from tengen.engine.compiled_call import compile_inference, needs_fixed_shapes
 
 __all__ = [
     "WEIGHTS_FORMAT",
@@ -43,7 +46,6 @@ __all__ = [
     "build_network",
     "has_ownership",
     "weights_have_ownership",
-    "gpu_available",
     "CompiledModel",
     "weights_to_bytes",
     "weights_from_bytes",
@@ -52,6 +54,7 @@ __all__ = [
     "write_atomically",
     "load_weights_file",
     "model_variables",
+    "variable_array",
     "pack_tensors",
     "unpack_tensors",
     "assign_checked",
@@ -75,43 +78,6 @@ class WeightsError(ValueError):
 
 
 # -- the network -------------------------------------------------------------------------
-
-
-def gpu_available() -> bool:
-    """Whether TensorFlow sees a GPU (decides XLA and mixed precision)."""
-    return bool(tf.config.list_physical_devices("GPU"))
-
-
-def share_gpu_memory() -> None:
-    """Let TensorFlow take GPU memory as it needs it instead of all at start, so that
-    an inference server and the learner can share one GPU. Call before the first op."""
-    for gpu in tf.config.list_physical_devices("GPU"):
-        try:
-            tf.config.experimental.set_memory_growth(gpu, True)
-        except RuntimeError:  # already initialised: the setting stands as it was
-            pass
-
-
-def share_cpu_threads(calls: int) -> None:
-    """Split this process's cores among ``calls`` model calls that run side by side:
-    each op runs on at most its share of TensorFlow's intra-op threads. Call before the
-    first op; once TensorFlow has started, the setting stands as it was."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(max(1, cores // calls))
-    except RuntimeError:
-        pass
-
-
-def limit_cpu_threads(threads: int) -> None:
-    """At most ``threads`` TensorFlow threads per op and between ops in this process (a
-    process that must stay within a CPU share: the strength evaluator). Call before the
-    first op; once TensorFlow has started, the setting stands as it was."""
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(max(1, threads))
-        tf.config.threading.set_inter_op_parallelism_threads(max(1, threads))
-    except RuntimeError:
-        pass
 
 
 def build_network(
@@ -147,11 +113,12 @@ def build_network(
     keys of the weights blob, are the same for every network built with these
     arguments, in any process. ``l2`` is the paper's ``c`` in ``c * ||theta||^2``: an
     L2 regulariser on every kernel, summed in ``model.losses``. ``mixed_precision``
-    sets "mixed_float16" on these layers only (float32 variables, float16 maths), never
-    the global policy; the two output layers stay float32 for a stable softmax/tanh.
+    sets the backend's mixed policy (``mixed_precision_policy``: float16 maths on
+    TensorFlow, bfloat16 on JAX and PyTorch, float32 variables) on these layers only,
+    never the global policy; the output layers stay float32 for a stable softmax/tanh.
     """
     height, width, channels = (int(n) for n in input_shape)
-    dtype: Any = keras.DTypePolicy("mixed_float16") if mixed_precision else None
+    dtype: Any = keras.DTypePolicy(mixed_precision_policy()) if mixed_precision else None
     reg = keras.regularizers.L2(l2) if l2 else None
 
     def conv(x, n_filters: int, kernel: int, name: str):
@@ -213,45 +180,33 @@ def has_ownership(model: keras.Model) -> bool:
 # -- inference ---------------------------------------------------------------------------
 
 
-class _BucketTracesAreExpected(logging.Filter):
-    """TensorFlow warns when one Python function traced five times within its last few
-    hundred calls, counting the traces of every ``tf.function`` made from it in the
-    process. A CompiledModel traces once per bucket by design, and a process holds
-    several (self-play's, the two gating sides'): the warning was noise on a training
-    run's terminal. Only that warning about our own function is dropped."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not ("triggered tf.function retracing" in message and "CompiledModel.__init__" in message)
-
-
-tf.get_logger().addFilter(_BucketTracesAreExpected())
-
-
 class CompiledModel:
     """``evaluate(planes[B, H, W, C]) -> (policy[B, A] probabilities, value[B])``.
 
-    With XLA (``jit_compile``, the default when a GPU is visible) every call is padded
-    up to the smallest bucket that holds it (batches above the largest bucket are cut
-    into largest-bucket chunks), because XLA compiles one program per shape: the one
-    ``tf.function`` below is traced at most once per bucket. Pad rows are zeros; they
-    cost compute but batch norm in inference mode keeps rows independent, so they never
-    change the real rows' answers. Without XLA (a CPU, by default) TensorFlow's kernels
-    take any batch, so the function is traced once, for all batch sizes (``buckets``
-    is empty), and nothing is padded: padding a CPU's batches to the buckets cost a
-    quarter of its throughput on self-play's batch sizes (measured 2026-12-05 on 2
-    cores, Connect Four's 4x32 net, batches of 300-1,024 rows: 13,700 rows/s padded,
-    17,200 not). ``trace_count`` counts the traces and ``traced_batch_sizes`` lists the
-    shapes they were traced for (None: any).
+    With XLA (``jit_compile`` on TensorFlow, the default when a GPU is visible) and
+    always on JAX, every call is padded up to the smallest bucket that holds it
+    (batches above the largest bucket are cut into largest-bucket chunks), because XLA
+    compiles one program per shape: the compiled function is traced at most once per
+    bucket. Pad rows are zeros; they cost compute but batch norm in inference mode keeps
+    rows independent, so they never change the real rows' answers. Without XLA (a CPU,
+    by default) TensorFlow's kernels, and PyTorch's, take any batch, so the function is
+    traced once, for all batch sizes (``buckets`` is empty), and nothing is padded:
+    padding a CPU's batches to the buckets cost a quarter of its throughput on
+    self-play's batch sizes (measured 2026-12-05 on 2 cores, Connect Four's 4x32 net,
+    batches of 300-1,024 rows: 13,700 rows/s padded, 17,200 not). ``trace_count``
+    counts the traces and ``traced_batch_sizes`` lists the shapes they were traced
+    for (None: any).
 
     A model with the ownership head answers ``ownership(planes) -> float32[B, H*W]``
     too, a second function traced only when called (by GTP and analysis); the
     ``evaluate`` call above never computes the head, so self-play pays nothing for it.
 
-    ``jit_compile`` defaults to XLA when a GPU is visible and off on CPU, where it gains
+    ``jit_compile`` (XLA on TensorFlow; JAX always compiles, PyTorch runs eager)
+    defaults to on when a GPU is visible and off on CPU, where it gains
     little and not everywhere: measured on 2 cores (2026-12-05), 1.07-1.13x at batches
     128-1024 for Connect Four's 4x32 net, 0.91-1.02x for a 5x64 one at 256-1024 (the
-    Trainer's step, by contrast, gains 1.27x on Connect Four's net). Weights can be swapped in place
+    Trainer's step, by contrast, gains 1.27x on Connect Four's net). Weights can be
+    swapped in place
     (``load_weights_blob``, ``set_weights_from``) without a retrace: the function reads
     the same variables. Calls may run on several threads at once (the model server
     does); a weights swap must not overlap them.
@@ -264,9 +219,10 @@ class CompiledModel:
         buckets: Sequence[int] | None = None,
         jit_compile: bool | None = None,
     ):
+        self.backend = backend()
         self.jit_compile = gpu_available() if jit_compile is None else bool(jit_compile)
         if buckets is None:
-            buckets = DEFAULT_BUCKETS if self.jit_compile else ()
+            buckets = DEFAULT_BUCKETS if needs_fixed_shapes(self.jit_compile) else ()
         if any(int(b) < 1 for b in buckets):
             raise ValueError(f"buckets must be positive batch sizes, got {buckets!r}")
         self.model = model
@@ -282,21 +238,23 @@ class CompiledModel:
         #: how many times the compiled function ran (a call of B > largest bucket runs several)
         self.calls = 0
 
-        def forward(planes_nhwc):
-            # Python side effects run only while tracing: this counts traces, not calls.
+        def traced(batch: int | None) -> None:
             self.trace_count += 1
-            self.traced_batch_sizes.append(planes_nhwc.shape[0])
-            logits, value = two_heads(planes_nhwc, training=False)
-            return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1), tf.cast(value, tf.float32)
+            self.traced_batch_sizes.append(batch)
 
-        def owners(planes_nhwc):
-            return (tf.cast(self.model(planes_nhwc, training=False)[2], tf.float32),)
+        def probabilities(outputs):
+            logits, value = outputs
+            return (keras.ops.softmax(keras.ops.cast(logits, "float32"), axis=-1),
+                    keras.ops.cast(value, "float32"))
 
-        any_batch = None if self.buckets else [tf.TensorSpec([None, *self.input_shape], tf.float32)]
-        self._forward = tf.function(forward, jit_compile=self.jit_compile, reduce_retracing=False,
-                                    input_signature=any_batch)
-        self._owners = tf.function(owners, jit_compile=self.jit_compile, reduce_retracing=False,
-                                   input_signature=any_batch)
+        def owners(outputs):
+            return (keras.ops.cast(outputs[2], "float32"),)
+
+        self._forward = compile_inference(two_heads, probabilities, traced=traced, input_shape=self.input_shape,
+                                          jit_compile=self.jit_compile, any_batch=not self.buckets)
+        # traced only when first called (by GTP and analysis): self-play never is
+        self._owners = compile_inference(model, owners, traced=lambda batch: None, input_shape=self.input_shape,
+                                         jit_compile=self.jit_compile, any_batch=not self.buckets)
 
     def bucket_for(self, batch: int) -> int:
         """The padded size a batch of ``batch`` positions runs at (for one chunk)."""
@@ -340,10 +298,10 @@ class CompiledModel:
             else:
                 padded = np.zeros((size, *self.input_shape), np.float32)
                 padded[:n] = chunk
-            outputs = function(tf.constant(padded))
+            outputs = function(padded)
             self.calls += 1
             for part, out in zip(parts, outputs, strict=True):
-                part.append(out.numpy()[:n])
+                part.append(out[:n])
         return [part[0] if len(part) == 1 else np.concatenate(part) for part in parts]
 
     def load_weights_blob(self, blob: bytes) -> dict:
@@ -355,7 +313,7 @@ class CompiledModel:
         if isinstance(source, (bytes, bytearray, memoryview)):
             self.load_weights_blob(bytes(source))
             return
-        tensors = {name: v.numpy() for name, v in model_variables(source).items()}
+        tensors = {name: variable_array(v) for name, v in model_variables(source).items()}
         assign_checked(model_variables(self.model), tensors)
 
 
@@ -370,6 +328,12 @@ def model_variables(model: keras.Model) -> dict[str, Any]:
             raise WeightsError(f"two weights share the path {v.path!r}; name the layers")
         variables[v.path] = v
     return variables
+
+
+def variable_array(variable: Any) -> np.ndarray:
+    """A copy of a Keras variable's value as numpy, on any backend (a PyTorch
+    parameter needs its gradient link cut first)."""
+    return np.array(keras.ops.convert_to_numpy(keras.ops.stop_gradient(variable.value)))
 
 
 #: the header field that holds a checksummed blob's data sha256 (``pack_tensors``)
@@ -505,7 +469,7 @@ def weights_metadata(blob: bytes) -> dict:
 
 def weights_to_bytes(model: keras.Model, *, metadata: Mapping) -> bytes:
     """Every weight of ``model`` as a tengen-weights blob, ``metadata`` as JSON in it."""
-    tensors = {name: v.numpy() for name, v in model_variables(model).items()}
+    tensors = {name: variable_array(v) for name, v in model_variables(model).items()}
     return pack_tensors(tensors, fmt=WEIGHTS_FORMAT, version=WEIGHTS_FORMAT_VERSION, metadata=metadata)
 
 

@@ -29,9 +29,19 @@ class NetworkSpec:
     ownership: bool
     #: every this many residual blocks, one with KataGo's global pooling bias (0: none)
     global_pooling_every: int = 0
+    #: the Keras backend it runs on (None: KERAS_BACKEND, else TensorFlow; engine/backend.py)
+    backend: str | None = None
 
     def build(self, *, mixed_precision: bool = False) -> keras.Model:
-        """The network (engine/network.py's ``build_network``), untrained."""
+        """The network (engine/network.py's ``build_network``), untrained: on its backend
+        where Keras has not started yet in this process, else on the one it runs (weights
+        are the same on every backend; a run's processes start on its backend)."""
+        import sys
+
+        from tengen.engine.backend import use_backend
+
+        if "keras" not in sys.modules:
+            use_backend(self.backend)
         from tengen.engine.network import build_network
 
         return build_network(input_shape=self.input_shape, num_actions=self.num_actions, blocks=self.blocks,

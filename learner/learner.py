@@ -47,7 +47,7 @@ from tengen.engine.selfplay import GameRecord
 from tengen.learner.options import LearnerOptions
 from tengen.learner.replay import ReplayWindow, mover_ownership
 from tengen.learner.storage import CheckpointStorage, open_storage
-from tengen.learner.trainer import Trainer
+from tengen.learner.trainer import CheckpointBackendError, Trainer
 
 __all__ = ["Learner", "LearnerStats", "LearnerStep", "CHECKPOINT_FILE", "PREVIOUS_CHECKPOINT_FILE", "value_target"]
 
@@ -281,6 +281,8 @@ class Learner:
                 continue
             try:
                 extra = self.trainer.restore_from_bytes(data)
+            except CheckpointBackendError:
+                raise  # whole, but another backend's: starting over would lose the run's training
             except WeightsError as e:
                 refused.append(f"{name}: {e}")
                 continue

@@ -24,9 +24,18 @@ from typing import Any
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from tengen.engine.network import assign_checked, has_ownership, model_variables, pack_tensors, unpack_tensors
+from tengen.engine.backend import backend
+from tengen.engine.network import (
+    WeightsError,
+    assign_checked,
+    has_ownership,
+    model_variables,
+    pack_tensors,
+    unpack_tensors,
+    variable_array,
+)
+from tengen.learner.train_step import compile_train_step, learning_rate_now
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -34,6 +43,8 @@ __all__ = [
     "ALPHAGO_ZERO_SCHEDULE",
     "StepSchedule",
     "Trainer",
+    "checkpoint_backend",
+    "CheckpointBackendError",
 ]
 
 CHECKPOINT_FORMAT = "tengen-checkpoint"
@@ -61,16 +72,33 @@ class StepSchedule(keras.optimizers.schedules.LearningRateSchedule):
         if any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
             raise ValueError(f"learning-rate schedule steps must increase, got {steps}")
         self.schedule = [[s, lr] for s, lr in zip(steps, rates, strict=True)]
-        self._steps = tf.constant(steps, tf.int64)
-        self._rates = tf.constant(rates, tf.float32)
+        self._steps = np.asarray(steps, np.int32)  # JAX's integers are 32-bit unless told
+        self._rates = np.asarray(rates, np.float32)
 
     def __call__(self, step):
+        ops = keras.ops
         # index of the last boundary at or below the step
-        passed = tf.reduce_sum(tf.cast(tf.cast(step, tf.int64) >= self._steps, tf.int32))
-        return tf.gather(self._rates, passed - 1)
+        passed = ops.sum(ops.cast(ops.greater_equal(ops.cast(step, "int32"), self._steps), "int32"))
+        return ops.take(ops.convert_to_tensor(self._rates), passed - 1)
 
     def get_config(self) -> dict:
         return {"schedule": self.schedule}
+
+
+class CheckpointBackendError(WeightsError):
+    """A learner checkpoint of another backend: whole, and not to be passed over for an
+    older one (its predecessor is of the same backend), but converted or resumed there."""
+
+
+def checkpoint_backend(metadata: Mapping) -> str:
+    """The backend a checkpoint's learner ran on (before backends were a choice: TensorFlow)."""
+    return str(metadata.get("backend", "tensorflow"))
+
+
+def _masked_mean(values, mask):
+    """The mean of ``values`` over the rows where ``mask`` (0 or 1) is 1; 0 where none is."""
+    ops = keras.ops
+    return ops.sum(values * mask) / ops.maximum(ops.sum(mask), 1.0)
 
 
 def _uses_float16(model: keras.Model) -> bool:
@@ -123,22 +151,14 @@ class Trainer:
         self.optimizer = opt
         self.trace_count = 0
 
-        height, width, channels = (int(n) for n in model.input_shape[1:])
-        num_actions = int(model.output_shape[0][-1])
-        signature = [
-            tf.TensorSpec([None, height, width, channels], tf.float32, name="planes_nhwc"),
-            tf.TensorSpec([None, num_actions], tf.float32, name="policy"),
-            tf.TensorSpec([None], tf.float32, name="value"),
-            tf.TensorSpec([None], tf.float32, name="has_policy"),
-        ]
-        self.points = height * width
-        if self.has_ownership:
-            signature += [
-                tf.TensorSpec([None, self.points], tf.float32, name="ownership"),
-                tf.TensorSpec([None], tf.float32, name="has_ownership"),
-            ]
+        self.points = int(model.input_shape[1]) * int(model.input_shape[2])
+        self.backend = backend()
         self.jit_compile = bool(jit_compile)
-        self._train_step = tf.function(self._step, input_signature=signature, jit_compile=self.jit_compile)
+
+        def traced() -> None:
+            self.trace_count += 1
+
+        self._train_step = compile_train_step(model, opt, self._loss, jit_compile=self.jit_compile, traced=traced)
 
     @property
     def step(self) -> int:
@@ -148,42 +168,25 @@ class Trainer:
     @property
     def learning_rate(self) -> float:
         """The learning rate the next update will use."""
-        return float(self.optimizer.learning_rate.numpy())
+        return learning_rate_now(self.optimizer)
 
-    def _step(self, planes, policy, value, has_policy, ownership=None, has_target=None):
-        self.trace_count += 1  # runs only while tracing
-        variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
-            outputs = self.model(planes, training=True)
-            logits, v = tf.cast(outputs[0], tf.float32), tf.cast(outputs[1], tf.float32)
-            # masked, not zero targets: the fused op's gradient (softmax - labels) is not
-            # zero for a row of zeros
-            cross_entropy = tf.nn.softmax_cross_entropy_with_logits(labels=policy, logits=logits)
-            policy_loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * has_policy), tf.reduce_sum(has_policy))
-            value_loss = tf.reduce_mean(tf.square(v - value))
-            losses = self.model.losses
-            l2 = tf.add_n([tf.cast(x, tf.float32) for x in losses]) if losses else tf.constant(0.0)
-            loss = policy_loss + self.value_weight * value_loss + l2
-            if self.has_ownership:
-                per_position = tf.reduce_mean(tf.square(tf.cast(outputs[2], tf.float32) - ownership), axis=-1)
-                # the mean over the positions with a target (0 when the batch has none)
-                ownership_loss = tf.math.divide_no_nan(tf.reduce_sum(per_position * has_target),
-                                                       tf.reduce_sum(has_target))
-                loss += self.ownership_weight * ownership_loss
-            scaled = self.optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, variables)
-        learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)  # before the step moves on
-        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
-        out = {
-            "loss": loss,
-            "policy_loss": policy_loss,
-            "value_loss": value_loss,
-            "l2": l2,
-            "learning_rate": learning_rate,
-        }
+    def _loss(self, outputs, regularisation, policy, value, has_policy, ownership=None, has_target=None):
+        """The loss to minimise and its parts, in ``keras.ops`` (any backend)."""
+        ops = keras.ops
+        logits, v = ops.cast(outputs[0], "float32"), ops.cast(outputs[1], "float32")
+        # masked, not zero targets: a position without a policy target adds nothing
+        cross_entropy = -ops.sum(policy * ops.log_softmax(logits, axis=-1), axis=-1)
+        policy_loss = _masked_mean(cross_entropy, has_policy)
+        value_loss = ops.mean(ops.square(v - value))
+        l2 = ops.sum(ops.stack([ops.cast(x, "float32") for x in regularisation])) if regularisation else 0.0
+        loss = policy_loss + self.value_weight * value_loss + l2
+        parts = {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss, "l2": ops.convert_to_tensor(l2)}
         if self.has_ownership:
-            out["ownership_loss"] = ownership_loss
-        return out
+            per_position = ops.mean(ops.square(ops.cast(outputs[2], "float32") - ownership), axis=-1)
+            ownership_loss = _masked_mean(per_position, has_target)
+            parts["loss"] = loss = loss + self.ownership_weight * ownership_loss
+            parts["ownership_loss"] = ownership_loss
+        return loss, parts
 
     def train_step(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
                    ownership: np.ndarray | None = None, has_ownership: np.ndarray | None = None, *,
@@ -203,21 +206,20 @@ class Trainer:
         if has_policy is not None and len(has_policy) != batch:
             raise ValueError(f"has_policy has {len(has_policy)} rows for a batch of {batch}")
         args = [
-            tf.constant(np.asarray(planes, np.float32)),
-            tf.constant(np.asarray(policy, np.float32)),
-            tf.constant(np.asarray(value, np.float32)),
-            tf.constant(np.ones(batch, np.float32) if has_policy is None else np.asarray(has_policy, np.float32)),
+            np.asarray(planes, np.float32),
+            np.asarray(policy, np.float32),
+            np.asarray(value, np.float32),
+            np.ones(batch, np.float32) if has_policy is None else np.asarray(has_policy, np.float32),
         ]
         if (ownership is None) != (has_ownership is None):
             raise ValueError("ownership and has_ownership go together")
         if self.has_ownership:
             if ownership is None:
                 ownership, has_ownership = np.zeros((batch, self.points), np.float32), np.zeros(batch, np.float32)
-            args += [tf.constant(np.asarray(ownership, np.float32)), tf.constant(np.asarray(has_ownership, np.float32))]
+            args += [np.asarray(ownership, np.float32), np.asarray(has_ownership, np.float32)]
         elif ownership is not None:
             raise ValueError("ownership targets for a model without the ownership head")
-        out = self._train_step(*args)
-        return {name: float(t.numpy()) for name, t in out.items()}
+        return self._train_step(args)
 
     # -- checkpoints -----------------------------------------------------------------------
     def _variables(self) -> dict[str, Any]:
@@ -230,15 +232,22 @@ class Trainer:
 
     def checkpoint_to_bytes(self, extra: Mapping | None = None) -> bytes:
         """Model weights, optimizer state and step as one blob; ``extra`` rides along as JSON."""
-        tensors = {name: v.numpy() for name, v in self._variables().items()}
-        metadata = {"step": self.step, "extra": dict(extra or {})}
+        tensors = {name: variable_array(v) for name, v in self._variables().items()}
+        metadata = {"step": self.step, "backend": self.backend, "extra": dict(extra or {})}
         return pack_tensors(tensors, fmt=CHECKPOINT_FORMAT, version=CHECKPOINT_FORMAT_VERSION, metadata=metadata,
                             checksum=True)
 
-    def restore_from_bytes(self, blob: bytes) -> dict:
+    def restore_from_bytes(self, blob: bytes, *, any_backend: bool = False) -> dict:
         """Restore a ``checkpoint_to_bytes`` blob (all checked before anything changes);
-        returns its ``extra``. Raises ``WeightsError`` when it does not fit."""
+        returns its ``extra``. Raises ``WeightsError`` when it does not fit, or was
+        written on another backend (unless ``any_backend``: a conversion)."""
         tensors, metadata = unpack_tensors(blob, fmt=CHECKPOINT_FORMAT, versions=_CHECKPOINT_VERSIONS)
+        written_by = checkpoint_backend(metadata)
+        if written_by != self.backend and not any_backend:
+            raise CheckpointBackendError(
+                f"this checkpoint was written by a learner on {written_by} and this one runs on {self.backend}: its "
+                f"optimizer state is {written_by}'s. Resume on {written_by} (network.backend), or convert it: "
+                f"tengen checkpoint-convert RUN_DIR --backend {self.backend}")
         assign_checked(self._variables(), tensors)
         extra = metadata.get("extra", {})
         return extra if isinstance(extra, dict) else {}

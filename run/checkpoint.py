@@ -7,7 +7,8 @@ beside it or named apart; or ``packaged:GAME``, the model tengen ships for a pac
 config (run/packaged_models.py), to play before anything is trained.
 ``load_model`` gives the Keras model; ``load_player`` wraps it in a
 ``play.search_player.SearchPlayer`` with the config's search as play uses it.
-Both import TensorFlow: callers that must stay light import this module late.
+Both start the network's backend (the config's ``network.backend`` where Keras has not
+started yet: weights load on any), quietly unless ``--verbose``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tengen.engine.backend_start import start_backend
 from tengen.engine.games.base import Game
-from tengen.engine.network import CompiledModel, weights_from_bytes, weights_have_ownership, weights_metadata
 from tengen.play.search_player import SearchPlayer
 from tengen.run.config import TengenConfig, load_config
 from tengen.run.packaged_models import checkpoint_path
@@ -41,6 +42,8 @@ def weights_file(checkpoint: str | Path) -> Path:
 def checkpoint_version(checkpoint: str | Path) -> str | None:
     """The model version id a checkpoint's weights were published as (``000042``), or
     None when its metadata does not say."""
+    from tengen.engine.network import weights_metadata
+
     version = weights_metadata(weights_file(checkpoint).read_bytes()).get("version")
     if isinstance(version, int) or (isinstance(version, str) and version.isdigit()):
         return version_id(int(version))
@@ -64,6 +67,9 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     game = config.game.make()
     if not weights.exists():
         raise FileNotFoundError(f"no weights at {weights}")
+    start_backend(config.network.backend, strict=False)
+    from tengen.engine.network import weights_from_bytes, weights_have_ownership
+
     blob = weights.read_bytes()
     if config.network.ownership != weights_have_ownership(blob):
         config = config.with_changes({"network.ownership": not config.network.ownership}, source=str(weights))
@@ -83,6 +89,8 @@ def load_player(checkpoint: str | Path, config_path: str | Path | None, simulati
     config, game, model = load_model(checkpoint, config)
     search = config.play_search()
     go = config.game.name == "go"
+    from tengen.engine.network import CompiledModel
+
     evaluate = CompiledModel(model)
     if warm_up:
         for batch in sorted({1, search.leaves_per_round}):

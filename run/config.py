@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from tengen.engine.backend import Backend
 from tengen.engine.games import Game, GoGame, make_game
 from tengen.engine.gating import MAX_ELO, GatingRule
 from tengen.engine.mcts import SearchSettings, cache_bytes, search_bytes
@@ -160,6 +161,10 @@ class NetworkConfig(_Strict):
     """every this many residual blocks, one gets KataGo's global pooling bias (channel means and maxima of the
     whole board, fed back as biases), so that a small net sees the whole board; 0: none (KataGo's 6-block nets
     pool in 2 blocks: 3)"""
+    backend: Backend | None = None
+    """the Keras 3 backend that runs the network: tensorflow, jax or torch (the last two are the extras
+    tengen-zero[jax] and tengen-zero[torch]); unset: KERAS_BACKEND, else tensorflow. Weights load on any backend; a
+    learner's checkpoint resumes on the backend that wrote it (tengen checkpoint-convert moves it)"""
     ownership: bool = False
     """KataGo's ownership head, trained on each finished game's final Tromp-Taylor owners (Go only). Off by
     default: the config.yaml of a run made before the head existed says nothing about it, and it must still
@@ -669,7 +674,7 @@ class TengenConfig(_Strict):
         return NetworkSpec(input_shape=(height, width, channels), num_actions=game.num_actions,
                            blocks=self.network.blocks, filters=self.network.filters, l2=self.network.l2,
                            value_hidden=self.network.value_hidden, ownership=self.network.ownership,
-                           global_pooling_every=self.network.global_pooling_every)
+                           global_pooling_every=self.network.global_pooling_every, backend=self.network.backend)
 
     def search_settings(self) -> SearchSettings:
         """How the run searches (the ``mcts`` section as one value): self-play's search,

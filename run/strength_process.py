@@ -40,17 +40,18 @@ class EvaluationFailed(RuntimeError):
 
 
 def _serve(config_json: dict[str, Any], conn: Connection) -> None:
-    """The child: low priority first (before TensorFlow starts a thread), then one
+    """The child: low priority first (before the backend starts a thread), then one
     evaluation per request until the pipe closes or a None comes."""
-    from tengen.engine.tensorflow_start import held_native_stderr, quiet_asked, start_tensorflow
+    from tengen.engine.backend_start import held_native_stderr, quiet_asked, start_backend
     from tengen.workers.strength import low_priority
 
     evaluation = config_json.get("evaluation", {})
-    # The child shares the terminal of a quiet ``tengen train``: TensorFlow, which
-    # low_priority starts after the nice value, says nothing on it.
+    # The child shares the terminal of a quiet ``tengen train``: the backend, which
+    # low_priority starts after the nice value, says nothing on it. (KERAS_BACKEND is
+    # the run's: the driver chose it before starting this child.)
     with held_native_stderr() if quiet_asked() else contextlib.nullcontext():
         pace = low_priority(float(evaluation.get("cpu_share", 0.5)), nice=int(evaluation.get("nice", 19)))
-        start_tensorflow()
+        start_backend(config_json.get("network", {}).get("backend"), strict=False, quiet=False)
     from tengen.run.config import parse_config
     from tengen.workers.strength import StrengthEvaluator
 

@@ -107,7 +107,7 @@ def _run_gtp(args: argparse.Namespace) -> int:
 
             def load():
                 from tengen.engine.network import WeightsError
-                from tengen.run.checkpoint import load_player  # imports TensorFlow
+                from tengen.run.checkpoint import load_player  # starts the backend
                 from tengen.run.config import ConfigError
 
                 try:
@@ -115,9 +115,9 @@ def _run_gtp(args: argparse.Namespace) -> int:
                 except (ConfigError, WeightsError) as e:
                     return None, e
 
-            from tengen.engine.tensorflow_start import held_native_stderr
+            from tengen.engine.backend_start import held_native_stderr
 
-            # A GUI shows TensorFlow's C++ start-up on stderr as engine errors.
+            # A GUI shows the backend's C++ start-up on stderr as engine errors.
             with contextlib.nullcontext() if args.verbose else held_native_stderr():
                 loaded, error = load()
             if loaded is None:
@@ -173,7 +173,7 @@ def _run_analysis(args: argparse.Namespace) -> int:
         return _fail("analysis", "--visits and --threads must be at least 1")
     if args.config and not args.checkpoint:
         return _fail("analysis", "--config goes with --checkpoint")
-    from tengen.engine.tensorflow_start import held_native_stderr
+    from tengen.engine.backend_start import held_native_stderr
 
     try:
         with contextlib.nullcontext() if args.verbose else held_native_stderr():
@@ -245,10 +245,6 @@ def _run_match(args: argparse.Namespace) -> int:
     try:
         a = parse_side(args.a, config=args.config)
         b = parse_side(args.b if args.b is not None else GTP_PREFIX + args.gtp_engine, config=args.config_b)
-        if not args.verbose and (a.checkpoint or b.checkpoint):
-            from tengen.engine.tensorflow_start import start_tensorflow_quietly
-
-            start_tensorflow_quietly()
 
         def progress(line: str) -> None:
             print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
@@ -359,16 +355,25 @@ def _run_train(args: argparse.Namespace) -> int:
     if args.resume:
         # Stop, cluster and search settings may change between sessions; what the
         # checkpoints were made for may not.
-        if (saved.game, saved.network) != (config.game, config.network):
+        if (saved.game, saved.network.model_copy(update={"backend": None})) != (
+                config.game, config.network.model_copy(update={"backend": None})):
             return _fail("train", f"{args.config} has another game or network than the run in {args.run_dir}; "
                          "resume with the run's own config (leave the config out)")
+        if saved.network.backend != config.network.backend:
+            return _fail("train", f"the run's learner checkpoints are {saved.network.backend or 'tensorflow'}'s: "
+                         f"tengen checkpoint-convert {args.run_dir} --backend {config.network.backend or 'tensorflow'}"
+                         ", then resume")
     run_dir = args.run_dir or f"runs/{config.game.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     # Said before anything slow (TensorFlow, Ray, the kernels' compilation) starts.
     print(_train_headline(config, args, run_dir), flush=True)
-    if not args.verbose:
-        from tengen.engine.tensorflow_start import start_tensorflow_quietly
+    from tengen.engine.backend import BackendUnavailable
+    from tengen.engine.backend_start import start_backend
 
-        start_tensorflow_quietly()
+    try:
+        # the run's actors and children inherit it (KERAS_BACKEND)
+        start_backend(config.network.backend, quiet=not args.verbose)
+    except BackendUnavailable as e:
+        return _fail("train", e)
     if args.single_process:
         from tengen.run.single_process import SingleProcessRun
 
@@ -694,6 +699,35 @@ def _run_serve(args: argparse.Namespace) -> int:
         return _fail("serve", e)
 
 
+def _add_checkpoint_convert(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "checkpoint-convert",
+        help="move a run's learner checkpoints to another network backend",
+        description="A learner resumes only from a checkpoint of its own backend (the optimizer's state is the "
+        "backend's). This loads the run's learner checkpoints on the new backend, writes them back from there, and "
+        "sets network.backend in the run's config.yaml, so that tengen train --resume runs on it. Weights (a best "
+        "model) need no conversion: they load on any backend.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run's directory")
+    p.add_argument("--backend", required=True, choices=["tensorflow", "jax", "torch"], help="the backend to move to")
+    p.set_defaults(handler=_run_checkpoint_convert)
+
+
+def _run_checkpoint_convert(args: argparse.Namespace) -> int:
+    from tengen.checkpoint_command import convert_checkpoints
+    from tengen.engine.backend import BackendUnavailable
+    from tengen.engine.network import WeightsError
+    from tengen.run.config import ConfigError
+    from tengen.run.run_dir import RunDirError
+
+    try:
+        names = convert_checkpoints(args.run_dir, args.backend)
+    except (BackendUnavailable, WeightsError, ConfigError, RunDirError, OSError) as e:
+        return _fail("checkpoint-convert", e)
+    print(f"{', '.join(names)} converted to {args.backend}; config.yaml says network.backend: {args.backend}")
+    return 0
+
+
 def _add_selfplay_demo(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "selfplay-demo",
@@ -804,6 +838,7 @@ SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_play,
     _add_serve,
     _add_selfplay_demo,
+    _add_checkpoint_convert,
     _add_config,
 ]
 
@@ -834,10 +869,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: the subcommands that load a model whatever their arguments
-_LOADS_A_MODEL = {"bestmove", "play"}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -850,10 +881,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (what start-up writes past this is held, see held_native_stderr).
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         _quiet_ray_logs()
-        if args.command in _LOADS_A_MODEL:
-            from tengen.engine.tensorflow_start import start_tensorflow_quietly
-
-            start_tensorflow_quietly()
     try:
         return int(args.handler(args))
     except BrokenPipeError:

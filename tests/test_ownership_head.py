@@ -1,9 +1,9 @@
 """The ownership head: the network's third output, its loss, and weights from before it
 (tiny Go 5x5 nets)."""
 
+import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 import yaml
 
 from tengen.cli import gtp_ownership
@@ -52,7 +52,7 @@ def test_the_head_is_a_third_output_of_one_value_per_point(with_head, without_he
     assert list(with_head.output_shape) == [(None, 26), (None,), (None, 25)]
     assert list(without_head.output_shape) == [(None, 26), (None,)]
     _, _, owners = with_head(planes(4), training=False)
-    assert owners.shape == (4, 25) and np.all(np.abs(owners.numpy()) <= 1.0)  # tanh
+    assert owners.shape == (4, 25) and np.all(np.abs(keras.ops.convert_to_numpy(owners)) <= 1.0)  # tanh
 
 
 def test_the_compiled_call_keeps_two_outputs_and_ownership_is_its_own_call(with_head, without_head):
@@ -63,7 +63,7 @@ def test_the_compiled_call_keeps_two_outputs_and_ownership_is_its_own_call(with_
     owners = compiled.ownership(planes(3))
     assert owners.shape == (3, 25) and owners.dtype == np.float32 and np.all(np.abs(owners) <= 1.0)
     # the same numbers as the model's own third output, bucket padding and all
-    np.testing.assert_allclose(owners, with_head(planes(3), training=False)[2].numpy(), atol=1e-5)
+    np.testing.assert_allclose(owners, keras.ops.convert_to_numpy(with_head(planes(3), training=False)[2]), atol=1e-5)
     assert compiled.ownership(np.zeros((0, *GO5.planes_shape), np.float32)).shape == (0, 25)
     # the evaluation a search makes is the same with or without the head's variables
     plain = CompiledModel(without_head, buckets=(1, 8))
@@ -90,7 +90,8 @@ def test_weights_with_the_head_say_so_and_refuse_a_network_without_it(with_head)
         weights_from_bytes(tiny(ownership=False), new)
     copy = tiny(ownership=True)
     weights_from_bytes(copy, new)
-    np.testing.assert_array_equal(copy(planes(2))[2], with_head(planes(2))[2])
+    owners = [keras.ops.convert_to_numpy(model(planes(2), training=False)[2]) for model in (copy, with_head)]
+    np.testing.assert_array_equal(*owners)
 
 
 def test_a_learner_checkpoint_from_before_the_head_is_refused_clearly(without_head):
@@ -147,7 +148,7 @@ def test_the_ownership_loss_is_the_masked_mean_per_point_squared_error():
     value = rng.choice([-1.0, 1.0], 6).astype(np.float32)
     target = rng.choice([-1.0, 0.0, 1.0], (6, 25)).astype(np.float32)
     has = np.array([1, 1, 0, 1, 0, 0], np.float32)
-    owners = model(tf.constant(x), training=True)[2].numpy()  # what the step sees (batch-norm stats alike)
+    owners = keras.ops.convert_to_numpy(model(x, training=True)[2])  # what the step sees (batch-norm stats alike)
     by_hand = ((owners - target) ** 2).mean(axis=1)[has == 1].mean()
 
     losses = trainer.train_step(x, policy, value, target, has)
@@ -157,7 +158,7 @@ def test_the_ownership_loss_is_the_masked_mean_per_point_squared_error():
     # a batch without a single target costs nothing, and no targets at all means that
     assert trainer.train_step(x, policy, value, target, np.zeros(6, np.float32))["ownership_loss"] == 0.0
     assert trainer.train_step(x, policy, value)["ownership_loss"] == 0.0
-    assert trainer.trace_count == 1
+    assert trainer.trace_count == (0 if keras.backend.backend() == "torch" else 1)  # PyTorch: eager
 
 
 def test_ownership_targets_need_the_head():

@@ -112,9 +112,10 @@ class InferenceServer:
         if model_calls < 1:
             raise ValueError(f"model_calls must be >= 1, got {model_calls}")
         # Imported here, not at the top: Ray imports an actor's module into every process
-        # that is handed its handle, and a self-play worker that has TensorFlow mapped
-        # holds about 480 MiB more for nothing.
-        from tengen.engine.network import CompiledModel, gpu_available, share_cpu_threads, share_gpu_memory
+        # that is handed its handle, and a self-play worker that has TensorFlow (or
+        # another backend) mapped holds about 480 MiB more for nothing.
+        from tengen.engine.backend import gpu_available, share_cpu_threads, share_gpu_memory
+        from tengen.engine.network import CompiledModel
 
         self.model_calls = int(model_calls)
         if self.model_calls > 1:

@@ -253,7 +253,7 @@ def low_priority(share: float, *, nice: int = 19) -> CpuShare:
             os.setpriority(os.PRIO_PROCESS, tid, max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
         except OSError:  # gone, or not allowed here: the CPU share still holds
             pass
-    from tengen.engine.network import limit_cpu_threads  # TensorFlow, and its threads, after the nice value
+    from tengen.engine.backend import limit_cpu_threads  # the backend, and its threads, after the nice value
 
     limit_cpu_threads(math.ceil(share))
     return CpuShare(share)

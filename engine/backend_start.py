@@ -1,6 +1,7 @@
-"""TensorFlow's start-up without its noise on the terminal: the commands that load a
-model (cli.py) and the strength evaluator's child process (run/strength_process.py)
-start it through here when TF_CPP_MIN_LOG_LEVEL asks for quiet."""
+"""The network backend's start-up (engine/backend.py) without its noise on the
+terminal: the commands that load a model (cli.py, run/checkpoint.py) and the strength
+evaluator's child process (run/strength_process.py) start it through here, quietly
+when TF_CPP_MIN_LOG_LEVEL asks for quiet."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
-__all__ = ["held_native_stderr", "start_tensorflow", "start_tensorflow_quietly", "quiet_asked"]
+from tengen.engine.backend import Backend, use_backend
+
+__all__ = ["held_native_stderr", "start_backend", "quiet_asked"]
 
 
 def quiet_asked() -> bool:
@@ -47,17 +50,22 @@ def held_native_stderr() -> Iterator[None]:
             os.close(saved)
 
 
-def start_tensorflow_quietly() -> None:
-    """Import TensorFlow and list its devices (which probes CUDA) with fd 2 held, so
-    that the commands that load a model show none of its start-up; what TensorFlow
-    says after that passes TF_CPP_MIN_LOG_LEVEL=2 (errors only)."""
-    with held_native_stderr():
-        start_tensorflow()
+def start_backend(name: str | None = None, *, strict: bool = True, quiet: bool | None = None) -> Backend:
+    """Choose the backend (``use_backend``; with ``strict`` False, one Keras already
+    runs on is kept: weights load on any), import Keras and list its devices, which
+    probes CUDA: all it writes at start-up is written by the time this returns, and
+    with ``quiet`` (default: ``quiet_asked()``) held and dropped unless it fails."""
+    if not strict and "keras" in sys.modules:
+        name = None
+    chosen = use_backend(name)
+    with held_native_stderr() if (quiet_asked() if quiet is None else quiet) else contextlib.nullcontext():
+        if chosen == "tensorflow":
+            import tensorflow as tf
 
+            tf.config.list_physical_devices()
+        elif chosen == "jax":
+            import jax
 
-def start_tensorflow() -> None:
-    """Import TensorFlow and list its devices: all it writes at start-up is written by
-    the time this returns."""
-    import tensorflow as tf
-
-    tf.config.list_physical_devices()
+            jax.devices()
+        import keras  # noqa: F401  (Keras's own start-up, on the chosen backend)
+    return chosen
