@@ -95,6 +95,22 @@ def checkpoint_backend(metadata: Mapping) -> str:
     return str(metadata.get("backend", "tensorflow"))
 
 
+def _as_this_backend_keeps(tensors: dict[str, np.ndarray], variables: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Another backend's tensors in this one's dtypes, where only the width differs (the
+    optimizer's step counter is int64 on TensorFlow, int32 on JAX without x64); a value
+    the narrower type cannot hold is a ``WeightsError``."""
+    converted = dict(tensors)
+    for name, variable in variables.items():
+        tensor, dtype = tensors.get(name), np.dtype(variable.dtype)
+        if tensor is None or tensor.dtype == dtype or tensor.dtype.kind != dtype.kind:
+            continue
+        cast = tensor.astype(dtype)
+        if not np.array_equal(cast.astype(tensor.dtype), tensor, equal_nan=dtype.kind == "f"):
+            raise WeightsError(f"tensor {name!r} does not fit {dtype} (the values of {tensor.dtype} change)")
+        converted[name] = cast
+    return converted
+
+
 def _masked_mean(values, mask):
     """The mean of ``values`` over the rows where ``mask`` (0 or 1) is 1; 0 where none is."""
     ops = keras.ops
@@ -248,6 +264,9 @@ class Trainer:
                 f"this checkpoint was written by a learner on {written_by} and this one runs on {self.backend}: its "
                 f"optimizer state is {written_by}'s. Resume on {written_by} (network.backend), or convert it: "
                 f"tengen checkpoint-convert RUN_DIR --backend {self.backend}")
-        assign_checked(self._variables(), tensors)
+        variables = self._variables()
+        if written_by != self.backend:
+            tensors = _as_this_backend_keeps(tensors, variables)
+        assign_checked(variables, tensors)
         extra = metadata.get("extra", {})
         return extra if isinstance(extra, dict) else {}

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from tengen.engine.backend_start import start_backend
-from tengen.learner.learner import CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE
 from tengen.learner.storage import open_storage
 from tengen.run.config import load_config
 from tengen.run.run_dir import RunDir
@@ -25,9 +24,9 @@ __all__ = ["convert_checkpoints"]
 def convert_checkpoints(run_dir: str | Path, backend: str) -> list[str]:
     """Convert the run's learner checkpoints (in its ``storage``, else its own folder)
     to ``backend``; returns the names converted. FileNotFoundError when it has none."""
+    start_backend(backend, quiet=True)  # before anything imports Keras
     from tengen.engine.network import write_atomically
-
-    start_backend(backend, quiet=True)
+    from tengen.learner.learner import CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE
     from tengen.learner.trainer import Trainer
 
     files = RunDir(str(run_dir))

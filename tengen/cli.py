@@ -716,13 +716,13 @@ def _add_checkpoint_convert(subparsers: argparse._SubParsersAction) -> None:
 def _run_checkpoint_convert(args: argparse.Namespace) -> int:
     from tengen.checkpoint_command import convert_checkpoints
     from tengen.engine.backend import BackendUnavailable
-    from tengen.engine.network import WeightsError
     from tengen.run.config import ConfigError
     from tengen.run.run_dir import RunDirError
 
     try:
         names = convert_checkpoints(args.run_dir, args.backend)
-    except (BackendUnavailable, WeightsError, ConfigError, RunDirError, OSError) as e:
+    # ValueError: a checkpoint that does not fit (WeightsError, imported only with the backend)
+    except (BackendUnavailable, ValueError, ConfigError, RunDirError, OSError) as e:
         return _fail("checkpoint-convert", e)
     print(f"{', '.join(names)} converted to {args.backend}; config.yaml says network.backend: {args.backend}")
     return 0
