@@ -123,3 +123,13 @@ def test_a_backend_the_schema_does_not_know_is_a_config_error():
     assert load_config("tictactoe").with_changes({"network.backend": "torch"}).network_spec().backend == "torch"
     with pytest.raises(ConfigError, match="network.backend"):
         load_config("tictactoe").with_changes({"network.backend": "mxnet"})
+
+
+def test_resuming_a_run_on_another_backend_asks_for_the_conversion_first(tmp_path, capsys):
+    from tengen.cli import main
+
+    (tmp_path / "config.yaml").write_text(load_config("tictactoe").with_changes({"network.backend": "jax"}).to_yaml())
+    code = main(["train", "--resume", "--run-dir", str(tmp_path), "--set", "network.backend=tensorflow"])
+    assert code == 2
+    assert (f"the run's learner checkpoints are jax's: tengen checkpoint-convert {tmp_path} --backend tensorflow, "
+            "then resume") in capsys.readouterr().err

@@ -2,6 +2,7 @@
 against today's package (a renamed function once broke one unnoticed), and the CPU
 sampler that bench/learn_connect4.py reports with must see a real process's time."""
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 
 import pytest
 from bench_scripts import BENCH, load
+from unavailable import unavailable
 
 from tengen.testing.cpu_by_part import CpuByPart, part_of
 from tengen.testing.run_files import status_line
@@ -93,6 +95,21 @@ def test_the_train_step_bench_times_both_steps_and_prints_its_ratio(capsys):
     assert "xla: " in out and "plain: " in out and "at batch 16, 1 trace(s)" in out
     ratio = [line.split() for line in out.splitlines() if line.startswith("RATIO train_step_xla_vs_plain")]
     assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "plain_tf_function", "target", "1.0"]
+
+
+@pytest.mark.slow
+def test_the_backends_bench_times_each_backend_in_its_own_process_against_tensorflow(capsys):
+    backends = load("backends")
+    if [b for b in backends.BACKENDS if importlib.util.find_spec(b) is None]:
+        unavailable("the jax and torch backends (pip install 'tengen-zero[jax,torch]')")
+
+    assert backends.main(["--configs", "tictactoe", "--seconds", "0.2", "--slices", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "tictactoe: inference rows/s at 256 and 1,024, train steps/s at batch" in out
+    ratios = [line.split() for line in out.splitlines() if line.startswith("RATIO ")]
+    assert [r[1] for r in ratios] == [f"backend_tictactoe_{m}_{b}" for b in ("jax", "torch")
+                                      for m in ("infer256", "infer1024", "train")]
+    assert all(float(r[2]) > 0 and r[3:] == ["vs", "tensorflow", "target", "1.0"] for r in ratios)
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """The tengen command as people use it: real processes, real files."""
 
+import importlib.util
 import json
 import os
 import re
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from unavailable import unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -293,23 +295,25 @@ import json, sys
 from tengen.cli import main
 code = main(sys.argv[2:])
 with open(sys.argv[1], "w") as out:
-    json.dump(sorted(m for m in ("tensorflow", "ray", "numba", "numpy") if m in sys.modules), out)
+    json.dump(sorted(m for m in ("tensorflow", "ray", "numba", "numpy", "jax") if m in sys.modules), out)
 sys.exit(code)
 """
 
 
-def tengen_loading(tmp_path, *args, stdin=None):
+def tengen_loading(tmp_path, *args, stdin=None, env=None):
     """``tengen ARGS`` in a subprocess, and the heavy modules it imported."""
     probe = tmp_path / "modules.json"
     done = subprocess.run([sys.executable, "-c", HEAVY_PROBE, str(probe), *args], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT, input=stdin)
+                          timeout=300, cwd=ROOT, input=stdin, env=env)
     return done, json.loads(probe.read_text())
 
 
 @pytest.mark.slow
-def test_the_commands_that_need_no_cluster_never_import_ray(connect4_run, tmp_path):
+def test_the_commands_that_need_no_cluster_import_neither_ray_nor_another_backend(connect4_run, tmp_path):
     # a machine without a cluster (a GPU box, a laptop) runs these with Ray's import cost
-    # and its failures out of the way
+    # and its failures out of the way; and on JAX, a GPU image without TensorFlow runs them
+    if importlib.util.find_spec("jax") is None:
+        unavailable("the jax backend is not installed (pip install 'tengen-zero[jax]')")
     best = str(connect4_run / "best")
     commands = {
         "train --single-process": (["train", "tictactoe", "--single-process", "--run-dir", str(tmp_path / "run"),
@@ -318,10 +322,14 @@ def test_the_commands_that_need_no_cluster_never_import_ray(connect4_run, tmp_pa
         "match": (["match", best, best, "--games", "2", "--sims", "4"], None),
         "gtp": (["gtp", "--game", "go9"], "genmove b\nquit\n"),
     }
-    for name, (args, stdin) in commands.items():
-        done, loaded = tengen_loading(tmp_path, *args, stdin=stdin)
-        assert done.returncode == 0, (name, done.stderr[-2000:])
-        assert "ray" not in loaded, name
+    for backend in ("tensorflow", "jax"):
+        for name, (args, stdin) in commands.items():
+            shutil.rmtree(tmp_path / "run", ignore_errors=True)
+            done, loaded = tengen_loading(tmp_path, *args, stdin=stdin, env={**os.environ, "KERAS_BACKEND": backend})
+            assert done.returncode == 0, (backend, name, done.stderr[-2000:])
+            assert "ray" not in loaded, (backend, name)
+            if backend != "tensorflow":
+                assert "tensorflow" not in loaded, (backend, name)
 
 
 def _stopped_run(tmp_path):
