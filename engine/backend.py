@@ -25,8 +25,6 @@ __all__ = ["BACKENDS", "Backend", "BackendUnavailable", "use_backend", "backend"
 Backend = Literal["tensorflow", "jax", "torch"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 DEFAULT_BACKEND: Backend = "tensorflow"
-#: the module each backend needs, and the extra of tengen-zero that installs it
-_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 
 
 class BackendUnavailable(RuntimeError):
@@ -34,6 +32,7 @@ class BackendUnavailable(RuntimeError):
 
 
 def install_hint(name: str) -> str:
+    """The command that installs a backend: tengen-zero's extra of its name."""
     if name == "torch":
         # a bare `torch` from PyPI is the CUDA build, several GB
         return ("pip install 'tengen-zero[torch]' (CPU only: pip install torch "
@@ -52,7 +51,7 @@ def use_backend(name: str | None = None) -> Backend:
     chosen = name or os.environ.get("KERAS_BACKEND") or DEFAULT_BACKEND
     if chosen not in BACKENDS:
         raise BackendUnavailable(f"unknown network backend {chosen!r}; choose one of {', '.join(BACKENDS)}")
-    if importlib.util.find_spec(_MODULES[chosen]) is None:
+    if importlib.util.find_spec(chosen) is None:  # each backend's module is its name
         raise BackendUnavailable(f"the {chosen} backend is not installed: {install_hint(chosen)}")
     if keras is not None and keras.backend.backend() != chosen:
         raise BackendUnavailable(f"this process already runs Keras on {keras.backend.backend()}; the {chosen} "

@@ -9,12 +9,14 @@ an exactly valued child in bench/supervised_ceiling.py, trains the value alone (
 KataGo's positions without a full search do). A network with the ownership head adds
 ``ownership_weight`` times its mean per-point squared error (KataGo's auxiliary
 ownership target; a squared error of a tanh output like the value's), averaged over
-the positions that have a target (games that resigned have none).
+the positions that have a target (games that resigned have none). The loss is written
+once, in ``keras.ops``, for every backend.
 
 Checkpoints are the weights blob format of engine/network.py (safetensors, never
 pickle) with a different tag: the model's weights under ``model/<path>``, the
 optimizer's variables (step counter, momentum...) under ``optimizer/<index>/<name>``,
-and the caller's ``extra`` (RNG state, stream position) as JSON metadata.
+the backend that wrote them, and the caller's ``extra`` (RNG state, stream position)
+as JSON metadata.
 """
 
 from __future__ import annotations
@@ -127,11 +129,13 @@ class Trainer:
 
     ``optimizer`` is "sgd" (with ``momentum``, AlphaZero's choice) or "adam";
     ``learning_rate`` is a float or a ``[[step, lr], ...]`` schedule. A model built
-    with mixed precision gets dynamic loss scaling. ``train_step`` is one
-    ``tf.function`` with a fixed ``[None, ...]`` signature: any batch size, one trace.
+    with mixed float16 (TensorFlow's) gets dynamic loss scaling. ``train_step`` is the
+    backend's own update (learner/train_step.py): on TensorFlow one ``tf.function`` with
+    a fixed ``[None, ...]`` signature (any batch size, one trace), on JAX one
+    ``jax.jit`` per batch size, on PyTorch eager autograd.
 
     ``jit_compile`` (default on, as Keras' own ``fit`` does on TensorFlow) compiles the
-    step with XLA, once per batch size it meets (2-4 s on CPU, against 1-3 s for the plain
+    TensorFlow step with XLA, once per batch size it meets (2-4 s on CPU, against 1-3 s for the plain
     trace). Measured on 2 CPU cores (bench/train_step.py, 2026-12-05): 1.27x the plain
     step's rate for Connect Four's config, 1.29x for tic-tac-toe's, 1.00x for Go 9x9's and
     0.99x for Go 13x13's.

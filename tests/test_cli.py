@@ -312,8 +312,6 @@ def tengen_loading(tmp_path, *args, stdin=None, env=None):
 def test_the_commands_that_need_no_cluster_import_neither_ray_nor_another_backend(connect4_run, tmp_path):
     # a machine without a cluster (a GPU box, a laptop) runs these with Ray's import cost
     # and its failures out of the way; and on JAX, a GPU image without TensorFlow runs them
-    if importlib.util.find_spec("jax") is None:
-        unavailable("the jax backend is not installed (pip install 'tengen-zero[jax]')")
     best = str(connect4_run / "best")
     commands = {
         "train --single-process": (["train", "tictactoe", "--single-process", "--run-dir", str(tmp_path / "run"),
@@ -323,6 +321,8 @@ def test_the_commands_that_need_no_cluster_import_neither_ray_nor_another_backen
         "gtp": (["gtp", "--game", "go9"], "genmove b\nquit\n"),
     }
     for backend in ("tensorflow", "jax"):
+        if backend == "jax" and importlib.util.find_spec("jax") is None:
+            unavailable("the jax backend is not installed (pip install 'tengen-zero[jax]')")
         for name, (args, stdin) in commands.items():
             shutil.rmtree(tmp_path / "run", ignore_errors=True)
             done, loaded = tengen_loading(tmp_path, *args, stdin=stdin, env={**os.environ, "KERAS_BACKEND": backend})

@@ -23,8 +23,9 @@ ALLOWED_PROJECT = {
     "web": {"engine", "play", "run", "cluster", "web"},
     "testing": PROJECT | {TOP},
 }
-#: the outside packages the pure core may import (and the standard library)
-ENGINE_IMPORTS = {"numpy", "numba", "tensorflow", "keras", "safetensors"}
+#: the outside packages the pure core may import (and the standard library): Keras and
+#: the three backends it runs on
+ENGINE_IMPORTS = {"numpy", "numba", "tensorflow", "jax", "torch", "keras", "safetensors"}
 #: the only cluster/ modules web/ may import: the run's stream, read through the client
 #: that `tengen status` uses (tengen serve's newest games); never Ray, the drivers or
 #: redis-py itself
