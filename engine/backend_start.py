@@ -25,7 +25,8 @@ def quiet_asked() -> bool:
 @contextlib.contextmanager
 def held_native_stderr() -> Iterator[None]:
     """Hold file descriptor 2 in a temporary file for the block, and replay what it
-    caught to the real stderr only if the block raises.
+    caught to the real stderr only if the block fails (not when the process is stopped
+    in it: SystemExit, KeyboardInterrupt).
 
     TensorFlow's C++ start-up writes to fd 2 whatever TF_CPP_MIN_LOG_LEVEL says: absl
     sends every message before its ``InitializeLog`` there ("All log messages before
@@ -38,6 +39,8 @@ def held_native_stderr() -> Iterator[None]:
         os.dup2(held.fileno(), 2)
         try:
             yield
+        except (SystemExit, KeyboardInterrupt):
+            raise  # a process being stopped, not a start-up that failed: nothing to show
         except BaseException:
             sys.stderr.flush()
             os.dup2(saved, 2)

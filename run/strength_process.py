@@ -49,15 +49,18 @@ def _serve(config_json: dict[str, Any], conn: Connection) -> None:
     # The child shares the terminal of a quiet ``tengen train``: the backend, which
     # low_priority starts after the nice value, says nothing on it. (KERAS_BACKEND is
     # the run's: the driver chose it before starting this child.)
+    # The whole set-up is held, the evaluator's network built and compiled too: the
+    # backend may speak at its first ops as well as at its import (a CI run once showed
+    # TensorFlow's start-up from a quiet single-process run).
     with held_native_stderr() if quiet_asked() else contextlib.nullcontext():
         pace = low_priority(float(evaluation.get("cpu_share", 0.5)), nice=int(evaluation.get("nice", 19)))
         start_backend(config_json.get("network", {}).get("backend"), strict=False, quiet=False)
-    from tengen.run.config import parse_config
-    from tengen.workers.strength import StrengthEvaluator
+        from tengen.run.config import parse_config
+        from tengen.workers.strength import StrengthEvaluator
 
-    config = parse_config(config_json)
-    evaluator = StrengthEvaluator(game=config.game.make(), options=config.strength_options(),
-                                  network=config.network_spec(), pace=pace)
+        config = parse_config(config_json)
+        evaluator = StrengthEvaluator(game=config.game.make(), options=config.strength_options(),
+                                      network=config.network_spec(), pace=pace)
     while True:
         try:
             request = conn.recv()
