@@ -34,7 +34,7 @@ import keras
 import numpy as np
 import safetensors.numpy
 
-from tengen.engine.backend import backend, gpu_available, mixed_precision_policy
+from tengen.engine.backend import gpu_available, mixed_precision_policy
 from tengen.engine.compiled_call import compile_inference, needs_fixed_shapes
 
 __all__ = [
@@ -219,7 +219,6 @@ class CompiledModel:
         buckets: Sequence[int] | None = None,
         jit_compile: bool | None = None,
     ):
-        self.backend = backend()
         self.jit_compile = gpu_available() if jit_compile is None else bool(jit_compile)
         if buckets is None:
             buckets = DEFAULT_BUCKETS if needs_fixed_shapes(self.jit_compile) else ()
