@@ -1,7 +1,7 @@
 """The network backend's start-up (engine/backend.py) without its noise on the
 terminal: the commands that load a model (cli.py, run/checkpoint.py) and the strength
 evaluator's child process (run/strength_process.py) start it through here, quietly
-when TF_CPP_MIN_LOG_LEVEL asks for quiet."""
+unless ``tengen --verbose`` asked for everything."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
+from tengen import QUIET_ENV
 from tengen.engine.backend import Backend, use_backend
 
 __all__ = ["held_native_stderr", "start_backend", "quiet_asked"]
 
 
 def quiet_asked() -> bool:
-    """Whether this process was asked to keep TensorFlow quiet: ``tengen`` without
-    ``--verbose`` sets TF_CPP_MIN_LOG_LEVEL=2, which a spawned child inherits."""
-    return os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") in {"2", "3"}
+    """Whether this process, or the ``tengen`` command that started it, was asked to
+    keep the terminal quiet (``QUIET_ENV``)."""
+    return os.environ.get(QUIET_ENV) == "1"
 
 
 @contextlib.contextmanager

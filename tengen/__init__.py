@@ -14,11 +14,17 @@ from __future__ import annotations
 
 from importlib import metadata
 
-__all__ = ["DISTRIBUTION", "__version__"]
+__all__ = ["DISTRIBUTION", "QUIET_ENV", "__version__"]
 
 #: the name pip installs tengen by (its extras too: tengen-zero[s3]); "tengen" on PyPI is
 #: another project
 DISTRIBUTION = "tengen-zero"
+
+#: "1" where a ``tengen`` command runs without ``--verbose``, in its process and every
+#: process it starts (engine/backend_start.py reads it). Not TF_CPP_MIN_LOG_LEVEL, which
+#: is the user's, or JAX's (it sets 1 on import): a child that read quiet from it showed
+#: TensorFlow's start-up on a quiet terminal.
+QUIET_ENV = "TENGEN_QUIET"
 
 try:
     __version__ = metadata.version(DISTRIBUTION)

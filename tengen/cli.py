@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tengen import QUIET_ENV
+
 if TYPE_CHECKING:  # the config module loads the engine (numba): not for --version
     from tengen.run.config import TengenConfig
 
@@ -876,6 +878,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     args.verbose = args.verbose_all or getattr(args, "verbose_here", False) or getattr(args, "verbose", False)
+    os.environ[QUIET_ENV] = "0" if args.verbose else "1"  # for the processes this one starts
     if not args.verbose:
         # Before TensorFlow is imported: its C++ logs after start-up, errors only
         # (what start-up writes past this is held, see held_native_stderr).

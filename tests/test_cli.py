@@ -17,12 +17,14 @@ from unavailable import unavailable
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def tengen(*args, stdin: str | bytes = "", timeout=300):
-    """The command's run; stdin may hold bytes that are not UTF-8, read under a strict
-    locale (Python's default for a UTF-8 one: a bad byte there used to be a traceback)."""
+def tengen(*args, stdin: str | bytes = "", timeout=300, env: dict[str, str] | None = None):
+    """The command's run (``env``: added to this environment); stdin may hold bytes that
+    are not UTF-8, read under a strict locale (Python's default for a UTF-8 one: a bad
+    byte there used to be a traceback)."""
     done = subprocess.run([sys.executable, "-m", "tengen.cli", *args],
                           input=stdin.encode() if isinstance(stdin, str) else stdin, capture_output=True,
-                          timeout=timeout, cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+                          timeout=timeout, cwd=ROOT,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict", **(env or {})})
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(errors="replace"),
                                        done.stderr.decode(errors="replace"))
 
@@ -204,7 +206,10 @@ STARTUP_NOISE = re.compile(r"absl::InitializeLog|oneDNN|cuda|cuInit|^[IWEF]\d{4}
 
 @pytest.mark.slow
 def test_train_says_first_what_it_does_and_keeps_the_terminal_quiet(tmp_path):
-    done = tengen("train", "tictactoe", "--single-process", "--run-dir", str(tmp_path / "run"), "--minutes", "0.2")
+    # TF_CPP_MIN_LOG_LEVEL=1 as JAX's import leaves it (a test process that imported JAX
+    # passed it on): the strength evaluator's child then showed TensorFlow's start-up.
+    done = tengen("train", "tictactoe", "--single-process", "--run-dir", str(tmp_path / "run"), "--minutes", "0.2",
+                  env={"TF_CPP_MIN_LOG_LEVEL": "1"})
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert first == (f"tengen train: tictactoe in this process (no Ray, no Redis), CPU, into {tmp_path / 'run'} "
