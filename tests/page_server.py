@@ -13,6 +13,7 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,13 @@ START_TIMEOUT = 240
 class PageServer:
     """``tengen ARGS`` as a child process; ``url`` is what it printed first, with a
     host this machine reaches (0.0.0.0 and :: are every address, 127.0.0.1 among
-    them). ``close()`` stops it with SIGTERM and gives its exit status."""
+    them). ``close()`` stops it with SIGTERM and gives its exit status. ``launcher``:
+    Python's arguments before the command's (a script that wraps ``tengen.cli.main``)."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None):
+    def __init__(self, *args: str, env: dict[str, str] | None = None, launcher: Sequence[str] = ("-m", "tengen.cli")):
         self._stderr = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tengen.cli", *args],
+            [sys.executable, *launcher, *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env or os.environ.copy())
         self.printed_url = self.read_line()
         if not self.printed_url:

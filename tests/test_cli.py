@@ -337,6 +337,29 @@ def test_the_commands_that_need_no_cluster_import_neither_ray_nor_another_backen
                 assert "tensorflow" not in loaded, (backend, name)
 
 
+@pytest.mark.slow
+def test_play_imports_neither_ray_nor_another_backend(connect4_run, tmp_path):
+    # the page serves until SIGTERM; the probe records the modules once main returns
+    from page_server import PageServer
+
+    for backend in ("tensorflow", "jax"):
+        if backend == "jax" and importlib.util.find_spec("jax") is None:
+            unavailable("the jax backend is not installed (pip install 'tengen-zero[jax]')")
+        probe = tmp_path / f"{backend}.json"
+        page = PageServer("play", "--checkpoint", str(connect4_run / "best"), "--port", "0",
+                          launcher=("-c", HEAVY_PROBE, str(probe)), env={**os.environ, "KERAS_BACKEND": backend})
+        try:
+            _, view = page.call("POST", "/api/games", {"person": 1})  # the model moves first
+            status, view = page.call("POST", f"/api/games/{view['id']}/reply", {"simulations": 8})
+            assert status == 200 and len(view["moves"]) == 1, (backend, view)
+        finally:
+            assert page.close() == 0, page.stderr()
+        loaded = json.loads(probe.read_text())
+        assert "ray" not in loaded, backend
+        if backend != "tensorflow":
+            assert "tensorflow" not in loaded, backend
+
+
 def _stopped_run(tmp_path):
     """A run directory as a finished Ray run leaves it, with the connection file of its
     Redis, now gone."""
