@@ -148,6 +148,22 @@ def test_a_tiny_net_overfits_a_fixed_batch(connect4):
 
 
 @pytest.mark.slow
+def test_a_mixed_precision_net_learns_and_keeps_float32_weights(connect4):
+    # float16 with loss scaling on TensorFlow, bfloat16 on JAX and PyTorch (what a GPU
+    # learner runs): the variables, and so the checkpoint's bytes, stay float32
+    model = build_network(input_shape=connect4.planes_shape, num_actions=connect4.num_actions, blocks=1, filters=8,
+                          mixed_precision=True)
+    trainer = Trainer(model=model, optimizer="adam", learning_rate=1e-2)
+    batch = fixed_batch(connect4, 16, seed=0)
+
+    losses = [trainer.train_step(*batch) for _ in range(30)]
+
+    assert all(np.isfinite(step["loss"]) for step in losses)
+    assert losses[-1]["loss"] < 0.5 * losses[0]["loss"]
+    assert {variable.dtype for variable in model.trainable_variables} == {"float32"}
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="jax.jit compiles per batch size (the learner's is fixed)")
 def test_train_step_traces_once_for_any_batch_size(connect4):
     trainer = Trainer(model=tiny_net(connect4), learning_rate=0.01)
