@@ -190,3 +190,20 @@ def test_the_gating_match_bench_plays_the_same_match_with_and_without_the_caches
     assert shares[0] == 0 and shares[1] > 0
     ratio = [line.split() for line in out.splitlines() if line.startswith("RATIO gating_cached_vs_uncached")]
     assert len(ratio) == 1 and float(ratio[0][2]) > 0 and ratio[0][3:] == ["vs", "uncached_match", "target", "1.0"]
+
+
+@pytest.mark.slow
+def test_the_pipeline_ceiling_bench_carries_the_stand_in_through_ray_and_prints_its_ratio(capsys):
+    pipeline_ceiling = load("pipeline_ceiling")
+
+    assert pipeline_ceiling.main(["--seconds", "1", "--games", "connect4", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    header, *rows = [line.split() for line in out.splitlines() if line.startswith(("game ", "connect4 "))]
+    assert header[:2] == ["game", "workers"]
+    # the in-process search's line, then one per worker count, each with leaves evaluated
+    assert [row[:2] for row in rows] == [["connect4", "-"], ["connect4", "1"]]
+    assert all(float(row[2].replace(",", "")) > 0 for row in rows)
+    ratios = [line.split() for line in out.splitlines() if line.startswith("RATIO ")]
+    assert [r[1] for r in ratios] == ["pipeline_evals_per_s_vs_in_process_connect4",
+                                      "pipeline_evals_per_s_vs_in_process"]
+    assert all(float(r[2]) > 0 and r[3:] == ["vs", "in_process_search", "target", "0.8"] for r in ratios)

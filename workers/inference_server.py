@@ -35,6 +35,11 @@ Given a ``metrics`` recorder (cluster/inference_pool.py passes the run's
 ``RunMetrics``, whose table in cluster/metrics.py names and describes every metric),
 the server records its batch sizes, latencies, queue depth and model version; as a
 plain object (tests, benchmarks) it records none.
+
+Given a ``model`` (a ``BatchModel``), the server calls it in place of the network it
+would build: bench/pipeline_ceiling.py passes tengen.testing's ``InstantEvaluator``,
+which answers at once, to measure what the rest of the path can carry. No config
+reaches it: the run's servers (cluster/inference_pool.py) always build the network.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from tengen.engine.network_spec import NetworkSpec
 if TYPE_CHECKING:
     from tengen.engine.network import CompiledModel
 
-__all__ = ["InferenceServer", "MetricsRecorder"]
+__all__ = ["BatchModel", "InferenceServer", "MetricsRecorder"]
 
 _ACCEPTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
 
@@ -79,6 +84,19 @@ class MetricsRecorder(Protocol):
     def observe(self, name: str, value: float, **tags: str) -> None: ...
 
 
+class BatchModel(Protocol):
+    """What the server calls on its model: ``CompiledModel``, or a stand-in."""
+
+    input_shape: tuple[int, ...]  # (H, W, C)
+    trace_count: int
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``planes[B, H, W, C]`` -> ``(policy float32[B, A], value float32[B])``."""
+        ...
+
+    def load_weights_blob(self, blob: bytes) -> object: ...
+
+
 class InferenceServer:
     """Batches ``evaluate`` requests from many workers into single compiled model calls.
 
@@ -87,7 +105,8 @@ class InferenceServer:
     ``mixed_precision`` None means on when TensorFlow sees a GPU. ``model_calls`` above 1
     runs that many batches at once and gives each op a share of the cores (set before
     TensorFlow's first op in the process; in a process where it has already started,
-    the calls share its threads as they are).
+    the calls share its threads as they are). ``model``: what to call in place of the
+    network (None: the network built from ``network``; see the module's docstring).
     """
 
     def __init__(
@@ -103,6 +122,7 @@ class InferenceServer:
         model_calls: int = 1,
         metrics: MetricsRecorder | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        model: BatchModel | None = None,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -111,28 +131,21 @@ class InferenceServer:
         self._check_clients(clients)
         if model_calls < 1:
             raise ValueError(f"model_calls must be >= 1, got {model_calls}")
-        # Imported here, not at the top: Ray imports an actor's module into every process
-        # that is handed its handle, and a self-play worker that has TensorFlow (or
-        # another backend) mapped holds about 480 MiB more for nothing.
-        from tengen.engine.backend import gpu_available, share_cpu_threads, share_gpu_memory
-        from tengen.engine.network import CompiledModel
-
         self.model_calls = int(model_calls)
-        if self.model_calls > 1:
-            share_cpu_threads(self.model_calls)
         self.max_batch = int(max_batch)
         self.batch_timeout_s = float(batch_timeout_ms) / 1000.0
         self.clients = int(clients)
         self._clock = clock
-        share_gpu_memory()
-        self.mixed_precision = gpu_available() if mixed_precision is None else bool(mixed_precision)
-        model = network.build(mixed_precision=self.mixed_precision)
-        self._model: CompiledModel = CompiledModel(model)
+        self._model: BatchModel
+        if model is None:
+            self._model, self.mixed_precision = self._build(network, mixed_precision)
+        else:  # a stand-in: no backend is started
+            self._model, self.mixed_precision = model, False
         if weights is not None:
             self._model.load_weights_blob(bytes(weights))
         self._version = int(version)
         self.input_shape: tuple[int, ...] = self._model.input_shape
-        self.num_actions = int(model.output_shape[0][-1])
+        self.num_actions = network.num_actions
 
         self._model_use = _CallsAndSwaps()
         self._executor = ThreadPoolExecutor(max_workers=self.model_calls, thread_name_prefix="inference-model")
@@ -151,6 +164,20 @@ class InferenceServer:
         self._metrics = metrics
         if metrics is not None:
             metrics.set("tengen_model_version", self._version, component="inference")
+
+    def _build(self, network: NetworkSpec, mixed_precision: bool | None) -> tuple[CompiledModel, bool]:
+        """The network, compiled, and whether it computes in mixed precision."""
+        # Imported here, not at the top: Ray imports an actor's module into every process
+        # that is handed its handle, and a self-play worker that has TensorFlow (or
+        # another backend) mapped holds about 480 MiB more for nothing.
+        from tengen.engine.backend import gpu_available, share_cpu_threads, share_gpu_memory
+        from tengen.engine.network import CompiledModel
+
+        if self.model_calls > 1:
+            share_cpu_threads(self.model_calls)
+        share_gpu_memory()
+        mixed = gpu_available() if mixed_precision is None else bool(mixed_precision)
+        return CompiledModel(network.build(mixed_precision=mixed)), mixed
 
     # -- requests --------------------------------------------------------------------------
 
