@@ -59,6 +59,11 @@ def test_single_process_training_leaves_a_run_directory(connect4_run):
     for name in ["run.json", "config.yaml", "log.txt", "ladder.json", "learner/learner.ckpt", "best/model.safetensors"]:
         assert (connect4_run / name).exists(), name
     assert "done:" in (connect4_run / "log.txt").read_text()
+    # self-play calls the model itself: the status line says how large its batches were
+    # and what share of the last interval it spent inside the compiled call
+    status = json.loads((connect4_run / "status.json").read_text())
+    assert 0 < status["mean_batch"] <= 8 * 4  # at most games in flight x leaves per round
+    assert 0.0 < status["model_busy"] < 1.0
 
 
 @pytest.mark.slow
