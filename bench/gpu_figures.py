@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,7 @@ def infer(figures: Figures, smoke: bool) -> None:
                 model(rows)  # compile outside the timing
                 model(rows)
                 figures[f"{net}_{precision}_b{batch}_rows_per_s"] = round(
-                    rate(lambda rows=rows: model(rows), batch, 0.3 if smoke else 1.5))
+                    rate(partial(model, rows), batch, 0.3 if smoke else 1.5))
 
 
 async def _served(server, requests: list[np.ndarray], seconds: float) -> int:
@@ -156,16 +157,16 @@ def server(figures: Figures, smoke: bool) -> None:
                                     mixed_precision=mixed)
         requests = [planes(spec, request, seed=10 + i) for i in range(callers)]
         raw(raw_rows)
-        rate(lambda: raw(raw_rows), merged, 0.2 if smoke else 1.0)
+        rate(partial(raw, raw_rows), merged, 0.2 if smoke else 1.0)
         asyncio.run(_served(served_by, requests, 0.2 if smoke else 2.0))  # compiles, fills the executor
 
-        first = rate(lambda: raw(raw_rows), merged, seconds / 2)
+        first = rate(partial(raw, raw_rows), merged, seconds / 2)
         before = served_by.stats()
         start = time.perf_counter()
         rows = asyncio.run(_served(served_by, requests, seconds))
         elapsed = time.perf_counter() - start
         after = served_by.stats()
-        second = rate(lambda: raw(raw_rows), merged, seconds / 2)
+        second = rate(partial(raw, raw_rows), merged, seconds / 2)
 
         batches = after["batches"] - before["batches"]
         figures[f"{net}_raw_rows_per_s"] = round((first + second) / 2)
@@ -217,7 +218,8 @@ def selfplay_figures(lines: list[dict[str, Any]], warm_s: float) -> dict[str, fl
     first, last = steady[0], steady[-1]
     seconds = last["elapsed_s"] - first["elapsed_s"]
     totals = {key: (last["totals"][key] - first["totals"][key]) / seconds for key in last["totals"]}
-    intervals = [(b["elapsed_s"] - a["elapsed_s"], b.get("model_busy", 0.0)) for a, b in zip(steady, steady[1:])]
+    intervals = [(b["elapsed_s"] - a["elapsed_s"], b.get("model_busy", 0.0))
+                 for a, b in zip(steady, steady[1:], strict=False)]
     return {
         "seconds": round(seconds, 1),
         "games_per_min": round(totals["games"] * 60, 1),

@@ -35,12 +35,14 @@ PINS=(
     sgfmill==1.1.1
 )
 
-# what the GPU machine has (distribution names as pip lists them); jax's own
-# requirements (jaxlib, scipy, opt-einsum) and torch's come with it
+# what the GPU machine has (distribution names as pip lists them), with the requirements
+# that came with jax (jaxlib, scipy, opt-einsum), torch (filelock), requests (certifi,
+# idna, urllib3, charset-normalizer) and rich (pygments, markdown-it-py, mdurl)
 ON_THE_MACHINE=(
     torch jax jaxlib jax-cuda13-plugin jax-cuda13-pjrt scipy opt-einsum numpy numba llvmlite
     safetensors pyyaml msgpack prometheus-client fsspec aiohttp absl-py rich ml-dtypes h5py
     packaging typing-extensions requests psutil protobuf
+    filelock certifi idna urllib3 charset-normalizer pygments markdown-it-py mdurl
 )
 
 mkdir -p "$WHEELS"

@@ -303,9 +303,9 @@ class CompiledModel:
             else:
                 padded = np.zeros((size, *self.input_shape), np.float32)
                 padded[:n] = chunk
-            start = time.perf_counter()
+            called = time.perf_counter()
             outputs = function(padded)
-            self.seconds += time.perf_counter() - start
+            self.seconds += time.perf_counter() - called
             self.calls += 1
             self.rows += n
             for part, out in zip(parts, outputs, strict=True):
