@@ -61,9 +61,10 @@ def test_single_process_training_leaves_a_run_directory(connect4_run):
     assert "done:" in (connect4_run / "log.txt").read_text()
     # self-play calls the model itself: the status line says how large its batches were
     # and what share of the last interval it spent inside the compiled call
-    status = json.loads((connect4_run / "status.json").read_text())
-    assert 0 < status["mean_batch"] <= 8 * 4  # at most games in flight x leaves per round
-    assert 0.0 < status["model_busy"] < 1.0
+    lines = [json.loads(line) for line in (connect4_run / "status.jsonl").read_text().splitlines()]
+    assert 0 < lines[-1]["mean_batch"] <= 8 * 4  # at most games in flight x leaves per round
+    assert all(0.0 <= line["model_busy"] < 1.0 for line in lines)
+    assert any(line["model_busy"] > 0.0 for line in lines[:-1])  # the last: no self-play since the one before
 
 
 @pytest.mark.slow
