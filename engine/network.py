@@ -26,6 +26,7 @@ import json
 import os
 import struct
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,11 @@ class CompiledModel:
         self.traced_batch_sizes: list[int | None] = []
         #: how many times the compiled function ran (a call of B > largest bucket runs several)
         self.calls = 0
+        #: the positions evaluated (pad rows left out), and the seconds spent inside the
+        #: compiled function with its numpy copies: a run reports its mean batch and how
+        #: busy the model kept (calls on several threads at once add up their seconds)
+        self.rows = 0
+        self.seconds = 0.0
 
         def traced(batch: int | None) -> None:
             self.trace_count += 1
@@ -297,8 +303,11 @@ class CompiledModel:
             else:
                 padded = np.zeros((size, *self.input_shape), np.float32)
                 padded[:n] = chunk
+            called = time.perf_counter()
             outputs = function(padded)
+            self.seconds += time.perf_counter() - called
             self.calls += 1
+            self.rows += n
             for part, out in zip(parts, outputs, strict=True):
                 part.append(out[:n])
         return [part[0] if len(part) == 1 else np.concatenate(part) for part in parts]

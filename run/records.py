@@ -210,8 +210,9 @@ class WiringStatus(TypedDict, total=False):
     """What a wiring adds to the loop's status line (``TrainingLoop.report``'s
     keywords): both give ``workers``, ``inference_servers`` and ``stream_length``; the
     Ray run (cluster/driver.py) its servers' mean batch, the workers asked for and
-    Redis's state and its parts' restarts; the single-process run its ``mode`` and the
-    learner's reuse. A key the wiring does not give is absent from the line."""
+    Redis's state and its parts' restarts; the single-process run its ``mode``, the
+    learner's reuse, and its model's mean batch and busy share. A key the wiring does
+    not give is absent from the line."""
 
     mode: str  # "single-process"; absent: the Ray run
     workers: int
@@ -227,6 +228,9 @@ class WiringStatus(TypedDict, total=False):
     redis_memory: dict[str, int]  # bytes by part (cluster/status_board.py's memory_by_part)
     components: dict[str, dict[str, Any]]  # restarts and last errors by part (cluster/supervision.py)
     reuse: float  # samples drawn per position added
+    #: the share of the interval's wall time self-play's model spent in its compiled call
+    #: (the single-process run, where self-play calls the model itself)
+    model_busy: float
 
 
 @dataclass(frozen=True)

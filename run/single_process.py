@@ -97,6 +97,8 @@ class SingleProcessRun:
         #: the strength evaluator's child process (started with the first evaluation)
         self.strength = StrengthProcess(config) if config.evaluation.enabled else None
         self._last_report = time.monotonic()
+        #: the model's seconds in its compiled call at the last report, and when that was
+        self._model_mark = (0.0, self._last_report)
         if resume:
             self.log(f"resumed at step {self.learner.trainer.step}, best {version_id(self.loop.best_version)}")
 
@@ -200,8 +202,13 @@ class SingleProcessRun:
     def _report(self, *, final: bool = False) -> None:
         self._last_report = time.monotonic()
         self.loop.keep_games(self.stream)
+        model = self.best_eval
+        seconds, since = self._model_mark
+        self._model_mark = (model.seconds, self._last_report)
         self.loop.report(final=final, mode="single-process", workers=1, inference_servers=0,
-                         stream_length=self.stream.length(), reuse=round(float(self.learner.window.reuse), 3))
+                         stream_length=self.stream.length(), reuse=round(float(self.learner.window.reuse), 3),
+                         mean_batch=round(model.rows / model.calls, 1) if model.calls else 0.0,
+                         model_busy=round((model.seconds - seconds) / max(self._last_report - since, 1e-9), 3))
 
     def log(self, line: str) -> None:
         self._print(line)

@@ -3,6 +3,8 @@ against today's package (a renamed function once broke one unnoticed), and the C
 sampler that bench/learn_connect4.py reports with must see a real process's time."""
 
 import importlib.util
+import json
+import os
 import re
 import subprocess
 import sys
@@ -207,3 +209,65 @@ def test_the_pipeline_ceiling_bench_carries_the_stand_in_through_ray_and_prints_
     assert [r[1] for r in ratios] == ["pipeline_evals_per_s_vs_in_process_connect4",
                                       "pipeline_evals_per_s_vs_in_process"]
     assert all(float(r[2]) > 0 and r[3:] == ["vs", "in_process_search", "target", "0.8"] for r in ratios)
+
+
+def gpu_wheels_lists() -> tuple[set[str], set[str]]:
+    """bench/gpu_wheels.sh's PINS (the wheels it downloads) and ON_THE_MACHINE (what the
+    GPU machine has), as canonical distribution names."""
+    text = (BENCH / "gpu_wheels.sh").read_text()
+
+    def names(array: str) -> set[str]:
+        body = re.search(rf"^{array}=\((.*?)^\)", text, re.S | re.M)
+        assert body is not None, array
+        words = re.sub(r"#.*", "", body.group(1)).split()
+        return {re.sub(r"[-_.]+", "-", word.split("==")[0]).lower() for word in words}
+
+    return names("PINS"), names("ON_THE_MACHINE")
+
+
+#: imported where installed, never required: urllib3's SOCKS proxies (PySocks), JAX's
+#: model export (flatbuffers); the CPU rehearsal of bench/gpu.sh runs without them
+IMPORTED_WHEN_INSTALLED = {"pysocks", "flatbuffers", "cffi", "pycparser"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs JAX")
+def test_the_gpu_wheels_bring_every_module_the_single_process_run_imports_on_jax_that_the_gpu_machine_lacks():
+    pins, there = gpu_wheels_lists()
+    assert "keras" in pins and "torch" in there and "tensorflow" not in pins | there
+    # what the single-process run's modules import on JAX, with a network built and called
+    program = ("import importlib.metadata, json, sys\n"
+               "import numpy as np\n"
+               "import tengen.cli, tengen.run.single_process, tengen.workers.inference_server\n"
+               "from tengen.engine.network import CompiledModel\n"
+               "from tengen.run.config import load_config\n"
+               "spec = load_config('tictactoe').network_spec()\n"
+               "CompiledModel(spec.build())(np.zeros((2, *spec.input_shape), np.float32))\n"
+               "owners = importlib.metadata.packages_distributions()\n"
+               "tops = {m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)\n"
+               "print(json.dumps({m: owners.get(m, []) for m in sorted(tops) if not m.startswith('_')}))\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "KERAS_BACKEND": "jax"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported = json.loads(done.stdout.splitlines()[-1])
+    assert "tensorflow" not in imported and "ray" not in imported and "redis" not in imported
+    lacking = {module: owners for module, owners in imported.items()
+               if owners and not {re.sub(r"[-_.]+", "-", o).lower() for o in owners}
+               & (pins | there | IMPORTED_WHEN_INSTALLED | {"tengen-zero"})}
+    assert lacking == {}
+
+
+def test_the_gpu_script_stops_before_anything_runs_without_its_wheels_or_over_their_budget(tmp_path):
+    script = str(BENCH / "gpu.sh")
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "BUDGET_MIB": "1"}
+    none = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60,
+                          env={**env, "WHEELS": str(tmp_path / "nowhere")})
+    assert none.returncode == 2 and "no wheels in" in none.stderr and "bench/gpu_wheels.sh" in none.stderr
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with open(wheels / "big-1.0-py3-none-any.whl", "wb") as wheel:
+        wheel.truncate(2 * 2**20)  # 2 MiB, over the budget of 1
+    over = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60,
+                          env={**env, "WHEELS": str(wheels)})
+    assert over.returncode == 2 and "2 MiB, over the budget of 1 MiB" in over.stderr
+    assert not (tmp_path / "out").exists()  # stopped before the log or any step

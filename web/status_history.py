@@ -67,8 +67,7 @@ class History:
 
 
 def point(line: StatusLine) -> dict[str, Any]:
-    """The plotted numbers of one status line (a wiring's it lacks, ``mean_batch`` of a
-    single-process run, are left out)."""
+    """The plotted numbers of one status line (a wiring's it lacks are left out)."""
     data = line.to_json()
     return {key: data[key] for key in POINT_FIELDS if key in data}
 
