@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tengen.engine.backend import gpu_available
 from tengen.engine.network import CompiledModel
 from tengen.learner.learner import Learner
 from tengen.learner.storage import open_storage
-from tengen.run.checkpoint import build_model
 from tengen.run.codec import encode_game, game_decoder
 from tengen.run.config import TengenConfig, stream_maxlen
 from tengen.run.loop import TrainingLoop, stop_on_sigterm
@@ -76,7 +76,9 @@ class SingleProcessRun:
         self.stream = LocalSampleStream(self.run_id, maxlen=stream_maxlen(config))
         self.loop = TrainingLoop(config, self.files, self.registry, log=self.log)
         best = self.loop.begin(resume=resume)
-        self.best = build_model(config)
+        # self-play's model computes as the Ray run's inference servers do: in mixed
+        # precision where there is a GPU (its variables, and so its weights, stay float32)
+        self.best = config.network_spec().build(mixed_precision=gpu_available())
         self.best_eval = CompiledModel(self.best)
         self.best_eval.load_weights_blob(self.registry.fetch(best)[0])
         storage = config.storage or str(self.files.learner)
