@@ -18,7 +18,7 @@ slots, so the next slot holds that position, and a mask per position says whethe
 does. It does not after a game's last position, nor where the reply's search was a
 cheap one (playout-cap randomisation records full searches only), which
 ``reply_follows`` reads from a record. The ring overwrites slots in the order it
-writes them, so a position's next slot is overwritten right after it, and never
+writes them, so a position's next slot is overwritten right after its own, never
 while it is still there: the mask stays true only within a game.
 """
 
