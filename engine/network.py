@@ -7,7 +7,9 @@ Three parts, all pure (numpy and Keras 3 on any of its backends: engine/backend.
   LOGITS ``[B, A]`` and a value head giving ``tanh`` values ``[B]``; optionally
   (``ownership=True``, Go) KataGo's ownership head (Wu 2019, "Accelerating
   Self-Play Learning in Go"), ``tanh`` owners ``[B, H*W]`` of every point from the
-  mover's view, an auxiliary target that also speeds learning.
+  mover's view, an auxiliary target that also speeds learning; and optionally
+  (``opponent_policy=True``, any game) KataGo's opponent-policy head: LOGITS
+  ``[B, A]`` of the opponent's reply, an auxiliary target that only the learner reads.
 - ``CompiledModel``: the one inference entry point (an ``Evaluator``). Where the
   backend compiles one program per shape (XLA, JAX) it pads every batch to one of a few
   fixed bucket sizes, so that a new batch size never triggers a retrace (a retrace
@@ -46,7 +48,11 @@ __all__ = [
     "WeightsError",
     "build_network",
     "has_ownership",
+    "has_opponent_policy",
+    "ownership_output",
+    "opponent_policy_output",
     "weights_have_ownership",
+    "weights_have_opponent_policy",
     "CompiledModel",
     "weights_to_bytes",
     "weights_from_bytes",
@@ -71,6 +77,12 @@ OWNERSHIP_CHANNELS = 32
 #: every layer of the ownership head is named with this prefix, so that a blob's
 #: tensors say whether it has the head
 _OWNERSHIP_PREFIX = "ownership_"
+#: the same for the opponent-policy head
+_OPPONENT_POLICY_PREFIX = "opponent_policy_"
+#: each optional head's output layer, by which a model says whether it has the head
+#: (its outputs are policy, value, then those of these it has, in this order)
+_OWNERSHIP_OUTPUT = "ownership_flatten"
+_OPPONENT_POLICY_OUTPUT = "opponent_policy_logits"
 
 
 class WeightsError(ValueError):
@@ -91,6 +103,7 @@ def build_network(
     value_hidden: int = 64,
     ownership: bool = False,
     global_pooling_every: int = 0,
+    opponent_policy: bool = False,
     mixed_precision: bool = False,
 ) -> keras.Model:
     """The AlphaZero dual residual network.
@@ -101,6 +114,11 @@ def build_network(
     final owner of each point (row-major) from the mover's view, +1 the mover's.
     The head reads the trunk: 1x1 convolution, batch norm, ReLU, 1x1 convolution
     to one plane, tanh (KataGo's ownership head, without its global pooling).
+    With ``opponent_policy`` one more output follows the others:
+    ``opponent_policy_logits[B, A]``, the move the opponent will reply with, from the
+    policy head's features (KataGo's auxiliary opponent-policy target, Wu 2019,
+    "Auxiliary Policy Targets": a regulariser that speeds early learning; the search
+    never reads it).
 
     With ``global_pooling_every`` = k > 0, every k-th residual block (the k-th, the
     2k-th...) has KataGo's global pooling bias: a third of ``filters`` channels from
@@ -163,19 +181,41 @@ def build_network(
     v = keras.layers.Dense(value_hidden, activation="relu", kernel_regularizer=reg, dtype=dtype, name="value_hidden")(v)
     v = keras.layers.Dense(1, activation="tanh", kernel_regularizer=reg, dtype="float32", name="value")(v)
     value = keras.layers.Reshape((), dtype="float32", name="value_squeeze")(v)
-    if not ownership:
-        return keras.Model(planes, (policy_logits, value), name="alphazero")
-
-    o = relu(bn(conv(x, OWNERSHIP_CHANNELS, 1, "ownership_conv"), "ownership_bn"), "ownership_relu")
-    o = keras.layers.Conv2D(1, 1, padding="same", activation="tanh", kernel_regularizer=reg, dtype="float32",
-                            name="ownership_out")(o)
-    owners = keras.layers.Reshape((height * width,), dtype="float32", name="ownership_flatten")(o)
-    return keras.Model(planes, (policy_logits, value, owners), name="alphazero")
+    outputs = [policy_logits, value]
+    if ownership:
+        o = relu(bn(conv(x, OWNERSHIP_CHANNELS, 1, "ownership_conv"), "ownership_bn"), "ownership_relu")
+        o = keras.layers.Conv2D(1, 1, padding="same", activation="tanh", kernel_regularizer=reg, dtype="float32",
+                                name="ownership_out")(o)
+        outputs.append(keras.layers.Reshape((height * width,), dtype="float32", name=_OWNERSHIP_OUTPUT)(o))
+    if opponent_policy:
+        # KataGo's is a second channel of its policy head's last convolution; here the
+        # policy's last layer is a dense one (an action need not be a point: Connect
+        # Four's columns), so its twin is a second dense layer on the same features,
+        # the policy head's convolution shared. That costs one more policy-sized dense
+        # layer, and only in training: the search's call leaves it out (CompiledModel).
+        outputs.append(keras.layers.Dense(num_actions, kernel_regularizer=reg, dtype="float32",
+                                          name=_OPPONENT_POLICY_OUTPUT)(p))
+    return keras.Model(planes, tuple(outputs), name="alphazero")
 
 
 def has_ownership(model: keras.Model) -> bool:
     """Whether ``model`` (from ``build_network``) has the ownership head."""
-    return len(model.outputs) == 3
+    return _OWNERSHIP_OUTPUT in model.output_names
+
+
+def has_opponent_policy(model: keras.Model) -> bool:
+    """Whether ``model`` (from ``build_network``) has the opponent-policy head."""
+    return _OPPONENT_POLICY_OUTPUT in model.output_names
+
+
+def ownership_output(model: keras.Model) -> int:
+    """The index of the ownership head's output in ``model``'s outputs."""
+    return model.output_names.index(_OWNERSHIP_OUTPUT)
+
+
+def opponent_policy_output(model: keras.Model) -> int:
+    """The index of the opponent-policy head's output in ``model``'s outputs."""
+    return model.output_names.index(_OPPONENT_POLICY_OUTPUT)
 
 
 # -- inference ---------------------------------------------------------------------------
@@ -230,8 +270,9 @@ class CompiledModel:
         self.buckets = tuple(sorted({int(b) for b in buckets}))
         self.input_shape = tuple(int(n) for n in model.input_shape[1:])
         self.has_ownership = has_ownership(model)
-        # the two evaluation outputs alone: the layers (and variables) are the model's
-        two_heads = keras.Model(model.inputs, model.outputs[:2]) if self.has_ownership else model
+        # the two evaluation outputs alone (an auxiliary head is never computed for a
+        # search): the layers (and variables) are the model's
+        two_heads = keras.Model(model.inputs, model.outputs[:2]) if len(model.outputs) > 2 else model
         self.trace_count = 0
         #: batch sizes the function was traced for, in order (None: any)
         self.traced_batch_sizes: list[int | None] = []
@@ -253,12 +294,16 @@ class CompiledModel:
                     keras.ops.cast(value, "float32"))
 
         def owners(outputs):
-            return (keras.ops.cast(outputs[2], "float32"),)
+            return (keras.ops.cast(outputs[-1], "float32"),)
 
         self._forward = compile_inference(two_heads, probabilities, traced=traced, input_shape=self.input_shape,
                                           jit_compile=self.jit_compile, any_batch=not self.buckets)
         # traced only when first called (by GTP and analysis): self-play never is
-        self._owners = compile_inference(model, owners, traced=lambda batch: None, input_shape=self.input_shape,
+        # the outputs as before the opponent-policy head, ownership last
+        owner_heads = model
+        if self.has_ownership and has_opponent_policy(model):
+            owner_heads = keras.Model(model.inputs, (*model.outputs[:2], model.outputs[ownership_output(model)]))
+        self._owners = compile_inference(owner_heads, owners, traced=lambda batch: None, input_shape=self.input_shape,
                                          jit_compile=self.jit_compile, any_batch=not self.buckets)
 
     def bucket_for(self, batch: int) -> int:
@@ -429,14 +474,16 @@ def assign_checked(variables: Mapping[str, Any], tensors: Mapping[str, np.ndarra
     """
     missing = [name for name in variables if name not in tensors]
     extra = [name for name in tensors if name not in variables]
-    # Whether the head is there is the first thing to tell: it also shifts the
+    # Whether a head is there is the first thing to tell: it also shifts the
     # optimizer's variables of a learner's checkpoint, which would be named instead.
-    if any(map(_in_ownership_head, missing)) and not any(map(_in_ownership_head, tensors)):
-        raise WeightsError("the blob has no ownership head (weights from before it, or trained with "
-                           "network.ownership false): build the network with network.ownership false to load it")
-    if any(map(_in_ownership_head, extra)) and not any(map(_in_ownership_head, variables)):
-        raise WeightsError("the blob has an ownership head that this network lacks: build it with "
-                           "network.ownership true to load the blob")
+    for prefix, what, key in _OPTIONAL_HEADS:
+        blob_has, model_has = (any(_in_head(name, prefix) for name in names) for names in (tensors, variables))
+        if model_has and not blob_has:
+            raise WeightsError(f"the blob has no {what} head (weights from before it, or trained with "
+                               f"{key} false): build the network with {key} false to load it")
+        if blob_has and not model_has:
+            raise WeightsError(f"the blob has an {what} head that this network lacks: build it with "
+                               f"{key} true to load the blob")
     if missing:
         raise WeightsError(f"blob lacks tensor {missing[0]!r} ({len(missing)} missing)")
     if extra:
@@ -453,15 +500,31 @@ def assign_checked(variables: Mapping[str, Any], tensors: Mapping[str, np.ndarra
         v.assign(tensors[name])
 
 
-def _in_ownership_head(name: str) -> bool:
+#: the optional heads: their layers' prefix, their name and the config key that asks for them
+_OPTIONAL_HEADS = (
+    (_OWNERSHIP_PREFIX, "ownership", "network.ownership"),
+    (_OPPONENT_POLICY_PREFIX, "opponent-policy", "network.opponent_policy"),
+)
+
+
+def _in_head(name: str, prefix: str) -> bool:
     # a model path ("ownership_conv/kernel") or a checkpoint's ("model/ownership_conv/kernel")
-    return any(part.startswith(_OWNERSHIP_PREFIX) for part in name.split("/"))
+    return any(part.startswith(prefix) for part in name.split("/"))
+
+
+def _blob_has_head(blob: bytes, prefix: str) -> bool:
+    header = _read_header(bytes(blob))
+    return any(_in_head(name, prefix) for name in header if name != "__metadata__")
 
 
 def weights_have_ownership(blob: bytes) -> bool:
     """Whether a weights blob holds an ownership head (read from its header alone)."""
-    header = _read_header(bytes(blob))
-    return any(_in_ownership_head(name) for name in header if name != "__metadata__")
+    return _blob_has_head(blob, _OWNERSHIP_PREFIX)
+
+
+def weights_have_opponent_policy(blob: bytes) -> bool:
+    """Whether a weights blob holds an opponent-policy head (read from its header alone)."""
+    return _blob_has_head(blob, _OPPONENT_POLICY_PREFIX)
 
 
 def weights_metadata(blob: bytes) -> dict:

@@ -29,6 +29,8 @@ class NetworkSpec:
     ownership: bool
     #: every this many residual blocks, one with KataGo's global pooling bias (0: none)
     global_pooling_every: int = 0
+    #: KataGo's opponent-policy head (any game): one more output, the opponent's reply
+    opponent_policy: bool = False
     #: the Keras backend it runs on (None: KERAS_BACKEND, else TensorFlow; engine/backend.py)
     backend: str | None = None
 
@@ -47,4 +49,4 @@ class NetworkSpec:
         return build_network(input_shape=self.input_shape, num_actions=self.num_actions, blocks=self.blocks,
                              filters=self.filters, l2=self.l2, value_hidden=self.value_hidden,
                              ownership=self.ownership, global_pooling_every=self.global_pooling_every,
-                             mixed_precision=mixed_precision)
+                             opponent_policy=self.opponent_policy, mixed_precision=mixed_precision)

@@ -10,6 +10,16 @@ position (KataGo's auxiliary ownership target): the final Tromp-Taylor owner of 
 point from that position's mover's view (int8: +1 the mover's, -1 the opponent's, 0
 nobody's), with a mask of which positions have one (games that resigned have none).
 ``mover_ownership`` turns a record's final ownership (player 0's view) into those rows.
+
+A window made with ``opponent_policy`` also serves the opponent-policy head's target
+(KataGo's auxiliary target): the policy target of the position after each one, the
+opponent's reply. It stores no second policy: a game's positions go into consecutive
+slots, so the next slot holds that position, and a mask per position says whether it
+does. It does not after a game's last position, nor where the reply's search was a
+cheap one (playout-cap randomisation records full searches only), which
+``reply_follows`` reads from a record. The ring overwrites slots in the order it
+writes them, so a position's next slot is overwritten right after its own, never
+while it is still there: the mask stays true only within a game.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ import numpy as np
 
 from tengen.engine.games.base import Game
 
-__all__ = ["Batch", "ReplayWindow", "mover_ownership"]
+__all__ = ["Batch", "ReplayWindow", "mover_ownership", "reply_follows"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,10 @@ class Batch:
     ownership: np.ndarray | None = None
     #: float32 [B]: 1 where the position has an ownership target, 0 where not
     has_ownership: np.ndarray | None = None
+    #: float32 [B, A]: the next position's policy target, the opponent's reply (0 where none)
+    opponent_policy: np.ndarray | None = None
+    #: float32 [B]: 1 where the position has that target, 0 where not
+    has_opponent_policy: np.ndarray | None = None
 
 
 def mover_ownership(planes: np.ndarray, final_ownership: np.ndarray) -> np.ndarray:
@@ -47,18 +61,34 @@ def mover_ownership(planes: np.ndarray, final_ownership: np.ndarray) -> np.ndarr
     return sign[:, None] * final[None, :]
 
 
+def reply_follows(full_search: np.ndarray | None, positions: int) -> np.ndarray:
+    """``bool[L]``: whether a game's recorded position i + 1 is the position right
+    after position i's move, for its ``positions`` (L) recorded positions, from its
+    record's ``full_search`` (``bool[n]`` per move: only full searches are recorded).
+    The last position has no reply; a record without ``full_search`` (before format
+    3, when every move's search was recorded) has one everywhere else."""
+    if full_search is None:
+        return np.arange(positions) < positions - 1
+    plies = np.flatnonzero(np.asarray(full_search, dtype=np.bool_))
+    if len(plies) != positions:
+        raise ValueError(f"{len(plies)} full searches for {positions} recorded positions")
+    return np.append(np.diff(plies) == 1, False)[:positions]
+
+
 class ReplayWindow:
     """A ring buffer of positions: ``planes uint8[N, H, W, C]``, ``policy float32[N, A]``
     (search visit distributions), ``value float32[N]`` (the game's result for the mover, as self-play recorded it), and
     with ``ownership_points`` P > 0, ``ownership int8[N, P]`` (final owners for the
-    mover) and ``has_ownership bool[N]``.
+    mover) and ``has_ownership bool[N]``; with ``opponent_policy``, ``has_reply bool[N]``:
+    whether the next slot holds the position after this one's move.
 
     ``positions_added`` counts every position ever added and ``samples_drawn`` every
     position ever sampled, so ``reuse`` is how many times, on average, the learner has
     seen each position (the ratio the learner holds below ``max_reuse``).
     """
 
-    def __init__(self, *, capacity: int, planes_shape: Sequence[int], num_actions: int, ownership_points: int = 0):
+    def __init__(self, *, capacity: int, planes_shape: Sequence[int], num_actions: int, ownership_points: int = 0,
+                 opponent_policy: bool = False):
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
         self.capacity = int(capacity)
@@ -74,6 +104,8 @@ class ReplayWindow:
         self.ownership = np.zeros((self.capacity if self.ownership_points else 0, self.ownership_points),
                                   np.int8)  # [N, P]
         self.has_ownership = np.zeros((self.capacity if self.ownership_points else 0,), np.bool_)  # [N]
+        self.keeps_replies = bool(opponent_policy)
+        self.has_reply = np.zeros((self.capacity if self.keeps_replies else 0,), np.bool_)  # [N]
         #: the slot the next position goes to
         self._head = 0
         self._size = 0
@@ -93,10 +125,13 @@ class ReplayWindow:
         return self.samples_drawn / self.positions_added if self.positions_added else 0.0
 
     def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
-            ownership: np.ndarray | None = None) -> None:
+            ownership: np.ndarray | None = None, *, follows: np.ndarray | None = None) -> None:
         """Append one game: ``planes[L, H, W, C]`` (0/1 values), ``policy[L, A]``, ``value[L]``
         and, for a window that keeps ownership, ``ownership[L, P]`` from each mover's view
         (``mover_ownership``; None: the game has no target, as a resigned one).
+        ``follows bool[L]`` (``reply_follows``; None: every position but the last) says
+        where the next position is the reply to this one's move, for a window made
+        with ``opponent_policy``.
 
         The oldest positions are overwritten once the window is full; a game longer
         than the whole window keeps only its last ``capacity`` positions.
@@ -119,6 +154,13 @@ class ReplayWindow:
             if owners.size and not np.isin(owners, (-1, 0, 1)).all():
                 raise ValueError("ownership must hold only -1, 0 and 1")
             owners = owners.astype(np.int8)
+        if follows is None:
+            follows = np.arange(length) < length - 1
+        follows = np.asarray(follows, dtype=np.bool_)
+        if follows.shape != (length,):
+            raise ValueError(f"follows must be [{length}], got {follows.shape}")
+        if length and follows[-1]:
+            raise ValueError("a game's last position has no reply to follow it")
         planes_u8 = planes.astype(np.uint8)
         # the uint8 store is only lossless for 0/1 (or small integer) planes
         if not np.array_equal(planes_u8, planes):
@@ -127,6 +169,7 @@ class ReplayWindow:
         if length > self.capacity:
             planes_u8, policy, value = planes_u8[-self.capacity :], policy[-self.capacity :], value[-self.capacity :]
             owners = None if owners is None else owners[-self.capacity :]
+            follows = follows[-self.capacity :]
             length = self.capacity
         slots = (self._head + np.arange(length)) % self.capacity
         self.planes[slots] = planes_u8
@@ -135,6 +178,8 @@ class ReplayWindow:
         if self.keeps_ownership:
             self.ownership[slots] = 0 if owners is None else owners
             self.has_ownership[slots] = owners is not None
+        if self.keeps_replies:
+            self.has_reply[slots] = follows
         self._head = (self._head + length) % self.capacity
         self._size = min(self._size + length, self.capacity)
 
@@ -156,12 +201,13 @@ class ReplayWindow:
 
     def sample(self, batch_size: int, rng: np.random.Generator, *, game: Game | None = None) -> Batch:
         """A uniform minibatch (with replacement) as a ``Batch``: planes float32[B, H, W, C],
-        policy[B, A], value[B], and the ownership and its mask when the window keeps them.
+        policy[B, A], value[B], the ownership and its mask when the window keeps them,
+        and the opponent's reply and its mask when it keeps those.
 
         With ``game``, each sample gets one of the game's symmetries at random (the
-        data augmentation of AlphaGo Zero), the same one for its planes, policy and
-        ownership; the batch is grouped by symmetry so each transform is one vectorised
-        call.
+        data augmentation of AlphaGo Zero), the same one for its planes, policy,
+        ownership and reply; the batch is grouped by symmetry so each transform is one
+        vectorised call.
         """
         if self._size == 0:
             raise ValueError("the replay window is empty")
@@ -169,6 +215,12 @@ class ReplayWindow:
         # slots are filled from 0 up before wrapping, so 0.._size-1 are exactly the stored ones
         planes, policy, value = self.planes[index], self.policy[index], self.value[index]
         ownership = self.ownership[index] if self.keeps_ownership else None
+        reply = has_reply = None
+        if self.keeps_replies:
+            has_reply = self.has_reply[index]
+            # the next slot is the reply where the mask says so; elsewhere it may be
+            # another game's, or empty: zeros
+            reply = np.where(has_reply[:, None], self.policy[(index + 1) % self.capacity], 0.0).astype(np.float32)
         if game is not None:
             ks = rng.integers(0, len(game.symmetries), size=batch_size)
             for k in np.unique(ks):
@@ -180,8 +232,12 @@ class ReplayWindow:
                     # the points as a one-plane board: the very permutation of the planes
                     board = ownership[rows].reshape(-1, *self.planes_shape[:2], 1)
                     ownership[rows] = game.transform_planes(board, int(k)).reshape(-1, self.ownership_points)
+                if reply is not None:
+                    # actions are the board's, not the mover's: the same map as the policy's
+                    reply[rows] = game.transform_policy(reply[rows], int(k))
         self.samples_drawn += batch_size
-        if ownership is None:
-            return Batch(planes.astype(np.float32), policy, value)
-        return Batch(planes.astype(np.float32), policy, value, ownership.astype(np.float32),
-                     self.has_ownership[index].astype(np.float32))
+        owners = {} if ownership is None else {"ownership": ownership.astype(np.float32),
+                                               "has_ownership": self.has_ownership[index].astype(np.float32)}
+        replies = {} if has_reply is None else {"opponent_policy": reply,
+                                                "has_opponent_policy": has_reply.astype(np.float32)}
+        return Batch(planes.astype(np.float32), policy, value, **owners, **replies)

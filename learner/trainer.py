@@ -9,8 +9,12 @@ an exactly valued child in bench/supervised_ceiling.py, trains the value alone (
 KataGo's positions without a full search do). A network with the ownership head adds
 ``ownership_weight`` times its mean per-point squared error (KataGo's auxiliary
 ownership target; a squared error of a tanh output like the value's), averaged over
-the positions that have a target (games that resigned have none). The loss is written
-once, in ``keras.ops``, for every backend.
+the positions that have a target (games that resigned have none). A network with the
+opponent-policy head adds ``opponent_policy_weight`` times the cross-entropy between
+the next position's search policy (the opponent's reply) and that head's softmax,
+averaged over the positions that have a next one (KataGo's auxiliary target, weight
+0.15: Wu 2019, "Auxiliary Policy Targets"). The loss is written once, in
+``keras.ops``, for every backend.
 
 Checkpoints are the weights blob format of engine/network.py (safetensors, never
 pickle) with a different tag: the model's weights under ``model/<path>``, the
@@ -31,8 +35,11 @@ from tengen.engine.backend import backend
 from tengen.engine.network import (
     WeightsError,
     assign_checked,
+    has_opponent_policy,
     has_ownership,
     model_variables,
+    opponent_policy_output,
+    ownership_output,
     pack_tensors,
     unpack_tensors,
     variable_array,
@@ -119,13 +126,20 @@ def _masked_mean(values, mask):
     return ops.sum(values * mask) / ops.maximum(ops.sum(mask), 1.0)
 
 
+def _cross_entropy(target, logits):
+    """``-sum(target * log softmax(logits))`` per row: a policy head's loss."""
+    ops = keras.ops
+    return -ops.sum(target * ops.log_softmax(logits, axis=-1), axis=-1)
+
+
 def _uses_float16(model: keras.Model) -> bool:
     return any(getattr(layer, "compute_dtype", "float32") == "float16" for layer in model.layers)
 
 
 class Trainer:
     """Trains a ``build_network`` model on ``(planes, policy, value)`` minibatches, and
-    a model with the ownership head on ``ownership`` targets too.
+    a model with the ownership head on ``ownership`` targets too, and one with the
+    opponent-policy head on ``opponent_policy`` targets.
 
     ``optimizer`` is "sgd" (with ``momentum``, AlphaZero's choice) or "adam";
     ``learning_rate`` is a float or a ``[[step, lr], ...]`` schedule. A model built
@@ -150,12 +164,18 @@ class Trainer:
         momentum: float = 0.9,
         value_weight: float = 1.0,
         ownership_weight: float = 1.0,
+        opponent_policy_weight: float = 0.15,
         jit_compile: bool = True,
     ):
         self.model = model
         self.value_weight = float(value_weight)
         self.ownership_weight = float(ownership_weight)
+        self.opponent_policy_weight = float(opponent_policy_weight)
         self.has_ownership = has_ownership(model)
+        self.has_opponent_policy = has_opponent_policy(model)
+        # where each auxiliary head's output is among the model's outputs
+        self._ownership_at = ownership_output(model) if self.has_ownership else None
+        self._opponent_policy_at = opponent_policy_output(model) if self.has_opponent_policy else None
         lr: Any = float(learning_rate) if isinstance(learning_rate, (int, float)) else StepSchedule(learning_rate)
         if optimizer == "sgd":
             opt: keras.optimizers.Optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
@@ -190,55 +210,71 @@ class Trainer:
         """The learning rate the next update will use."""
         return learning_rate_now(self.optimizer)
 
-    def _loss(self, outputs, regularisation, policy, value, has_policy, ownership=None, has_target=None):
-        """The loss to minimise and its parts, in ``keras.ops`` (any backend)."""
+    def _loss(self, outputs, regularisation, policy, value, has_policy, *auxiliary):
+        """The loss to minimise and its parts, in ``keras.ops`` (any backend).
+        ``auxiliary``: ``ownership, has_ownership`` with that head, then
+        ``opponent_policy, has_opponent_policy`` with that one."""
         ops = keras.ops
         logits, v = ops.cast(outputs[0], "float32"), ops.cast(outputs[1], "float32")
         # masked, not zero targets: a position without a policy target adds nothing
-        cross_entropy = -ops.sum(policy * ops.log_softmax(logits, axis=-1), axis=-1)
-        policy_loss = _masked_mean(cross_entropy, has_policy)
+        policy_loss = _masked_mean(_cross_entropy(policy, logits), has_policy)
         value_loss = ops.mean(ops.square(v - value))
         l2 = ops.sum(ops.stack([ops.cast(x, "float32") for x in regularisation])) if regularisation else 0.0
         loss = policy_loss + self.value_weight * value_loss + l2
         parts = {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss, "l2": ops.convert_to_tensor(l2)}
+        targets = list(auxiliary)
         if self.has_ownership:
-            per_position = ops.mean(ops.square(ops.cast(outputs[2], "float32") - ownership), axis=-1)
-            ownership_loss = _masked_mean(per_position, has_target)
+            ownership, has_target = targets.pop(0), targets.pop(0)
+            owners = ops.cast(outputs[self._ownership_at], "float32")
+            ownership_loss = _masked_mean(ops.mean(ops.square(owners - ownership), axis=-1), has_target)
             parts["loss"] = loss = loss + self.ownership_weight * ownership_loss
             parts["ownership_loss"] = ownership_loss
+        if self.has_opponent_policy:
+            reply, has_reply = targets.pop(0), targets.pop(0)
+            reply_logits = ops.cast(outputs[self._opponent_policy_at], "float32")
+            opponent_loss = _masked_mean(_cross_entropy(reply, reply_logits), has_reply)
+            parts["loss"] = loss = loss + self.opponent_policy_weight * opponent_loss
+            parts["opponent_policy_loss"] = opponent_loss
         return loss, parts
 
     def train_step(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
                    ownership: np.ndarray | None = None, has_ownership: np.ndarray | None = None, *,
-                   has_policy: np.ndarray | None = None) -> dict[str, float]:
+                   has_policy: np.ndarray | None = None, opponent_policy: np.ndarray | None = None,
+                   has_opponent_policy: np.ndarray | None = None) -> dict[str, float]:
         """One update on ``planes[B, H, W, C]``, ``policy[B, A]`` (targets summing to 1),
         ``value[B]`` (outcomes in [-1, 1]) and, for a model with the ownership head,
         ``ownership[B, H*W]`` (final owners from the mover's view, in [-1, 1]) with
         ``has_ownership[B]`` (1 where a position has that target; without both, none has).
         ``has_policy[B]`` is 1 where ``policy`` is a target (default: every row); the
-        other rows' policies are ignored.
+        other rows' policies are ignored. For a model with the opponent-policy head,
+        ``opponent_policy[B, A]`` is the next position's policy target (the opponent's
+        reply) with ``has_opponent_policy[B]`` (1 where there is one; without both, none).
 
         Returns the losses before the update (``loss``, ``policy_loss``,
-        ``value_loss``, ``l2``, and ``ownership_loss`` with the head) and the
-        ``learning_rate`` it used.
+        ``value_loss``, ``l2``, ``ownership_loss`` and ``opponent_policy_loss`` with
+        those heads) and the ``learning_rate`` it used.
         """
         batch = len(value)
         if has_policy is not None and len(has_policy) != batch:
             raise ValueError(f"has_policy has {len(has_policy)} rows for a batch of {batch}")
+        policy = np.asarray(policy, np.float32)
         args = [
             np.asarray(planes, np.float32),
-            np.asarray(policy, np.float32),
+            policy,
             np.asarray(value, np.float32),
             np.ones(batch, np.float32) if has_policy is None else np.asarray(has_policy, np.float32),
         ]
-        if (ownership is None) != (has_ownership is None):
-            raise ValueError("ownership and has_ownership go together")
-        if self.has_ownership:
-            if ownership is None:
-                ownership, has_ownership = np.zeros((batch, self.points), np.float32), np.zeros(batch, np.float32)
-            args += [np.asarray(ownership, np.float32), np.asarray(has_ownership, np.float32)]
-        elif ownership is not None:
-            raise ValueError("ownership targets for a model without the ownership head")
+        heads = (("ownership", self.has_ownership, ownership, has_ownership, (batch, self.points)),
+                 ("opponent_policy", self.has_opponent_policy, opponent_policy, has_opponent_policy, policy.shape))
+        for name, has_head, target, mask, shape in heads:
+            if (target is None) != (mask is None):
+                raise ValueError(f"{name} and has_{name} go together")
+            if has_head:
+                if target is None:
+                    target, mask = np.zeros(shape, np.float32), np.zeros(batch, np.float32)
+                args += [np.asarray(target, np.float32), np.asarray(mask, np.float32)]
+            elif target is not None:
+                raise ValueError(f"{name} targets for a model without the {name.replace('_', '-')} head")
         return self._train_step(args)
 
     # -- checkpoints -----------------------------------------------------------------------

@@ -169,6 +169,11 @@ class NetworkConfig(_Strict):
     """KataGo's ownership head, trained on each finished game's final Tromp-Taylor owners (Go only). Off by
     default: the config.yaml of a run made before the head existed says nothing about it, and it must still
     mean a network without one, so that its checkpoints resume and load; the Go configs turn it on."""
+    opponent_policy: bool = False
+    """a second policy head that predicts the opponent's reply, trained on the next position's search policy
+    (``train.opponent_policy_weight``) and never read by the search: KataGo's auxiliary target, a regulariser
+    that sped its early learning (Wu 2019, "Auxiliary Policy Targets"), for any game here. Off until a
+    measurement says it pays; like ownership, a checkpoint's weights say whether its network has the head"""
 
 
 #: the library's defaults, which the schema's are: one place each
@@ -326,6 +331,10 @@ class TrainConfig(_Strict):
     """the ownership loss's weight, on the mean per-point squared error (of positions with a target). 1 puts it
     on the value loss's scale (both are squared errors of tanh outputs against +-1 targets); KataGo's 1.5 / (H
     * W) on a per-point sum of cross-entropies is about 1.5 on such a mean. Above 10 it drowns the policy."""
+    opponent_policy_weight: float = Field(default=0.15, ge=0, le=10)
+    """the opponent-policy loss's weight, on its cross-entropy against the next position's policy target (of
+    positions that have one: not a game's last, nor one whose reply had a cheap search). KataGo's 0.15: an aid
+    to the policy, kept small beside the policy's own weight of 1. With network.opponent_policy only"""
     value_q_weight: float = Field(default=0.0, ge=0, le=1)
     """the value head's target is (1 - w) * z + w * q: z the game's result for the mover (discounted as
     ``mcts.discount`` says), q the root value of the full search made there. 0 is AlphaZero's z alone. z is
@@ -640,7 +649,8 @@ class TengenConfig(_Strict):
         (one self-play worker's two half searches and its cache), ``gating`` (the two
         players' searches and caches), ``replay`` (the learner's window: planes
         uint8[N, H, W, C], policy and value float32, and with the ownership head int8
-        owners [N, H*W] and a bool mask, as learner/replay.py stores them). Each must
+        owners [N, H*W] and a bool mask, with the opponent-policy head a bool mask of replies,
+        as learner/replay.py stores them). Each must
         fit alone: the parts run in different processes, on different nodes in a cluster."""
         game = game or self.game.make()
         search, gating = self.search_settings(), self.gating_options()
@@ -649,6 +659,8 @@ class TengenConfig(_Strict):
         position = math.prod(game.planes_shape) + 4 * game.num_actions + 4
         if self.network.ownership:
             position += math.prod(game.board_shape) + 1
+        if self.network.opponent_policy:
+            position += 1  # the replies' mask: the reply itself is the next slot's policy
         cache = cache_bytes(self.selfplay.cache_positions, game.num_actions)
         return {
             "selfplay": cache + search_bytes(game, games=self.selfplay.games_in_flight, settings=search),
@@ -674,7 +686,8 @@ class TengenConfig(_Strict):
         return NetworkSpec(input_shape=(height, width, channels), num_actions=game.num_actions,
                            blocks=self.network.blocks, filters=self.network.filters, l2=self.network.l2,
                            value_hidden=self.network.value_hidden, ownership=self.network.ownership,
-                           global_pooling_every=self.network.global_pooling_every, backend=self.network.backend)
+                           global_pooling_every=self.network.global_pooling_every,
+                           opponent_policy=self.network.opponent_policy, backend=self.network.backend)
 
     def search_settings(self) -> SearchSettings:
         """How the run searches (the ``mcts`` section as one value): self-play's search,
@@ -715,7 +728,7 @@ class TengenConfig(_Strict):
                               momentum=train.momentum, replay_window=train.replay_window,
                               min_positions=train.min_positions, max_reuse=train.max_reuse,
                               candidate_every=train.candidate_every, ownership_weight=train.ownership_weight,
-                              value_q_weight=train.value_q_weight)
+                              opponent_policy_weight=train.opponent_policy_weight, value_q_weight=train.value_q_weight)
 
     def gating_options(self) -> GatingOptions:
         """``Gatekeeper``'s match options (both wirings build it from these): both sides

@@ -41,7 +41,8 @@ def convert_checkpoints(run_dir: str | Path, backend: str) -> list[str]:
         # a fresh trainer for each: the previous checkpoint's state must not leak into the newest
         trainer = Trainer(model=config.network_spec().build(), optimizer=options.optimizer,
                           learning_rate=options.learning_rate, momentum=options.momentum,
-                          ownership_weight=options.ownership_weight)
+                          ownership_weight=options.ownership_weight,
+                          opponent_policy_weight=options.opponent_policy_weight)
         extra = trainer.restore_from_bytes(blob, any_backend=True)
         converted[name] = trainer.checkpoint_to_bytes(extra)
     if not converted:
