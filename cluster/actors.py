@@ -39,6 +39,7 @@ from tengen.cluster.stream import SampleStream
 from tengen.cluster.supervision import describe_error
 from tengen.run.codec import encode_game, game_decoder
 from tengen.run.config import TengenConfig, parse_config, stream_maxlen
+from tengen.workers.packed_planes import pack_planes
 from tengen.workers.selfplay_worker import WorkerStats
 
 if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow: only where they run
@@ -145,10 +146,14 @@ class SelfPlayActor:
         self._last: dict[Total, int] = {"games": 0, "positions": 0, "evaluations": 0, "cache_hits": 0, "moves": 0}
         self.worker = SelfPlayWorker(
             game=self.config.game.make(), selfplay=self.config.selfplay_settings(),
-            submit=lambda planes: self.server.evaluate.remote(planes), resolve=self._resolve, sink=self._send,
+            submit=self._submit, resolve=self._resolve, sink=self._send,
             seed=seed, games=self.config.cluster.games_per_worker, model_version=model_version,
             cache_positions=self.config.selfplay.cache_positions,
         )
+
+    def _submit(self, planes):
+        # packed, a go9 leaf batch is an eighth of its bytes and travels inside the call
+        return self.server.evaluate.remote(pack_planes(planes))
 
     def _resolve(self, ref):
         try:

@@ -19,6 +19,7 @@ from tengen.cluster.metrics import RunMetrics
 from tengen.engine.network import CompiledModel, blob_sha256, weights_to_bytes
 from tengen.engine.network_spec import NetworkSpec
 from tengen.workers.inference_server import InferenceServer
+from tengen.workers.packed_planes import pack_planes
 
 # connect4-shaped planes, a one-block net: small enough to trace in well under a second
 NET = NetworkSpec(input_shape=(6, 7, 3), num_actions=7, blocks=1, filters=8, l2=1e-4, value_hidden=16, ownership=False)
@@ -153,6 +154,26 @@ def test_a_bad_request_fails_alone(nets):
     assert_rows_match(first, direct(good[0]))
     assert_rows_match(second, direct(good[1]))
     assert server.stats()["batches"] == 1  # the two good ones still met the client count
+
+
+def test_packed_and_plain_requests_merge_and_get_the_answers_of_their_planes(nets):
+    (model, blob), _ = nets
+    server = server_for(blob, clients=3, batch_timeout_ms=LONG_MS)
+    plain, packed = planes(3, 30), planes(5, 31)  # 5 leaves: not a whole byte of rows
+    wrong_board = pack_planes(np.zeros((2, 7, 6, 3), np.uint8))
+
+    async def run():
+        return await asyncio.gather(server.evaluate(plain), server.evaluate(pack_planes(packed)),
+                                    server.evaluate(wrong_board), server.evaluate(pack_planes(plain)),
+                                    return_exceptions=True)
+
+    first, second, bad, third = asyncio.run(run())
+    assert isinstance(bad, ValueError) and "planes must be" in str(bad)
+    direct = CompiledModel(model)
+    assert_rows_match(first, direct(plain))
+    assert_rows_match(second, direct(packed))
+    assert_rows_match(third, direct(plain))
+    assert server.stats()["batches"] == 1 and server.stats()["evaluations"] == 11
 
 
 def test_hot_swap_serves_the_new_weights_and_refuses_a_wrong_hash(nets):

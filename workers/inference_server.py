@@ -5,7 +5,9 @@
 ``evaluate`` is a coroutine, Ray runs it as an async actor: every worker's request is
 a coroutine on one event loop, and one batcher task turns them into model calls.
 
-A request is one worker's leaf batch ``planes[B, H, W, C]`` (uint8 or float32). The
+A request is one worker's leaf batch ``planes[B, H, W, C]`` (uint8 or float32, or
+uint8 0s and 1s bit-packed as workers/packed_planes.py defines, as the Ray workers send
+it: a go9 batch then travels inside the call, not through the object store). The
 batcher flushes the waiting requests as one batch when
 
 (a) ``clients`` requests are waiting (every attached worker has one in: the server
@@ -57,6 +59,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tengen.engine.network_spec import NetworkSpec
+from tengen.workers.packed_planes import PackedPlanes
 
 if TYPE_CHECKING:
     from tengen.engine.network import CompiledModel
@@ -181,12 +184,12 @@ class InferenceServer:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def evaluate(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``planes[B, H, W, C]`` uint8 or float32 -> ``(policy float32[B, A], value float32[B])``.
+    async def evaluate(self, planes: np.ndarray | PackedPlanes) -> tuple[np.ndarray, np.ndarray]:
+        """``planes[B, H, W, C]`` uint8 or float32, or packed -> ``(policy float32[B, A], value float32[B])``.
 
         Raises ValueError for a wrong shape or dtype; other requests are not affected.
         """
-        planes = np.asarray(planes)
+        planes = planes.unpack() if isinstance(planes, PackedPlanes) else np.asarray(planes)
         if planes.ndim != 4 or tuple(planes.shape[1:]) != self.input_shape:
             raise ValueError(f"planes must be [B, {', '.join(map(str, self.input_shape))}], got {planes.shape}")
         if planes.dtype not in _ACCEPTED_DTYPES:

@@ -6,7 +6,8 @@ the worker does the tree work of the other, so neither side waits for the other
 (the design's two half-batches in flight). Finished games go to ``sink(record)``.
 
 ``submit(planes) -> handle`` and ``resolve(handle) -> (policy, value)`` are how it
-reaches the server: ``server.evaluate.remote`` and ``ray.get`` inside Ray (the handle
+reaches the server: ``server.evaluate.remote`` on the planes bit-packed
+(workers/packed_planes.py) and ``ray.get`` inside Ray (cluster/actors.py; the handle
 an ObjectRef), a direct call in one process (the handle the planes themselves); the
 worker is generic in the handle's type, which only the pair knows. When ``resolve``
 raises (the server is gone), ``run_for`` passes the error on and keeps the leaves it
