@@ -15,7 +15,8 @@
 #   4. the train step of go19's net (10x128, batch 1,024), mixed vs float32: steps/s;
 #   5. `tengen train go9 --single-process` then go19, on the GPU: games/min, positions/s,
 #      evaluations/s, mean batch, the model's busy share (RATIO gpu_selfplay_model_busy_...).
-# Writes $OUT/gpu_bench.log and $OUT/gpu_figures.json (a temporary folder without OUT).
+# Writes $OUT/gpu_bench.log, $OUT/gpu_figures.json and $OUT/ratios.txt (a temporary folder without
+# OUT), and nothing else there: the self-play runs go under RUNS (default /tmp/tengen-gpu-runs).
 #
 # Environment: PYTHON (default python3), WHEELS (default .whl), SITE (the install target,
 # default /tmp/tengen-gpu-site), BUDGET_MIB (the wheels' budget, default 40), BACKENDS
@@ -34,6 +35,8 @@ cd "$ROOT"
 PYTHON="${PYTHON:-python3}"
 WHEELS="${WHEELS:-$ROOT/.whl}"
 SITE="${SITE:-/tmp/tengen-gpu-site}"
+# the self-play runs' directories: not under OUT, which brings back only a few files
+RUNS="${RUNS:-/tmp/tengen-gpu-runs}"
 BUDGET_MIB="${BUDGET_MIB:-40}"
 BACKENDS="${BACKENDS:-jax torch}"
 SELFPLAY_BACKENDS="${SELFPLAY_BACKENDS-$BACKENDS}"
@@ -130,9 +133,10 @@ for backend in $SELFPLAY_BACKENDS; do
     for config_minutes in "go9 $GO9_MINUTES" "go19 $GO19_MINUTES"; do
         read -r config minutes <<<"$config_minutes"
         step "$backend: tengen train $config --single-process for $minutes min"
+        rm -rf "$RUNS/run-$config-$backend"  # a rerun on the same machine starts a new run
         run "$backend-selfplay-$config" "$(awk -v m="$minutes" 'BEGIN { print int(m * 60 + 150) }')" \
             "$PYTHON" bench/gpu_figures.py selfplay --config "$config" --minutes "$minutes" \
-            --run-dir "$OUT/run-$config-$backend" --backend "$backend" --out "$FIGURES" "${SMOKE[@]}"
+            --run-dir "$RUNS/run-$config-$backend" --backend "$backend" --out "$FIGURES" "${SMOKE[@]}"
     done
 done
 
