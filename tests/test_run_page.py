@@ -138,8 +138,8 @@ def test_the_loss_curve_and_the_rates_follow_the_status_lines(browser, page, sho
     assert plotted(browser, "steps-plot", "steps") == len(lines)
     assert plotted(browser, "games-plot", "games/s") == len(lines)
     assert plotted(browser, "window-plot", "fill") == len(lines)
-    # a single-process run has no inference server: the plot says so
-    assert texts(browser, "#batch-plot .plot-empty") == ["not reported: a single-process run has no inference server"]
+    # a single-process run's self-play calls its model itself, and reports that model's batch
+    assert plotted(browser, "batch-plot", "mean batch") == len(lines)
     for plot in ("loss-plot", "steps-plot", "evaluations-plot"):
         assert texts(browser, f"#{plot} .plot-title") and len(texts(browser, f"#{plot} .axis-label")) == 2
     assert browser.find_element(By.ID, "now-learner-step").text == str(lines[-1].learner_step)

@@ -74,7 +74,7 @@ function drawPlots() {
     yLabel: "evaluations / s", series: [series("evaluations/s", "evaluations_per_s", axis)], yMin: 0 });
   linePlot($("batch-plot"), { ...span, title: "Mean inference batch", xLabel: axis.label, yLabel: "positions per batch",
     series: [series("mean batch", "mean_batch", axis)], yMin: 0,
-    empty: "not reported: a single-process run has no inference server" });
+    empty: "not reported yet" });
   linePlot($("window-plot"), { ...span, title: "Replay window fill", xLabel: axis.label, yLabel: "% of its capacity",
     series: [{ name: "fill", points: points.filter((p) => p.window_capacity).map((p) => [axis.x(p.time),
       (100 * p.window) / p.window_capacity]) }], yMin: 0, yMax: 100 });
