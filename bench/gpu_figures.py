@@ -208,7 +208,8 @@ def train(figures: Figures, smoke: bool) -> None:
 def selfplay_figures(lines: list[dict[str, Any]], warm_s: float) -> dict[str, float]:
     """Rates over a run's status lines (status.jsonl, oldest first) from the first line
     at least ``warm_s`` into the run (compilation left out) to the last before the final
-    one; the model's busy share weighted by each line's interval."""
+    one; the model's busy share from its cumulative seconds where the lines carry them,
+    else weighted by each line's interval."""
     lines = [line for line in lines if not line.get("final")]
     steady = [line for line in lines if line["elapsed_s"] >= warm_s]
     if len(steady) < 2:
@@ -218,15 +219,18 @@ def selfplay_figures(lines: list[dict[str, Any]], warm_s: float) -> dict[str, fl
     first, last = steady[0], steady[-1]
     seconds = last["elapsed_s"] - first["elapsed_s"]
     totals = {key: (last["totals"][key] - first["totals"][key]) / seconds for key in last["totals"]}
-    intervals = [(b["elapsed_s"] - a["elapsed_s"], b.get("model_busy", 0.0))
-                 for a, b in zip(steady, steady[1:], strict=False)]
+    if "model_s" in last:
+        busy = (last["model_s"] - first["model_s"]) / seconds
+    else:
+        busy = sum((b["elapsed_s"] - a["elapsed_s"]) * b.get("model_busy", 0.0)
+                   for a, b in zip(steady, steady[1:], strict=False)) / seconds
     return {
         "seconds": round(seconds, 1),
         "games_per_min": round(totals["games"] * 60, 1),
         "positions_per_s": round(totals["positions"], 1),
         "evaluations_per_s": round(totals["evaluations"]),
         "mean_batch": last.get("mean_batch", 0.0),
-        "model_busy": round(sum(dt * busy for dt, busy in intervals) / seconds, 3),
+        "model_busy": round(busy, 3),
         "learner_step": last["learner_step"],
     }
 

@@ -231,6 +231,10 @@ class WiringStatus(TypedDict, total=False):
     #: the share of the interval's wall time self-play's model spent in its compiled call
     #: (the single-process run, where self-play calls the model itself)
     model_busy: float
+    #: seconds self-play's model has spent in its compiled call since the run (or its
+    #: resumption) started: the busy share over any span of lines, which a rounded
+    #: per-interval share loses when the calls are short (a tiny net on a slow machine)
+    model_s: float
 
 
 @dataclass(frozen=True)

@@ -210,7 +210,8 @@ class SingleProcessRun:
         self.loop.report(final=final, mode="single-process", workers=1, inference_servers=0,
                          stream_length=self.stream.length(), reuse=round(float(self.learner.window.reuse), 3),
                          mean_batch=round(model.rows / model.calls, 1) if model.calls else 0.0,
-                         model_busy=round((model.seconds - seconds) / max(self._last_report - since, 1e-9), 3))
+                         model_busy=round((model.seconds - seconds) / max(self._last_report - since, 1e-9), 3),
+                         model_s=round(model.seconds, 4))
 
     def log(self, line: str) -> None:
         self._print(line)

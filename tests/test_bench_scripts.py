@@ -286,3 +286,18 @@ def test_the_gpu_script_stops_before_anything_runs_without_its_wheels_or_over_th
                           env={**env, "WHEELS": str(wheels)})
     assert over.returncode == 2 and "2 MiB, over the budget of 1 MiB" in over.stderr
     assert not (tmp_path / "out").exists()  # stopped before the log or any step
+
+
+def test_the_gpu_self_play_figures_leave_the_warm_up_and_the_final_line_out():
+    figures = load("gpu_figures")
+
+    def line(elapsed_s, games, model_s, final=False):
+        totals = {"games": games, "positions": 10 * games, "evaluations": 100 * games}
+        return {"elapsed_s": elapsed_s, "totals": totals, "mean_batch": 64.0, "model_busy": 0.0,
+                "model_s": model_s, "learner_step": games, "final": final}
+
+    lines = [line(5, 1, 4.0), line(30, 10, 10.0), line(90, 70, 40.0), line(91, 70, 40.0, final=True)]
+    got = figures.selfplay_figures(lines, warm_s=20)
+    # from the line at 30 s (the one at 5 s is the compilation) to the one at 90 s
+    assert got["seconds"] == 60 and got["games_per_min"] == 60.0 and got["evaluations_per_s"] == 100
+    assert got["model_busy"] == 0.5  # 30 of the 60 s inside the compiled call

@@ -60,11 +60,12 @@ def test_single_process_training_leaves_a_run_directory(connect4_run):
         assert (connect4_run / name).exists(), name
     assert "done:" in (connect4_run / "log.txt").read_text()
     # self-play calls the model itself: the status line says how large its batches were
-    # and what share of the last interval it spent inside the compiled call
+    # and how long it spent inside the compiled call: in all, and as a share of each interval
     lines = [json.loads(line) for line in (connect4_run / "status.jsonl").read_text().splitlines()]
     assert 0 < lines[-1]["mean_batch"] <= 8 * 4  # at most games in flight x leaves per round
     assert all(0.0 <= line["model_busy"] < 1.0 for line in lines)
-    assert any(line["model_busy"] > 0.0 for line in lines[:-1])  # the last: no self-play since the one before
+    assert 0.0 < lines[-1]["model_s"] < lines[-1]["elapsed_s"]
+    assert [line["model_s"] for line in lines] == sorted(line["model_s"] for line in lines)
 
 
 @pytest.mark.slow
