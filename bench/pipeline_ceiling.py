@@ -25,6 +25,7 @@ game it runs, so the claim that the plumbing keeps up holds only as far as its
 weakest game.
 
     python bench/pipeline_ceiling.py [--seconds 20] [--games connect4,go9,go19] [--workers 1,2]
+                                  [--inline-answer-bytes 102400]   # Ray's own bound
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pathlib import Path
 import ray
 
 from tengen.cluster.actors import SelfPlayActor
+from tengen.cluster.inference_pool import INLINE_ANSWER_BYTES, server_options
 from tengen.cluster.redis_server import EmbeddedRedis
 from tengen.run.config import TengenConfig, load_config
 from tengen.testing.cpu_by_part import CpuByPart
@@ -105,11 +107,13 @@ def in_process(config: TengenConfig, seconds: float) -> Rate:
                 mean_batch=sum(rows) / max(1, len(rows)))
 
 
-def pipeline(config: TengenConfig, workers: int, seconds: float, redis: EmbeddedRedis) -> Rate:
+def pipeline(config: TengenConfig, workers: int, seconds: float, redis: EmbeddedRedis, *,
+             inline_answer_bytes: int = INLINE_ANSWER_BYTES) -> Rate:
     """``workers`` SelfPlayActors and one InferenceServer answering with the stand-in."""
     spec, cluster = config.network_spec(), config.cluster
     # the CPU server's options and arguments (cluster/inference_pool.py), the stand-in for its network
-    server = ray.remote(InferenceServer).options(num_cpus=1, max_concurrency=1000).remote(
+    options = server_options(0, inline_answer_bytes=inline_answer_bytes)
+    server = ray.remote(InferenceServer).options(**options).remote(
         network=spec, max_batch=cluster.max_batch, batch_timeout_ms=cluster.batch_timeout_ms, clients=workers,
         model=InstantEvaluator.like(spec))
     dump = config.model_dump(mode="json")
@@ -164,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each timed stretch")
     parser.add_argument("--games", default="connect4,go9,go19", help="the shipped configs to run")
     parser.add_argument("--workers", default="1,2", help="the worker counts to run the pipeline with")
+    parser.add_argument("--inline-answer-bytes", type=int, default=INLINE_ANSWER_BYTES,
+                        help="the largest server answer returned inside Ray's reply (Ray's default: 102400)")
     args = parser.parse_args(argv)
     games = [name.strip() for name in args.games.split(",") if name.strip()]
     counts = sorted({int(n) for n in args.workers.split(",")})
@@ -175,7 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 config = load_config(name)
                 alone = in_process(config, args.seconds)
                 print(f"{name}: in-process {alone.per_core:,.0f} evaluations/s per core", flush=True)
-                results[name] = (alone, {n: pipeline(config, n, args.seconds, redis) for n in counts})
+                piped = {n: pipeline(config, n, args.seconds, redis, inline_answer_bytes=args.inline_answer_bytes)
+                         for n in counts}
+                results[name] = (alone, piped)
     finally:
         ray.shutdown()
     for line in table(results):

@@ -34,10 +34,23 @@ from tengen.cluster.placement import CPU, GPU, MIN_GPU_SHARE, Starting, gpu_left
 from tengen.engine.network_spec import NetworkSpec
 from tengen.workers.inference_server import InferenceServer
 
-__all__ = ["InferencePool", "CPU_SERVER", "alive_gpu_nodes"]
+__all__ = ["InferencePool", "CPU_SERVER", "INLINE_ANSWER_BYTES", "alive_gpu_nodes", "server_options"]
 
 #: the key of the CPU server (GPU servers are keyed ``gpu:<node id>:<index>``)
 CPU_SERVER = "cpu"
+
+#: the largest answer a server returns inside its reply to the worker, not through the
+#: object store. Ray's own bound is 100 KiB; a go19 answer to a worker's round (a
+#: policy of 362 floats a leaf) is over it, and a put, a location lookup and a fetch
+#: cost more than the model's share of the call on a fast GPU (bench/pipeline_ceiling.py).
+#: Ray reads the bound in the process that returns the object: the server's.
+INLINE_ANSWER_BYTES = 1 << 20
+
+
+def server_options(gpus: float, *, inline_answer_bytes: int = INLINE_ANSWER_BYTES) -> dict[str, Any]:
+    """The Ray options of an inference server with a share of ``gpus`` (0: the CPU server)."""
+    return {"num_cpus": 0 if gpus else 1, "num_gpus": gpus, "max_concurrency": 1000,
+            "runtime_env": {"env_vars": {"RAY_max_direct_call_object_size": str(inline_answer_bytes)}}}
 
 
 def alive_gpu_nodes() -> dict[str, int]:
@@ -213,7 +226,7 @@ class InferencePool:
     def _start_server(self, key: str, *, node: str | None, gpus: float) -> str:
         assert self._weights is not None, "start() first"
         blob, version = self._weights
-        options: dict[str, Any] = {"num_cpus": 0 if gpus else 1, "num_gpus": gpus, "max_concurrency": 1000}
+        options = server_options(gpus)
         if node is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         handle = ray.remote(InferenceServer).options(**options).remote(

@@ -12,9 +12,10 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from tengen.cluster.inference_pool import CPU_SERVER, InferencePool
+from tengen.cluster.inference_pool import CPU_SERVER, INLINE_ANSWER_BYTES, InferencePool, server_options
 from tengen.engine.network import weights_to_bytes
 from tengen.run.config import parse_config
+from tengen.testing.waiting import wait_for
 
 pytestmark = pytest.mark.slow  # Ray clusters
 
@@ -37,6 +38,21 @@ def gpu_cluster():
 def new_pool() -> InferencePool:
     return InferencePool(run="pool-test", network=CONFIG.network_spec(), max_batch=64, batch_timeout_ms=2.0,
                          cpu_model_calls=2)
+
+
+def test_a_server_returns_answers_up_to_its_bound_inside_ray_s_reply(gpu_cluster):
+    # Ray reads the bound from the environment of the process that returns the object:
+    # the server's options put it there, whatever the job's runtime_env holds
+    class EnvironmentProbe:  # defined here, so that Ray ships it by value
+        def read(self, name: str) -> str | None:
+            import os
+
+            return os.environ.get(name)
+
+    probe = ray.remote(EnvironmentProbe).options(**server_options(0)).remote()
+    assert ray.get(probe.read.remote("RAY_max_direct_call_object_size")) == str(INLINE_ANSWER_BYTES)
+    assert INLINE_ANSWER_BYTES >= 4 * 362 * 512  # a go19 policy for a worker's round of 512 leaves
+    ray.kill(probe)
 
 
 def test_a_server_per_gpu_and_workers_spread_over_them(gpu_cluster):
@@ -93,7 +109,11 @@ def test_a_server_that_raises_on_a_batch_is_named_by_its_worker_which_plays_on(g
     worker = ray.remote(SelfPlayActor).options(num_cpus=0).remote(
         ttt.model_dump(mode="json"), "failing-server-test", redis_server.url, redis_server.password, server, "w000",
         0, 0)
-    report = ray.get(worker.run_for.remote(1.0), timeout=300)
+    # a chunk may end before its first leaves come back (a loaded machine): the next one says
+    reports = []
+    wait_for(lambda: reports.append(ray.get(worker.run_for.remote(1.0), timeout=300)) or reports[-1]["server_lost"],
+             timeout_s=120, what=lambda: f"a chunk that names the failing server: {reports[-1:]}")
+    report = reports[-1]
     assert report["server_lost"] == server._actor_id.hex()
     assert report["server_error"] is not None and "ValueError: planes must be" in report["server_error"], report
     # It plays on once it has a server that answers, with the leaves it was waiting for.
