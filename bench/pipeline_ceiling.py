@@ -44,7 +44,7 @@ from tengen.cluster.actors import SelfPlayActor
 from tengen.cluster.inference_pool import INLINE_ANSWER_BYTES, server_options
 from tengen.cluster.redis_server import EmbeddedRedis
 from tengen.run.config import TengenConfig, load_config
-from tengen.testing.cpu_by_part import CpuByPart
+from tengen.testing.cpu_by_part import CpuByPart, resident_mib_by_part
 from tengen.testing.instant_evaluator import InstantEvaluator
 from tengen.workers.inference_server import InferenceServer
 from tengen.workers.selfplay_worker import SelfPlayWorker
@@ -65,6 +65,7 @@ class Rate:
     wall_s: float
     cpu_s: float  # CPU seconds the measured processes used
     mean_batch: float  # rows per model call
+    worker_mib: float = 0.0  # the largest self-play worker's resident memory at the end (0: in-process)
 
     @property
     def per_s(self) -> float:
@@ -132,6 +133,7 @@ def pipeline(config: TengenConfig, workers: int, seconds: float, redis: Embedded
         wall = time.perf_counter() - start
         cpu.sample()
         cpu_after, server_after = cpu.seconds(), ray.get(server.stats.remote())
+        worker_mib = max(resident_mib_by_part(os.getpid()).get("self-play", [0.0]))
     finally:
         for handle in (*actors, server):
             ray.kill(handle)
@@ -141,7 +143,7 @@ def pipeline(config: TengenConfig, workers: int, seconds: float, redis: Embedded
     # a worker's report counts from its start: the warm-up's counts are taken off
     return Rate(evaluations=sum(r["evaluations"] - w["evaluations"] for r, w in zip(reports, warm, strict=True)),
                 model_rows=rows, games=sum(r["games"] - w["games"] for r, w in zip(reports, warm, strict=True)),
-                wall_s=wall, cpu_s=used, mean_batch=rows / max(1, batches))
+                wall_s=wall, cpu_s=used, mean_batch=rows / max(1, batches), worker_mib=worker_mib)
 
 
 def table(results: dict[str, tuple[Rate, dict[int, Rate]]]) -> list[str]:
@@ -149,7 +151,7 @@ def table(results: dict[str, tuple[Rate, dict[int, Rate]]]) -> list[str]:
     search's (its own line, workers "-")."""
     lines = [f"{'game':9s} {'workers':>7s} {'evals/s':>9s} {'cores':>5s} {'evals/s/core':>12s} "
              f"{'model rows/s/core':>17s} {'mean batch':>10s} {'games':>5s} {'vs in-process':>13s} "
-             f"{'vs 1 worker':>11s}"]
+             f"{'vs 1 worker':>11s} {'MiB/worker':>10s}"]
     for name, (alone, piped) in results.items():
         lines.append(f"{name:9s} {'-':>7s} {alone.per_s:9,.0f} {alone.cores:5.2f} {alone.per_core:12,.0f} "
                      f"{alone.rows_per_core:17,.0f} {alone.mean_batch:10.0f} {alone.games:5d} {'1.00':>13s} "
@@ -159,7 +161,7 @@ def table(results: dict[str, tuple[Rate, dict[int, Rate]]]) -> list[str]:
             growth = f"{rate.per_s / one.per_s:.2f}" if one is not None else "-"
             lines.append(f"{name:9s} {workers:7d} {rate.per_s:9,.0f} {rate.cores:5.2f} {rate.per_core:12,.0f} "
                          f"{rate.rows_per_core:17,.0f} {rate.mean_batch:10.0f} {rate.games:5d} "
-                         f"{rate.per_core / alone.per_core:13.2f} {growth:>11s}")
+                         f"{rate.per_core / alone.per_core:13.2f} {growth:>11s} {rate.worker_mib:10,.0f}")
     return lines
 
 

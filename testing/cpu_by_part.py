@@ -16,7 +16,7 @@ import re
 import threading
 from pathlib import Path
 
-__all__ = ["CpuByPart", "part_of"]
+__all__ = ["CpuByPart", "part_of", "resident_mib_by_part"]
 
 #: command-line patterns, first match wins; the run's driver is named by its pid
 PARTS = (
@@ -114,6 +114,22 @@ class CpuByPart:
                 # the part it was, or a run's last sample would count every actor as the driver
                 part = self._seen[pid][0]
             self._seen[pid] = (part, seconds)
+
+
+def resident_mib_by_part(driver: int) -> dict[str, list[float]]:
+    """Each part's processes' resident memory now, MiB (``VmRSS``), the driver's
+    descendants named as ``CpuByPart`` names them."""
+    found: dict[str, list[float]] = {}
+    for pid in _descendants(driver) | {driver}:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue  # gone between listing and reading
+        rss = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+        if rss is not None:  # a zombie has none
+            found.setdefault(part_of(cmdline) or "driver", []).append(int(rss.group(1)) / 1024)
+    return found
 
 
 def table(seconds: dict[str, float], wall_s: float, cores: int) -> list[str]:

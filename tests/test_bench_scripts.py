@@ -14,7 +14,7 @@ import pytest
 from bench_scripts import BENCH, load
 from unavailable import unavailable
 
-from tengen.testing.cpu_by_part import CpuByPart, part_of
+from tengen.testing.cpu_by_part import CpuByPart, part_of, resident_mib_by_part
 from tengen.testing.run_files import status_line
 from tengen.testing.training_run import ratio_lines_cluster_vs_single
 
@@ -66,6 +66,12 @@ def test_the_sampler_counts_a_busy_child_as_the_driver():
         time.sleep(0.3)
     seconds = sampler.stop()
     assert 1.0 <= seconds.get("driver", 0.0) <= 2.5, seconds
+
+
+def test_resident_memory_is_read_per_part_in_mib():
+    held = bytearray(64 * 2**20)  # touched: resident, not only reserved
+    assert max(resident_mib_by_part(os.getpid())["driver"]) > 64
+    del held
 
 
 def test_an_exited_actor_not_yet_reaped_still_counts_as_its_part():
@@ -220,6 +226,7 @@ def test_the_pipeline_ceiling_bench_carries_the_stand_in_through_ray_and_prints_
     # the in-process search's line, then one per worker count, each with leaves evaluated
     assert [row[:2] for row in rows] == [["connect4", "-"], ["connect4", "1"]]
     assert all(float(row[2].replace(",", "")) > 0 for row in rows)
+    assert float(rows[1][-1].replace(",", "")) > 50  # MiB per worker: Python, numpy, Ray, the rules
     ratios = [line.split() for line in out.splitlines() if line.startswith("RATIO ")]
     assert [r[1] for r in ratios] == ["pipeline_evals_per_s_vs_in_process_connect4",
                                       "pipeline_evals_per_s_vs_in_process"]
