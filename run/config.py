@@ -101,8 +101,8 @@ class GameConfig(_Strict):
     features: bool | None = None
     """Go: KataGo's input features beside the stones, from the rules' own groups (engine/games/go_features.py):
     each colour's groups with 1, 2, 3 and 4 or more liberties, the ko point, the legal moves, the stones in atari
-    that die in a ladder and the moves that catch a group in a ladder (12 planes). A network trained with them
-    reads them, so a checkpoint's config keeps the setting (default off)"""
+    that die in a ladder, the moves that catch a group in a ladder, and the mover's komi as a thermometer (20
+    planes). A network trained with them reads them, so a checkpoint's config keeps the setting (default off)"""
 
     @field_validator("komi")
     @classmethod

@@ -11,8 +11,8 @@ from tengen.engine.mcts import Search, SearchSettings
 GO5 = GoGame(size=5, history_length=2, features=True)
 #: the planes after the stones' 2T: liberties 1-4+ of the mover's groups, of the
 #: opponent's, the ko point, the legal moves, the ladder-captured stones, the
-#: ladder-catching moves; the colour plane is still the last
-MOVER_LIBS, OPPONENT_LIBS, KO_PLANE, LEGAL = 4, 8, 12, 13
+#: ladder-catching moves, the mover's komi (8); the colour plane is still the last
+MOVER_LIBS, OPPONENT_LIBS, KO_PLANE, LEGAL, KOMI = 4, 8, 12, 13, 16
 #: 9x9 for ladders, with one past position: the features start at plane 2
 GO9 = GoGame(size=9, history_length=1, features=True)
 LADDERED, CATCHING = 2 + 10, 2 + 11
@@ -189,3 +189,21 @@ def test_the_ladder_planes_of_a_symmetric_image_are_the_image_of_the_planes():
             assert np.array_equal(GO9.encode(image)[..., LADDERED:CATCHING + 1], expected)
     assert points(GO9, s, LADDERED) == ["C3"]
 
+
+def test_the_komi_planes_are_the_movers_komi_as_a_thermometer():
+    # thresholds -7.25 -6.25 -5.25 -0.25 0.25 5.25 6.25 7.25; komi goes to white, so
+    # black's komi is -komi
+    expected = {
+        (7.5, "black"): [0, 0, 0, 0, 0, 0, 0, 0],  # -7.5
+        (7.5, "white"): [1, 1, 1, 1, 1, 1, 1, 1],  # +7.5
+        (0.0, "black"): [1, 1, 1, 1, 0, 0, 0, 0],  # 0: above -0.25, not above 0.25
+        (0.0, "white"): [1, 1, 1, 1, 0, 0, 0, 0],
+        (6.5, "black"): [1, 0, 0, 0, 0, 0, 0, 0],  # -6.5: only above -7.25
+        (6.5, "white"): [1, 1, 1, 1, 1, 1, 1, 0],  # 6.5: all but 7.25
+    }
+    for (komi, to_play), thermometer in expected.items():
+        game = GoGame(size=5, history_length=2, komi=komi, features=True)
+        s = position(game, ". . . . .\n" * 5, to_play=to_play)
+        planes = game.encode(s)[..., KOMI:KOMI + 8]
+        assert planes.reshape(-1, 8).min(axis=0).tolist() == thermometer  # every point alike
+        assert planes.reshape(-1, 8).max(axis=0).tolist() == thermometer

@@ -13,6 +13,8 @@ planes bit-packed, workers/packed_planes.py), from the view of the player to mov
            that dies in a ladder even when its owner runs
     11     ladder-catching moves: the points where the mover can atari an opponent
            group of two liberties so that the group then dies in a ladder
+    12-19  the mover's komi, a thermometer: plane 12 + i is 1 on every point when the
+           mover's komi exceeds ``KOMI_THRESHOLDS[i]``
 
 A liberty count is the group's distinct empty neighbours (the rules keep
 pseudo-liberties, one per stone-to-empty adjacency, which are exact for the rules'
@@ -39,6 +41,15 @@ that work"): the mover's escape from its own atari is plane 10 already (its grou
 marked exactly when running fails, and running means playing on the one liberty or a
 capture beside it), while which atari starts a working ladder is two plies deeper
 than anything plane 10 says, and a net reads it poorly from the stones.
+
+The komi planes: the rules give komi to white, so the mover's komi is +komi when
+white moves and -komi when black moves. A thermometer rather than one plane of the
+value, since every plane must be 0 or 1. The thresholds lie a quarter point off the
+komis people play, so none sits on a threshold (komi is a multiple of 0.5) and the
+code of -k is the code of k reversed and flipped. They tell apart 7.5 and more, 6.5
+and 7, 5.5 and 6, 0.5 to 5, no komi, and the same four on the losing side: the komis
+played are 7.5 (area scoring), 6.5 (territory), 5.5 (older), 0.5 or 0 (handicap),
+and a game is won by a margin, so the few points of komi are the ones that matter.
 """
 
 from __future__ import annotations
@@ -48,11 +59,14 @@ from numba import njit
 
 from tengen.engine.games import go_kernels as K
 
-__all__ = ["FEATURE_PLANES", "LADDER_NODES", "feature_scratch", "feature_scratch_shape",
+__all__ = ["FEATURE_PLANES", "KOMI_THRESHOLDS", "LADDER_NODES", "feature_scratch", "feature_scratch_shape",
            "write_go_features", "go_features"]
 
-FEATURE_PLANES = 12
-_OPPONENT_LIBERTIES, _KO, _LEGAL, _LADDER_CAPTURED, _LADDER_MOVE = 4, 8, 9, 10, 11
+FEATURE_PLANES = 20
+_OPPONENT_LIBERTIES, _KO, _LEGAL, _LADDER_CAPTURED, _LADDER_MOVE, _KOMI = 4, 8, 9, 10, 11, 12
+#: the mover's komi thresholds of planes 12-19, in points (see the module)
+KOMI_THRESHOLDS = (-7.25, -6.25, -5.25, -0.25, 0.25, 5.25, 6.25, 7.25)
+_KOMI_QUARTERS = (-29, -25, -21, -1, 1, 21, 25, 29)  # the same, in quarter points
 #: positions one ladder read may visit before it gives up (and counts an escape)
 LADDER_NODES = 400
 
@@ -151,6 +165,12 @@ def write_go_features(params, st, planes, channels, first, legal, mark, ladder):
     for i in range(cells):
         if legal[i]:
             planes[i * channels + first + _LEGAL] = 1
+    # komi in half points, so the mover's komi in quarter points is 2 * that
+    komi4 = 2 * params[K.P_KOMI2] * (1 if mover == K.WHITE else -1)
+    for f in range(len(_KOMI_QUARTERS)):
+        if komi4 > _KOMI_QUARTERS[f]:
+            for i in range(cells):
+                planes[i * channels + first + _KOMI + f] = 1
 
 
 @njit(cache=True, inline="always")
