@@ -2,7 +2,9 @@
 (top row first, X black, O white), each plane worked out by hand."""
 
 import numpy as np
-from test_go import KO, play, position
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_go import KO, play, position, random_game
 
 from tengen.engine.games.go import GoGame
 from tengen.engine.games.go_features import FEATURE_PLANES
@@ -188,6 +190,21 @@ def test_the_ladder_planes_of_a_symmetric_image_are_the_image_of_the_planes():
             expected = GO9.transform_planes(planes, k)[..., LADDERED:CATCHING + 1]
             assert np.array_equal(GO9.encode(image)[..., LADDERED:CATCHING + 1], expected)
     assert points(GO9, s, LADDERED) == ["C3"]
+
+
+GO7 = GoGame(size=7, history_length=1, features=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), length=st.integers(0, 80), k=st.integers(0, 7))
+def test_every_feature_plane_of_a_game_played_under_a_symmetry_is_the_image_of_the_plane(seed, length, k):
+    # random games on 7x7 leave groups in atari and in ladders; the image game plays
+    # the image moves, so it has the image ko too
+    s, _, moves = random_game(GO7, seed, length)
+    image = GO7.initial_state()
+    for m in moves:
+        GO7.play(image, GO7.map_action(m, k))
+    assert np.array_equal(GO7.encode(image), GO7.transform_planes(GO7.encode(s), k))
 
 
 def test_the_komi_planes_are_the_movers_komi_as_a_thermometer():
