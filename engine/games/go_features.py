@@ -345,8 +345,9 @@ def _next_atari(rules, work, d):
         j = st[tail + _ATARI_TRIED]
         if j >= 2:
             return False
-        atari = st[tail + _ATARIS + j]
-        if K.is_legal_point(rules, st, atari):
+        atari, run = st[tail + _ATARIS + j], st[tail + _ATARIS + 1 - j]
+        # Not read: an atari that leaves the defender a run onto three empty points.
+        if _open_neighbours(st, rules[K.P_STRIDE], run, atari) < 3 and K.is_legal_point(rules, st, atari):
             _copy_prefix(st, work[d + 1], tail)
             K.play_point(rules, work[d + 1], atari, work[work.shape[0] - 1])
             return True
