@@ -137,6 +137,21 @@ def test_a_ladder_breaker_on_the_ladders_path_saves_the_runner():
     assert points(GO9, s, LADDERED) == []
 
 
+def test_a_ladder_across_the_whole_19x19_board_is_read_to_its_end():
+    # LADDER's stones in the 19x19 corner: the same staircase runs up to the top right
+    # (more than 60 plies, within the reader's 4 x 19 + 4); a white stone on R17, on
+    # its way, breaks it.
+    go19 = GoGame(size=19, history_length=1, features=True)
+    for breaker, catching in ((None, ["D3"]), ("R17", [])):
+        board = np.zeros((19, 19), dtype=np.int8)
+        for vertex, colour in [("B3", 1), ("B4", 1), ("C2", 1), ("C3", 2)] + ([(breaker, 2)] if breaker else []):
+            board.reshape(-1)[go19.text_to_action(vertex)] = colour
+        s = go19.state_from_board(board)
+        assert points(go19, s, CATCHING) == catching
+        play(go19, s, "D3")
+        assert points(go19, s, LADDERED) == ["C3" for _ in catching]
+
+
 def test_the_runner_escapes_by_taking_a_chasing_stone_in_atari():
     # White E3 beside the ladder: after black D3, white C4, black C5, white D4, black's
     # D3 has one liberty left, D2. After black E4 white takes it on D2 and has D3 D5,
