@@ -29,12 +29,13 @@ its own liberty; a move that brings the group to three or more liberties escapes
 that leaves it one liberty fails (unless the attacker may not take it at once, a ko:
 that counts as an escape), and on two liberties the attacker tries an atari on each.
 The group is ladder-captured when no defender move escapes whatever the attacker
-does. The reader sees everything these moves lead to (breakers, captures of
-self-atari attackers, stones captured on the way, the edge), but no other move: a
-defender that could escape by a counter-atari elsewhere, or an attacker that needs a
-quiet move, is read as a plain ladder. Each read stops after ``LADDER_NODES``
-positions or 4N + 4 plies, and a read that stops counts as an escape, so a position
-costs little and the plane only claims ladders it has read to the end.
+does. The reader sees everything these moves lead to (breakers, chasing stones
+left in atari and taken, stones captured on the way, the edge), but no other move:
+a group that could get out only by an atari of its own on a chasing stone of two
+liberties is still marked, and a group caught only by a quiet move (a net) is not.
+Each read stops after ``LADDER_NODES`` positions or 4N + 4 plies (a ladder across
+the whole board is about 64), and a read that stops counts as an escape, so a
+position costs little and the plane only claims ladders it has read to the end.
 
 Why the catching moves and not the escapes of the issue's wording ("ladder escapes
 that work"): the mover's escape from its own atari is plane 10 already (its group is
