@@ -100,8 +100,9 @@ class GameConfig(_Strict):
     """Go: the past positions the network sees, as AlphaGo Zero's T (default 8)"""
     features: bool | None = None
     """Go: KataGo's input features beside the stones, from the rules' own groups (engine/games/go_features.py):
-    each colour's groups with 1, 2, 3 and 4 or more liberties, the ko point and the legal moves (10 planes). A
-    network trained with them reads them, so a checkpoint's config keeps the setting (default off)"""
+    each colour's groups with 1, 2, 3 and 4 or more liberties, the ko point, the legal moves, the stones in atari
+    that die in a ladder, the moves that catch a group in a ladder, and the mover's komi as a thermometer (20
+    planes). A network trained with them reads them, so a checkpoint's config keeps the setting (default off)"""
 
     @field_validator("komi")
     @classmethod

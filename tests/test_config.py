@@ -246,6 +246,8 @@ def owned_bytes(search: Search) -> int:
         ("tictactoe", {}, {"games": 3, "simulations": 5, "leaves_per_round": 2}),
         ("connect4", {}, {"games": 4, "simulations": 40, "leaves_per_round": 8}),
         ("go", {"size": 9}, {"games": 2, "simulations": 30, "leaves_per_round": 4}),
+        # feature planes: the walk's scratch holds the ladder reader's rows
+        ("go", {"size": 9, "features": True}, {"games": 2, "simulations": 30, "leaves_per_round": 4}),
         # superko: a longer state (one hash per move); leaf states kept for rollouts
         ("go", {"size": 5, "superko": True}, {"games": 2, "simulations": 20, "leaves_per_round": 1,
                                               "keep_leaf_states": True}),

@@ -102,7 +102,7 @@ class GoGame(Game):
         self.num_actions = size * size + 1
         self.pass_action = size * size
         self.history_length = history_length
-        #: the input planes carry go_features.py's liberty, ko and legal-move planes
+        #: the input planes carry go_features.py's liberty, ko, legal-move, ladder and komi planes
         self.features = bool(features)
         self.params = K.make_params(size, komi, superko, self.max_moves, self.features)
         self.symmetries = dihedral(size)

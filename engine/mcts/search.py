@@ -21,6 +21,7 @@ from tengen.engine.mcts.tree import (
     ROOT,
     captured_capacity,
     clear_game,
+    ladder_shape,
     max_nodes,
     new_scratch,
     new_tree,
@@ -435,7 +436,7 @@ def search_bytes(game: Game, *, games: int, settings: SearchSettings) -> int:
         # the scratch of one walk (new_scratch)
         ((s,), state.dtype), ((captured_capacity(cells),), np.int32), ((t, cells), np.int8),
         ((m,), np.int32), ((a,), np.bool_), ((m,), np.int32), ((a,), np.float32), ((a,), np.bool_),
-        (((height + 2) * (width + 2),), np.int32),
+        (((height + 2) * (width + 2),), np.int32), (ladder_shape(game), np.int32),
         # the leaf batch and its bookkeeping
         ((batch, *game.planes_shape), np.uint8), ((batch if keep_leaf_states else 1, s), np.int32),
         ((batch,), np.int32), ((batch,), np.int32), ((2,), np.int64), ((g,), np.bool_), ((g,), np.float32),

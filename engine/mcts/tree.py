@@ -15,7 +15,9 @@ import numpy as np
 from numba import njit
 
 from tengen.engine.games import kernels as R
-from tengen.engine.games.base import Game
+from tengen.engine.games.base import KERNEL_GO, Game
+from tengen.engine.games.go_features import feature_scratch_shape
+from tengen.engine.games.go_kernels import P_FEATURES
 
 __all__ = [
     "ROOT",
@@ -28,6 +30,7 @@ __all__ = [
     "Scratch",
     "new_tree",
     "new_scratch",
+    "ladder_shape",
     "max_nodes",
     "captured_capacity",
 ]
@@ -80,6 +83,7 @@ class Scratch(NamedTuple):
     weights: np.ndarray  # [A] float32: a node's per-move numbers (Gumbel's sigma, pi')
     feature_legal: np.ndarray  # [A] bool: a leaf's legal moves for its feature planes (Go)
     mark: np.ndarray  # [P] int32: points counted as a group's liberties (Go's feature planes)
+    ladder: np.ndarray  # [R, L] int32: positions along a ladder (Go's feature planes; [1, 1] without them)
 
 
 def max_nodes(simulations: int, leaves_per_round: int) -> int:
@@ -137,7 +141,16 @@ def new_scratch(game: Game, max_nodes: int) -> Scratch:
         weights=np.zeros(game.num_actions, dtype=np.float32),
         feature_legal=np.zeros(game.num_actions, dtype=np.bool_),
         mark=np.zeros((height + 2) * (width + 2), dtype=np.int32),
+        ladder=np.zeros(ladder_shape(game), dtype=np.int32),
     )
+
+
+def ladder_shape(game: Game) -> tuple[int, int]:
+    """The shape of ``Scratch.ladder``: Go's with feature planes reads its ladders in
+    ``go_features.feature_scratch``; other games keep a [1, 1] stand-in."""
+    if game.kernel_kind == KERNEL_GO and game.params[P_FEATURES]:
+        return feature_scratch_shape(game.params)
+    return 1, 1
 
 
 # --- compiled edits --------------------------------------------------------------------

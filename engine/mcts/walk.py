@@ -407,7 +407,7 @@ def _gather(kind, params, tree, scratch, targets, active, settings, out, leaf_ga
             encode_leaf(tree, g, depth, scratch, scratch.state[R.TO_PLAY], out, b)
             if kind == R.GO and params[GO_FEATURES]:
                 write_go_features(params, scratch.state, out[b], out.shape[1] // scratch.boards.shape[1],
-                                  2 * scratch.boards.shape[0], scratch.feature_legal, scratch.mark)
+                                  2 * scratch.boards.shape[0], scratch.feature_legal, scratch.mark, scratch.ladder)
             if keep_states:
                 copy_into(scratch.state, leaf_states[b])
             leaf_game[b], leaf_node[b] = g, node
