@@ -31,6 +31,7 @@ def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, vis
         if not isinstance(game, GoGame):
             raise ValueError(f"the checkpoint plays {game.name}, not Go")
         head = getattr(player.evaluate, "ownership", None) if loaded.network.ownership else None
+        score_head = getattr(player.evaluate, "score", None) if loaded.network.score else None
         sizes = [game.size]
         name = str(checkpoint)
         assert player.evaluate is not None
@@ -41,7 +42,7 @@ def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, vis
             return SearchPlayer(shared, search=player.settings, simulations=visits, seed=loaded.seed,
                                 size=game.size, history_length=game.history_length, komi=game.komi)
     else:
-        head, sizes, name = None, [size], f"rollouts ({size}x{size}, no model)"
+        head, score_head, sizes, name = None, None, [size], f"rollouts ({size}x{size}, no model)"
 
         def make_player() -> SearchPlayer:
             return SearchPlayer(None, search=SearchSettings(simulations=visits), simulations=visits)
@@ -51,12 +52,19 @@ def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, vis
 
         return NetworkOwnership(game, head) if head is not None else PlayoutOwnership(game)
 
+    def score_for(game: GoGame):
+        from tengen.play.score import NetworkScore
+
+        assert score_head is not None
+        return NetworkScore(game, score_head)
+
     def write(line: str) -> None:
         stdout.write(line + "\n")
         stdout.flush()
 
     engine = AnalysisEngine(make_player=make_player, sizes=sizes, ownership_for=ownership_for,
-                            default_visits=visits, write=write, version=__version__, model_name=name, threads=threads)
+                            default_visits=visits, write=write, version=__version__, model_name=name, threads=threads,
+                            score_for=score_for if score_head is not None else None)
     print(f"tengen analysis: ready ({name}, {threads} search thread{'s' * (threads != 1)})", file=sys.stderr,
           flush=True)
     for raw in stdin:
