@@ -316,7 +316,8 @@ class CompiledModel:
     too, a second function traced only when called (by GTP and analysis); the
     ``evaluate`` call above never computes the head, so self-play pays nothing for it.
     A model with the score head answers ``score(planes) -> float32[B, 2]`` (scoreMean,
-    scoreStdev) likewise.
+    scoreStdev) likewise, and ``with_score(planes) -> (policy, value, score_mean)``,
+    the evaluation of a search with KataGo's score utility (a ``ScoredEvaluator``).
 
     ``jit_compile`` (XLA on TensorFlow; JAX always compiles, PyTorch runs eager)
     defaults to on when a GPU is visible and off on CPU, where it gains
@@ -383,11 +384,18 @@ class CompiledModel:
         self._owners = compile_inference(with_head(ownership_output(model)) if self.has_ownership else model, last_head,
                                          traced=lambda batch: None, input_shape=self.input_shape,
                                          jit_compile=self.jit_compile, any_batch=not self.buckets)
-        self._score = None
+        def scored(outputs):
+            policy, value = probabilities(outputs[:2])
+            return policy, value, keras.ops.cast(outputs[-1], "float32")[:, 0]
+
+        self._score = self._scored = None
         if self.has_score:
             self._score = compile_inference(with_head(score_output(model)), last_head, traced=lambda batch: None,
                                             input_shape=self.input_shape, jit_compile=self.jit_compile,
                                             any_batch=not self.buckets)
+            self._scored = compile_inference(with_head(score_output(model)), scored, traced=lambda batch: None,
+                                             input_shape=self.input_shape, jit_compile=self.jit_compile,
+                                             any_batch=not self.buckets)
 
     def bucket_for(self, batch: int) -> int:
         """The padded size a batch of ``batch`` positions runs at (for one chunk)."""
@@ -419,6 +427,15 @@ class CompiledModel:
             raise ValueError("this model has no score head (built with network.score false)")
         (belief,) = self._run(self._score, planes, [(2,)])
         return belief
+
+    def with_score(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``planes[B, H, W, C]`` -> ``(policy float32[B, A], value float32[B], score_mean
+        float32[B])``: the evaluation and the score head's mean in one call (the search's,
+        with ``SearchSettings.score_utility``); ValueError for a model without the head."""
+        if self._scored is None:
+            raise ValueError("this model has no score head (built with network.score false)")
+        policy, value, mean = self._run(self._scored, planes, [(self.model.output_shape[0][-1],), (), ()])
+        return policy, value, mean
 
     def _run(self, function: Any, planes: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
         """``function``'s outputs (``shapes``: each one's per-row shape) over ``planes``,
