@@ -83,7 +83,11 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
         config = config.with_changes({"network.opponent_policy": not config.network.opponent_policy},
                                      source=str(weights))
     if config.network.score != weights_have_score(blob):
-        config = config.with_changes({"network.score": not config.network.score}, source=str(weights))
+        # without the head there is no score to search by: the utility goes with it
+        changes: dict = {"network.score": not config.network.score}
+        if config.network.score:
+            changes["mcts.score_utility"] = 0.0
+        config = config.with_changes(changes, source=str(weights))
     model = build_model(config)
     weights_from_bytes(model, blob)
     return config, game, model

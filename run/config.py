@@ -244,6 +244,11 @@ class MctsConfig(_Strict):
     lcb_min_visit_share: float = Field(default=_SEARCH.lcb_min_visit_share, ge=0, le=1)
     """the visits, as a share of the most visited move's, that a move needs to be chosen by its lower confidence
     bound (KataGo's minVisitPropForLCB, 0.15)"""
+    score_utility: float = Field(default=_SEARCH.score_utility, ge=0, le=1)
+    """where a model plays in this process (GTP, the play page, tengen bestmove and match), each leaf's value as the
+    search backs it up gets KataGo's static score utility, this times (2/pi) atan(scoreMean / the board's side), so
+    that of two equal wins it prefers the bigger (KataGo's static factor: 0.1). Needs network.score (Go). 0: win and
+    loss alone. Self-play, gating and tengen analysis search without it: their evaluations carry no score yet"""
 
     @model_validator(mode="after")
     def _solver_needs_puct(self) -> MctsConfig:
@@ -623,6 +628,8 @@ class TengenConfig(_Strict):
         if self.network.score and self.game.name != "go":
             raise ValueError(f"network.score applies to go only, not {self.game.name}: "
                              "its target is the final position's area score")
+        if self.mcts.score_utility > 0 and not self.network.score:
+            raise ValueError("mcts.score_utility needs network.score: the utility reads the score head's mean")
         return self
 
     @model_validator(mode="after")
@@ -722,7 +729,7 @@ class TengenConfig(_Strict):
         """How a trained model of this run searches where it plays people and engines
         (GTP, the play page, ``tengen bestmove``, ``tengen match``): the run's search
         without what is for training's games (``SearchSettings.TRAINING_ONLY``)."""
-        return self.search_settings().for_play()
+        return dataclasses.replace(self.search_settings().for_play(), score_utility=self.mcts.score_utility)
 
     def selfplay_settings(self) -> SelfPlaySettings:
         """What a self-play worker plays by (both wirings give it these)."""
