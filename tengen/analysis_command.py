@@ -5,6 +5,7 @@ board to try a client on). KaTrain starts it as its engine:
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import IO
 
@@ -37,9 +38,12 @@ def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, vis
         assert player.evaluate is not None
         # the searcher threads' calls that wait on the network go to it as one batch
         shared = SharedEvaluator(player.evaluate)
+        # the shared evaluator answers policy and value only: the searchers search
+        # without the score utility (mcts.score_utility), and report the head's score
+        searched = dataclasses.replace(player.settings, score_utility=0.0)
 
         def make_player() -> SearchPlayer:
-            return SearchPlayer(shared, search=player.settings, simulations=visits, seed=loaded.seed,
+            return SearchPlayer(shared, search=searched, simulations=visits, seed=loaded.seed,
                                 size=game.size, history_length=game.history_length, komi=game.komi)
     else:
         head, score_head, sizes, name = None, None, [size], f"rollouts ({size}x{size}, no model)"

@@ -116,8 +116,10 @@ def test_a_game_analysed_turn_by_turn_as_katrain_asks(model_engine):
 
 
 def test_a_model_with_the_score_head_reports_its_mean_and_spread(tmp_path):
+    # the run's play searches by the score utility; analysis's shared evaluator answers no
+    # score, so its searchers search without it, and still report the head's score
     checkpoint = write_checkpoint(tmp_path / "best", {"name": "go", "size": 9, "komi": 7.5}, simulations=16,
-                                  network={"ownership": True, "score": True})
+                                  network={"ownership": True, "score": True}, mcts={"score_utility": 0.1})
     engine = Engine("--checkpoint", str(checkpoint), "--visits", "16")
     try:
         moves = [["B", "E5"]]
