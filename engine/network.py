@@ -9,7 +9,9 @@ Three parts, all pure (numpy and Keras 3 on any of its backends: engine/backend.
   Self-Play Learning in Go"), ``tanh`` owners ``[B, H*W]`` of every point from the
   mover's view, an auxiliary target that also speeds learning; and optionally
   (``opponent_policy=True``, any game) KataGo's opponent-policy head: LOGITS
-  ``[B, A]`` of the opponent's reply, an auxiliary target that only the learner reads.
+  ``[B, A]`` of the opponent's reply, an auxiliary target that only the learner reads;
+  and optionally (``score=True``, Go) KataGo's score head: the final score difference
+  from the mover's view as a mean and a spread ``[B, 2]`` (scoreMean, scoreStdev).
 - ``CompiledModel``: the one inference entry point (an ``Evaluator``). Where the
   backend compiles one program per shape (XLA, JAX) it pads every batch to one of a few
   fixed bucket sizes, so that a new batch size never triggers a retrace (a retrace
@@ -49,10 +51,14 @@ __all__ = [
     "build_network",
     "has_ownership",
     "has_opponent_policy",
+    "has_score",
     "ownership_output",
     "opponent_policy_output",
+    "score_output",
+    "score_scale",
     "weights_have_ownership",
     "weights_have_opponent_policy",
+    "weights_have_score",
     "CompiledModel",
     "weights_to_bytes",
     "weights_from_bytes",
@@ -79,10 +85,21 @@ OWNERSHIP_CHANNELS = 32
 _OWNERSHIP_PREFIX = "ownership_"
 #: the same for the opponent-policy head
 _OPPONENT_POLICY_PREFIX = "opponent_policy_"
+#: and for the score head
+_SCORE_PREFIX = "score_"
+#: the score head's hidden 1x1 convolution, as wide as the ownership head's
+SCORE_CHANNELS = 32
+#: the score head's hidden dense layer on the pooled features
+SCORE_HIDDEN = 32
+#: the least spread (scoreStdev) the head gives, in points: a final score is a whole
+#: number plus komi's fraction, so half a point is as sure as a prediction gets, and
+#: the likelihood's log(stdev) stays finite
+MIN_SCORE_STDEV = 0.5
 #: each optional head's output layer, by which a model says whether it has the head
 #: (its outputs are policy, value, then those of these it has, in this order)
 _OWNERSHIP_OUTPUT = "ownership_flatten"
 _OPPONENT_POLICY_OUTPUT = "opponent_policy_logits"
+_SCORE_OUTPUT = "score_belief"
 
 
 class WeightsError(ValueError):
@@ -91,6 +108,37 @@ class WeightsError(ValueError):
 
 
 # -- the network -------------------------------------------------------------------------
+
+
+def score_scale(height: int, width: int) -> float:
+    """The score head's unit in points: a quarter of the board's points (20.25 on 9x9,
+    about KataGo's fixed 20 for its 19x19-sized outputs), so that a raw output near 1
+    means a lead of a sizeable part of any board."""
+    return height * width / 4
+
+
+@keras.saving.register_keras_serializable(package="tengen")
+class ScoreBelief(keras.layers.Layer):
+    """``raw[B, 2] -> [B, 2]``: (scoreMean, scoreStdev) in points from the score head's
+    last dense layer: the mean linear (``scale * raw0``), the spread positive
+    (``scale * softplus(raw1) + MIN_SCORE_STDEV``). No weights of its own."""
+
+    def __init__(self, scale: float, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = float(scale)
+
+    def call(self, raw):
+        ops = keras.ops
+        raw = ops.cast(raw, "float32")
+        mean = raw[:, 0] * self.scale
+        stdev = ops.softplus(raw[:, 1]) * self.scale + MIN_SCORE_STDEV
+        return ops.stack([mean, stdev], axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "scale": self.scale}
 
 
 def build_network(
@@ -104,6 +152,7 @@ def build_network(
     ownership: bool = False,
     global_pooling_every: int = 0,
     opponent_policy: bool = False,
+    score: bool = False,
     mixed_precision: bool = False,
 ) -> keras.Model:
     """The AlphaZero dual residual network.
@@ -118,7 +167,13 @@ def build_network(
     ``opponent_policy_logits[B, A]``, the move the opponent will reply with, from the
     policy head's features (KataGo's auxiliary opponent-policy target, Wu 2019,
     "Auxiliary Policy Targets": a regulariser that speeds early learning; the search
-    never reads it).
+    never reads it). With ``score`` (Go) the last output is ``score[B, 2]`` float32:
+    the final score difference from the mover's view (its area minus the opponent's,
+    komi counted: > 0 the mover wins) as KataGo's scoreMean and scoreStdev, in points
+    (``ScoreBelief``). The head reads the trunk as the ownership head does (1x1
+    convolution, batch norm, ReLU) then pools it over the board (mean and max, as
+    KataGo's value head does) into a small dense layer: a score is a sum over the
+    board, which a convolution alone does not see.
 
     With ``global_pooling_every`` = k > 0, every k-th residual block (the k-th, the
     2k-th...) has KataGo's global pooling bias: a third of ``filters`` channels from
@@ -195,6 +250,15 @@ def build_network(
         # layer, and only in training: the search's call leaves it out (CompiledModel).
         outputs.append(keras.layers.Dense(num_actions, kernel_regularizer=reg, dtype="float32",
                                           name=_OPPONENT_POLICY_OUTPUT)(p))
+    if score:
+        s = relu(bn(conv(x, SCORE_CHANNELS, 1, "score_conv"), "score_bn"), "score_relu")
+        mean = keras.layers.GlobalAveragePooling2D(dtype=dtype, name="score_mean_pool")(s)
+        high = keras.layers.GlobalMaxPooling2D(dtype=dtype, name="score_max_pool")(s)
+        s = keras.layers.Concatenate(dtype=dtype, name="score_pooled")([mean, high])
+        s = keras.layers.Dense(SCORE_HIDDEN, activation="relu", kernel_regularizer=reg, dtype=dtype,
+                               name="score_hidden")(s)
+        s = keras.layers.Dense(2, kernel_regularizer=reg, dtype="float32", name="score_out")(s)
+        outputs.append(ScoreBelief(score_scale(height, width), dtype="float32", name=_SCORE_OUTPUT)(s))
     return keras.Model(planes, tuple(outputs), name="alphazero")
 
 
@@ -208,6 +272,11 @@ def has_opponent_policy(model: keras.Model) -> bool:
     return _OPPONENT_POLICY_OUTPUT in model.output_names
 
 
+def has_score(model: keras.Model) -> bool:
+    """Whether ``model`` (from ``build_network``) has the score head."""
+    return _SCORE_OUTPUT in model.output_names
+
+
 def ownership_output(model: keras.Model) -> int:
     """The index of the ownership head's output in ``model``'s outputs."""
     return model.output_names.index(_OWNERSHIP_OUTPUT)
@@ -216,6 +285,11 @@ def ownership_output(model: keras.Model) -> int:
 def opponent_policy_output(model: keras.Model) -> int:
     """The index of the opponent-policy head's output in ``model``'s outputs."""
     return model.output_names.index(_OPPONENT_POLICY_OUTPUT)
+
+
+def score_output(model: keras.Model) -> int:
+    """The index of the score head's output in ``model``'s outputs."""
+    return model.output_names.index(_SCORE_OUTPUT)
 
 
 # -- inference ---------------------------------------------------------------------------
@@ -241,6 +315,9 @@ class CompiledModel:
     A model with the ownership head answers ``ownership(planes) -> float32[B, H*W]``
     too, a second function traced only when called (by GTP and analysis); the
     ``evaluate`` call above never computes the head, so self-play pays nothing for it.
+    A model with the score head answers ``score(planes) -> float32[B, 2]`` (scoreMean,
+    scoreStdev) likewise, and ``with_score(planes) -> (policy, value, score_mean)``,
+    the evaluation of a search with KataGo's score utility (a ``ScoredEvaluator``).
 
     ``jit_compile`` (XLA on TensorFlow; JAX always compiles, PyTorch runs eager)
     defaults to on when a GPU is visible and off on CPU, where it gains
@@ -270,6 +347,7 @@ class CompiledModel:
         self.buckets = tuple(sorted({int(b) for b in buckets}))
         self.input_shape = tuple(int(n) for n in model.input_shape[1:])
         self.has_ownership = has_ownership(model)
+        self.has_score = has_score(model)
         # the two evaluation outputs alone (an auxiliary head is never computed for a
         # search): the layers (and variables) are the model's
         two_heads = keras.Model(model.inputs, model.outputs[:2]) if len(model.outputs) > 2 else model
@@ -293,18 +371,31 @@ class CompiledModel:
             return (keras.ops.softmax(keras.ops.cast(logits, "float32"), axis=-1),
                     keras.ops.cast(value, "float32"))
 
-        def owners(outputs):
+        def last_head(outputs):
             return (keras.ops.cast(outputs[-1], "float32"),)
 
         self._forward = compile_inference(two_heads, probabilities, traced=traced, input_shape=self.input_shape,
                                           jit_compile=self.jit_compile, any_batch=not self.buckets)
-        # traced only when first called (by GTP and analysis): self-play never is
-        # the outputs as before the opponent-policy head, ownership last
-        owner_heads = model
-        if self.has_ownership and has_opponent_policy(model):
-            owner_heads = keras.Model(model.inputs, (*model.outputs[:2], model.outputs[ownership_output(model)]))
-        self._owners = compile_inference(owner_heads, owners, traced=lambda batch: None, input_shape=self.input_shape,
+        # traced only when first called (by GTP and analysis): self-play never is;
+        # each computes the two evaluation heads and its own, last
+        def with_head(index: int) -> keras.Model:
+            return keras.Model(model.inputs, (*model.outputs[:2], model.outputs[index]))
+
+        self._owners = compile_inference(with_head(ownership_output(model)) if self.has_ownership else model, last_head,
+                                         traced=lambda batch: None, input_shape=self.input_shape,
                                          jit_compile=self.jit_compile, any_batch=not self.buckets)
+        def scored(outputs):
+            policy, value = probabilities(outputs[:2])
+            return policy, value, keras.ops.cast(outputs[-1], "float32")[:, 0]
+
+        self._score = self._scored = None
+        if self.has_score:
+            self._score = compile_inference(with_head(score_output(model)), last_head, traced=lambda batch: None,
+                                            input_shape=self.input_shape, jit_compile=self.jit_compile,
+                                            any_batch=not self.buckets)
+            self._scored = compile_inference(with_head(score_output(model)), scored, traced=lambda batch: None,
+                                             input_shape=self.input_shape, jit_compile=self.jit_compile,
+                                             any_batch=not self.buckets)
 
     def bucket_for(self, batch: int) -> int:
         """The padded size a batch of ``batch`` positions runs at (for one chunk)."""
@@ -327,6 +418,24 @@ class CompiledModel:
             raise ValueError("this model has no ownership head (built with network.ownership false)")
         (owners,) = self._run(self._owners, planes, [(self.input_shape[0] * self.input_shape[1],)])
         return owners
+
+    def score(self, planes: np.ndarray) -> np.ndarray:
+        """``planes[B, H, W, C]`` -> ``float32[B, 2]``: (scoreMean, scoreStdev) in points,
+        the final score difference from the mover's view (> 0 the mover leads);
+        ValueError for a model without the score head."""
+        if self._score is None:
+            raise ValueError("this model has no score head (built with network.score false)")
+        (belief,) = self._run(self._score, planes, [(2,)])
+        return belief
+
+    def with_score(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``planes[B, H, W, C]`` -> ``(policy float32[B, A], value float32[B], score_mean
+        float32[B])``: the evaluation and the score head's mean in one call (the search's,
+        with ``SearchSettings.score_utility``); ValueError for a model without the head."""
+        if self._scored is None:
+            raise ValueError("this model has no score head (built with network.score false)")
+        policy, value, mean = self._run(self._scored, planes, [(self.model.output_shape[0][-1],), (), ()])
+        return policy, value, mean
 
     def _run(self, function: Any, planes: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
         """``function``'s outputs (``shapes``: each one's per-row shape) over ``planes``,
@@ -504,6 +613,7 @@ def assign_checked(variables: Mapping[str, Any], tensors: Mapping[str, np.ndarra
 _OPTIONAL_HEADS = (
     (_OWNERSHIP_PREFIX, "ownership", "network.ownership"),
     (_OPPONENT_POLICY_PREFIX, "opponent-policy", "network.opponent_policy"),
+    (_SCORE_PREFIX, "score", "network.score"),
 )
 
 
@@ -525,6 +635,11 @@ def weights_have_ownership(blob: bytes) -> bool:
 def weights_have_opponent_policy(blob: bytes) -> bool:
     """Whether a weights blob holds an opponent-policy head (read from its header alone)."""
     return _blob_has_head(blob, _OPPONENT_POLICY_PREFIX)
+
+
+def weights_have_score(blob: bytes) -> bool:
+    """Whether a weights blob holds a score head (read from its header alone)."""
+    return _blob_has_head(blob, _SCORE_PREFIX)
 
 
 def weights_metadata(blob: bytes) -> dict:

@@ -31,6 +31,8 @@ class NetworkSpec:
     global_pooling_every: int = 0
     #: KataGo's opponent-policy head (any game): one more output, the opponent's reply
     opponent_policy: bool = False
+    #: KataGo's score head (Go only): one more output, the final score's mean and spread
+    score: bool = False
     #: the Keras backend it runs on (None: KERAS_BACKEND, else TensorFlow; engine/backend.py)
     backend: str | None = None
 
@@ -49,4 +51,5 @@ class NetworkSpec:
         return build_network(input_shape=self.input_shape, num_actions=self.num_actions, blocks=self.blocks,
                              filters=self.filters, l2=self.l2, value_hidden=self.value_hidden,
                              ownership=self.ownership, global_pooling_every=self.global_pooling_every,
-                             opponent_policy=self.opponent_policy, mixed_precision=mixed_precision)
+                             opponent_policy=self.opponent_policy, score=self.score,
+                             mixed_precision=mixed_precision)

@@ -45,7 +45,7 @@ from tengen.engine.network import WeightsError, weights_to_bytes
 from tengen.engine.network_spec import NetworkSpec
 from tengen.engine.selfplay import GameRecord
 from tengen.learner.options import LearnerOptions
-from tengen.learner.replay import ReplayWindow, mover_ownership, reply_follows
+from tengen.learner.replay import ReplayWindow, mover_ownership, mover_score, reply_follows
 from tengen.learner.storage import CheckpointStorage, open_storage
 from tengen.learner.trainer import CheckpointBackendError, Trainer
 
@@ -137,12 +137,13 @@ class Learner:
         self.model = network.build()
         self.trainer = Trainer(model=self.model, optimizer=options.optimizer, learning_rate=options.learning_rate,
                                momentum=options.momentum, ownership_weight=options.ownership_weight,
-                               opponent_policy_weight=options.opponent_policy_weight)
-        # the ownership target (and the replies' mask) are kept only for a network that learns them
+                               opponent_policy_weight=options.opponent_policy_weight,
+                               score_weight=options.score_weight)
+        # the ownership target (the replies' mask, the score) are kept only for a network that learns them
         points = game.board_shape[0] * game.board_shape[1]
         self.window = ReplayWindow(capacity=options.replay_window, planes_shape=game.planes_shape,
                                    num_actions=game.num_actions, ownership_points=points if network.ownership else 0,
-                                   opponent_policy=network.opponent_policy)
+                                   opponent_policy=network.opponent_policy, score=network.score)
         self.rng = np.random.default_rng(seed)
         #: the version number the next candidate gets (the best is 0 at the start)
         self.next_version = 1
@@ -186,7 +187,8 @@ class Learner:
             self.losses = self.trainer.train_step(batch.planes, batch.policy, batch.value,
                                                   batch.ownership, batch.has_ownership,
                                                   opponent_policy=batch.opponent_policy,
-                                                  has_opponent_policy=batch.has_opponent_policy)
+                                                  has_opponent_policy=batch.has_opponent_policy,
+                                                  score=batch.score, has_score=batch.has_score)
             if self.trainer.step % self.candidate_every == 0:
                 published.append(self.publish_candidate())
             if self.trainer.step % 50 == 0:
@@ -242,8 +244,12 @@ class Learner:
             ownership = None
             if self.window.keeps_ownership and record.ownership is not None:
                 ownership = mover_ownership(record.planes, record.ownership)
+            score = None
+            if self.window.keeps_score and record.ownership is not None:
+                # a network with the score head is Go's (the config says so), whose game has a komi
+                score = mover_score(record.planes, record.ownership, getattr(self.game, "komi", 0.0))
             self.window.add(record.planes, record.policy, value_target(record, self.options.value_q_weight), ownership,
-                            follows=reply_follows(record.full_search, len(record.value)))
+                            follows=reply_follows(record.full_search, len(record.value)), score=score)
             self.positions_read += len(record.value)
             self.sample_versions.extend([record.model_version] * len(record.value))
             del self.sample_versions[:-10_000]

@@ -28,6 +28,8 @@ class LearnerOptions:
     ownership_weight: float
     #: the opponent-policy loss's weight (a network with that head only)
     opponent_policy_weight: float
+    #: the score loss's weight (a network with the score head only)
+    score_weight: float
     #: the search's root value Q's share of a position's value target; the game's
     #: result z has the rest (``value_target``)
     value_q_weight: float

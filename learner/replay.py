@@ -20,6 +20,12 @@ cheap one (playout-cap randomisation records full searches only), which
 ``reply_follows`` reads from a record. The ring overwrites slots in the order it
 writes them, so a position's next slot is overwritten right after its own, never
 while it is still there: the mask stays true only within a game.
+
+A window made with ``score`` also keeps the score head's target per position: the
+game's final score difference from that position's mover's view (float32, points,
+komi counted), with a mask of which positions have one (as for ownership, games played
+to the end). ``mover_score`` derives it from a record's final ownership and the komi:
+Tromp-Taylor area scoring counts exactly the points that ownership gives each side.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import numpy as np
 
 from tengen.engine.games.base import Game
 
-__all__ = ["Batch", "ReplayWindow", "mover_ownership", "reply_follows"]
+__all__ = ["Batch", "ReplayWindow", "mover_ownership", "mover_score", "reply_follows"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,10 @@ class Batch:
     opponent_policy: np.ndarray | None = None
     #: float32 [B]: 1 where the position has that target, 0 where not
     has_opponent_policy: np.ndarray | None = None
+    #: float32 [B]: the final score difference from the mover's view, in points (0 where no target)
+    score: np.ndarray | None = None
+    #: float32 [B]: 1 where the position has a score target, 0 where not
+    has_score: np.ndarray | None = None
 
 
 def mover_ownership(planes: np.ndarray, final_ownership: np.ndarray) -> np.ndarray:
@@ -59,6 +69,16 @@ def mover_ownership(planes: np.ndarray, final_ownership: np.ndarray) -> np.ndarr
     final = np.asarray(final_ownership, dtype=np.int8).reshape(-1)
     sign = np.where(Game.movers(planes) == 0, 1, -1).astype(np.int8)
     return sign[:, None] * final[None, :]
+
+
+def mover_score(planes: np.ndarray, final_ownership: np.ndarray, komi: float) -> np.ndarray:
+    """``float32[L]``: a game's final score (``final_ownership int8[H*W]``, +1 player
+    0's point, and ``komi``, which player 1 gets) seen by the mover of each of its
+    positions ``planes[L, H, W, C]``: the mover's points less the opponent's, komi
+    taken from player 0's side or added to player 1's. > 0 where the mover won."""
+    black_lead = float(np.asarray(final_ownership, dtype=np.int64).sum()) - float(komi)
+    sign = np.where(Game.movers(planes) == 0, 1.0, -1.0)
+    return (sign * black_lead).astype(np.float32)
 
 
 def reply_follows(full_search: np.ndarray | None, positions: int) -> np.ndarray:
@@ -80,7 +100,8 @@ class ReplayWindow:
     (search visit distributions), ``value float32[N]`` (the game's result for the mover, as self-play recorded it), and
     with ``ownership_points`` P > 0, ``ownership int8[N, P]`` (final owners for the
     mover) and ``has_ownership bool[N]``; with ``opponent_policy``, ``has_reply bool[N]``:
-    whether the next slot holds the position after this one's move.
+    whether the next slot holds the position after this one's move; with ``score``,
+    ``score float32[N]`` (final scores for the mover) and ``has_score bool[N]``.
 
     ``positions_added`` counts every position ever added and ``samples_drawn`` every
     position ever sampled, so ``reuse`` is how many times, on average, the learner has
@@ -88,7 +109,7 @@ class ReplayWindow:
     """
 
     def __init__(self, *, capacity: int, planes_shape: Sequence[int], num_actions: int, ownership_points: int = 0,
-                 opponent_policy: bool = False):
+                 opponent_policy: bool = False, score: bool = False):
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
         self.capacity = int(capacity)
@@ -106,6 +127,9 @@ class ReplayWindow:
         self.has_ownership = np.zeros((self.capacity if self.ownership_points else 0,), np.bool_)  # [N]
         self.keeps_replies = bool(opponent_policy)
         self.has_reply = np.zeros((self.capacity if self.keeps_replies else 0,), np.bool_)  # [N]
+        self.keeps_score = bool(score)
+        self.score = np.zeros((self.capacity if self.keeps_score else 0,), np.float32)  # [N]
+        self.has_score = np.zeros((self.capacity if self.keeps_score else 0,), np.bool_)  # [N]
         #: the slot the next position goes to
         self._head = 0
         self._size = 0
@@ -125,13 +149,15 @@ class ReplayWindow:
         return self.samples_drawn / self.positions_added if self.positions_added else 0.0
 
     def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
-            ownership: np.ndarray | None = None, *, follows: np.ndarray | None = None) -> None:
+            ownership: np.ndarray | None = None, *, follows: np.ndarray | None = None,
+            score: np.ndarray | None = None) -> None:
         """Append one game: ``planes[L, H, W, C]`` (0/1 values), ``policy[L, A]``, ``value[L]``
         and, for a window that keeps ownership, ``ownership[L, P]`` from each mover's view
         (``mover_ownership``; None: the game has no target, as a resigned one).
         ``follows bool[L]`` (``reply_follows``; None: every position but the last) says
         where the next position is the reply to this one's move, for a window made
-        with ``opponent_policy``.
+        with ``opponent_policy``. ``score[L]`` (``mover_score``; None: no target, as
+        for a resigned game) is each mover's final score, for a window made with ``score``.
 
         The oldest positions are overwritten once the window is full; a game longer
         than the whole window keeps only its last ``capacity`` positions.
@@ -154,6 +180,13 @@ class ReplayWindow:
             if owners.size and not np.isin(owners, (-1, 0, 1)).all():
                 raise ValueError("ownership must hold only -1, 0 and 1")
             owners = owners.astype(np.int8)
+        scores = None
+        if score is not None:
+            if not self.keeps_score:
+                raise ValueError("this window keeps no score (made with score=False)")
+            scores = np.asarray(score, dtype=np.float32)
+            if scores.shape != (length,):
+                raise ValueError(f"score must be [{length}], got {scores.shape}")
         if follows is None:
             follows = np.arange(length) < length - 1
         follows = np.asarray(follows, dtype=np.bool_)
@@ -170,6 +203,7 @@ class ReplayWindow:
             planes_u8, policy, value = planes_u8[-self.capacity :], policy[-self.capacity :], value[-self.capacity :]
             owners = None if owners is None else owners[-self.capacity :]
             follows = follows[-self.capacity :]
+            scores = None if scores is None else scores[-self.capacity :]
             length = self.capacity
         slots = (self._head + np.arange(length)) % self.capacity
         self.planes[slots] = planes_u8
@@ -180,6 +214,9 @@ class ReplayWindow:
             self.has_ownership[slots] = owners is not None
         if self.keeps_replies:
             self.has_reply[slots] = follows
+        if self.keeps_score:
+            self.score[slots] = 0.0 if scores is None else scores
+            self.has_score[slots] = scores is not None
         self._head = (self._head + length) % self.capacity
         self._size = min(self._size + length, self.capacity)
 
@@ -202,7 +239,8 @@ class ReplayWindow:
     def sample(self, batch_size: int, rng: np.random.Generator, *, game: Game | None = None) -> Batch:
         """A uniform minibatch (with replacement) as a ``Batch``: planes float32[B, H, W, C],
         policy[B, A], value[B], the ownership and its mask when the window keeps them,
-        and the opponent's reply and its mask when it keeps those.
+        and the opponent's reply and its mask when it keeps those, and the score and its
+        mask likewise (a score is the same under every symmetry).
 
         With ``game``, each sample gets one of the game's symmetries at random (the
         data augmentation of AlphaGo Zero), the same one for its planes, policy,
@@ -240,4 +278,6 @@ class ReplayWindow:
                                                "has_ownership": self.has_ownership[index].astype(np.float32)}
         replies = {} if has_reply is None else {"opponent_policy": reply,
                                                 "has_opponent_policy": has_reply.astype(np.float32)}
-        return Batch(planes.astype(np.float32), policy, value, **owners, **replies)
+        scores = {} if not self.keeps_score else {"score": self.score[index],
+                                                  "has_score": self.has_score[index].astype(np.float32)}
+        return Batch(planes.astype(np.float32), policy, value, **owners, **replies, **scores)

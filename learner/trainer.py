@@ -13,8 +13,11 @@ the positions that have a target (games that resigned have none). A network with
 opponent-policy head adds ``opponent_policy_weight`` times the cross-entropy between
 the next position's search policy (the opponent's reply) and that head's softmax,
 averaged over the positions that have a next one (KataGo's auxiliary target, weight
-0.15: Wu 2019, "Auxiliary Policy Targets"). The loss is written once, in
-``keras.ops``, for every backend.
+0.15: Wu 2019, "Auxiliary Policy Targets"). A network with the score head adds
+``score_weight`` times the Gaussian negative log likelihood of the final score under
+the head's (scoreMean, scoreStdev), ``score_nll``, averaged over the positions of
+games played to the end (those with an ownership target). The loss is written once,
+in ``keras.ops``, for every backend.
 
 Checkpoints are the weights blob format of engine/network.py (safetensors, never
 pickle) with a different tag: the model's weights under ``model/<path>``, the
@@ -37,10 +40,12 @@ from tengen.engine.network import (
     assign_checked,
     has_opponent_policy,
     has_ownership,
+    has_score,
     model_variables,
     opponent_policy_output,
     ownership_output,
     pack_tensors,
+    score_output,
     unpack_tensors,
     variable_array,
 )
@@ -54,6 +59,7 @@ __all__ = [
     "Trainer",
     "checkpoint_backend",
     "CheckpointBackendError",
+    "score_nll",
 ]
 
 CHECKPOINT_FORMAT = "tengen-checkpoint"
@@ -132,6 +138,18 @@ def _cross_entropy(target, logits):
     return -ops.sum(target * ops.log_softmax(logits, axis=-1), axis=-1)
 
 
+def score_nll(score, mean, stdev):
+    """Per row, the negative log likelihood of the final ``score`` under a Gaussian of
+    the head's ``mean`` and ``stdev`` (points), less its constant ``log sqrt(2 pi)``:
+    ``(score - mean)^2 / (2 stdev^2) + log(stdev)``. 0 where the mean is exact and the
+    spread 1 point; for a given miss it is least where the spread equals the miss, so the
+    spread learns how far off the mean tends to be (KataGo's scoreStdev). KataGo trains
+    a score belief, a distribution over whole scores, by cross-entropy; a Gaussian's
+    likelihood is that belief with two numbers."""
+    ops = keras.ops
+    return ops.square(score - mean) / (2.0 * ops.square(stdev)) + ops.log(stdev)
+
+
 def _uses_float16(model: keras.Model) -> bool:
     return any(getattr(layer, "compute_dtype", "float32") == "float16" for layer in model.layers)
 
@@ -139,7 +157,8 @@ def _uses_float16(model: keras.Model) -> bool:
 class Trainer:
     """Trains a ``build_network`` model on ``(planes, policy, value)`` minibatches, and
     a model with the ownership head on ``ownership`` targets too, and one with the
-    opponent-policy head on ``opponent_policy`` targets.
+    opponent-policy head on ``opponent_policy`` targets, and one with the score head on
+    ``score`` targets.
 
     ``optimizer`` is "sgd" (with ``momentum``, AlphaZero's choice) or "adam";
     ``learning_rate`` is a float or a ``[[step, lr], ...]`` schedule. A model built
@@ -165,17 +184,21 @@ class Trainer:
         value_weight: float = 1.0,
         ownership_weight: float = 1.0,
         opponent_policy_weight: float = 0.15,
+        score_weight: float = 0.02,
         jit_compile: bool = True,
     ):
         self.model = model
         self.value_weight = float(value_weight)
         self.ownership_weight = float(ownership_weight)
         self.opponent_policy_weight = float(opponent_policy_weight)
+        self.score_weight = float(score_weight)
         self.has_ownership = has_ownership(model)
         self.has_opponent_policy = has_opponent_policy(model)
+        self.has_score = has_score(model)
         # where each auxiliary head's output is among the model's outputs
         self._ownership_at = ownership_output(model) if self.has_ownership else None
         self._opponent_policy_at = opponent_policy_output(model) if self.has_opponent_policy else None
+        self._score_at = score_output(model) if self.has_score else None
         lr: Any = float(learning_rate) if isinstance(learning_rate, (int, float)) else StepSchedule(learning_rate)
         if optimizer == "sgd":
             opt: keras.optimizers.Optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
@@ -213,7 +236,7 @@ class Trainer:
     def _loss(self, outputs, regularisation, policy, value, has_policy, *auxiliary):
         """The loss to minimise and its parts, in ``keras.ops`` (any backend).
         ``auxiliary``: ``ownership, has_ownership`` with that head, then
-        ``opponent_policy, has_opponent_policy`` with that one."""
+        ``opponent_policy, has_opponent_policy`` with that one, then ``score, has_score``."""
         ops = keras.ops
         logits, v = ops.cast(outputs[0], "float32"), ops.cast(outputs[1], "float32")
         # masked, not zero targets: a position without a policy target adds nothing
@@ -235,12 +258,19 @@ class Trainer:
             opponent_loss = _masked_mean(_cross_entropy(reply, reply_logits), has_reply)
             parts["loss"] = loss = loss + self.opponent_policy_weight * opponent_loss
             parts["opponent_policy_loss"] = opponent_loss
+        if self.has_score:
+            score, has_target = targets.pop(0), targets.pop(0)
+            belief = ops.cast(outputs[self._score_at], "float32")
+            score_loss = _masked_mean(score_nll(score, belief[:, 0], belief[:, 1]), has_target)
+            parts["loss"] = loss = loss + self.score_weight * score_loss
+            parts["score_loss"] = score_loss
         return loss, parts
 
     def train_step(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
                    ownership: np.ndarray | None = None, has_ownership: np.ndarray | None = None, *,
                    has_policy: np.ndarray | None = None, opponent_policy: np.ndarray | None = None,
-                   has_opponent_policy: np.ndarray | None = None) -> dict[str, float]:
+                   has_opponent_policy: np.ndarray | None = None, score: np.ndarray | None = None,
+                   has_score: np.ndarray | None = None) -> dict[str, float]:
         """One update on ``planes[B, H, W, C]``, ``policy[B, A]`` (targets summing to 1),
         ``value[B]`` (outcomes in [-1, 1]) and, for a model with the ownership head,
         ``ownership[B, H*W]`` (final owners from the mover's view, in [-1, 1]) with
@@ -249,10 +279,13 @@ class Trainer:
         other rows' policies are ignored. For a model with the opponent-policy head,
         ``opponent_policy[B, A]`` is the next position's policy target (the opponent's
         reply) with ``has_opponent_policy[B]`` (1 where there is one; without both, none).
+        For a model with the score head, ``score[B]`` is the final score difference from
+        the mover's view in points (``mover_score``) with ``has_score[B]`` (1 for a game
+        played to the end; without both, none).
 
         Returns the losses before the update (``loss``, ``policy_loss``,
-        ``value_loss``, ``l2``, ``ownership_loss`` and ``opponent_policy_loss`` with
-        those heads) and the ``learning_rate`` it used.
+        ``value_loss``, ``l2``, ``ownership_loss``, ``opponent_policy_loss`` and
+        ``score_loss`` with those heads) and the ``learning_rate`` it used.
         """
         batch = len(value)
         if has_policy is not None and len(has_policy) != batch:
@@ -265,7 +298,8 @@ class Trainer:
             np.ones(batch, np.float32) if has_policy is None else np.asarray(has_policy, np.float32),
         ]
         heads = (("ownership", self.has_ownership, ownership, has_ownership, (batch, self.points)),
-                 ("opponent_policy", self.has_opponent_policy, opponent_policy, has_opponent_policy, policy.shape))
+                 ("opponent_policy", self.has_opponent_policy, opponent_policy, has_opponent_policy, policy.shape),
+                 ("score", self.has_score, score, has_score, (batch,)))
         for name, has_head, target, mask, shape in heads:
             if (target is None) != (mask is None):
                 raise ValueError(f"{name} and has_{name} go together")

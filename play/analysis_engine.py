@@ -10,6 +10,9 @@ Every task ends with exactly one result whose ``isDuringSearch`` is false
 (``noResults`` for a task terminated before it ran).
 ``close`` (stdin closed) finishes the queued work, then returns.
 
+Scores come from ``score_for(game)``, the model's score head, where the model has one,
+else from the ownership estimate's area count (play/kata_analysis.py).
+
 Each searcher has its own search (a tree per thread) over the shared model; the
 command gives them one ``SharedEvaluator``, so the leaves of several queries that wait
 on the model go to it as one batch.
@@ -30,6 +33,7 @@ import numpy as np
 from tengen.engine.games.go import GoGame
 from tengen.play.gtp.session import reopened
 from tengen.play.kata_analysis import (
+    Lead,
     Position,
     Query,
     QueryError,
@@ -40,6 +44,7 @@ from tengen.play.kata_analysis import (
     result_json,
 )
 from tengen.play.ownership import Ownership
+from tengen.play.score import Score
 from tengen.play.search_player import Analysis, SearchPlayer
 
 __all__ = ["AnalysisEngine"]
@@ -61,17 +66,21 @@ class AnalysisEngine:
     ``make_player()``: a new ``SearchPlayer`` (one per searcher thread); ``sizes``: the
     board sizes the model plays; ``ownership_for(game)``: the ``Ownership`` estimate of
     a game's positions (the model's head, else playouts), for scores and ownership;
+    ``score_for(game)``: the ``Score`` estimate of a game's positions where the model
+    has a score head (None: scores are the ownership's area count);
     ``default_visits``: a query's visits when it names none; ``write(line)``: one line
     of output; ``version``, ``model_name``: what query_version and query_models say.
     """
 
     def __init__(self, *, make_player: Callable[[], SearchPlayer], sizes: Sequence[int],
                  ownership_for: Callable[[GoGame], Ownership], default_visits: int, write: Callable[[str], None],
-                 version: str, model_name: str, threads: int = 1):
+                 version: str, model_name: str, threads: int = 1,
+                 score_for: Callable[[GoGame], Score] | None = None):
         if threads < 1:
             raise ValueError("threads must be at least 1")
         self.sizes = tuple(sizes)
         self.ownership_for = ownership_for
+        self.score_for = score_for
         self.default_visits = default_visits
         self.version = version
         self.model_name = model_name
@@ -200,37 +209,52 @@ class AnalysisEngine:
             position = Position(position.turn, reopened(game, position.state), position.history)
         # KaTrain reads scoreLead on every move: the scores are always estimated
         ownership = self.ownership_for(game)
+        score = None if self.score_for is None else self.score_for(game)
         visits = query.max_visits or self.default_visits
 
         def report(analysis: Analysis) -> None:
-            self._emit(self._result(query, game, position, analysis, ownership, player, during=True))
+            self._emit(self._result(query, game, position, analysis, ownership, score, player, during=True))
 
         final = player.search(game, position.state, position.history, max_visits=visits, seconds=query.max_time,
                               stop=task.stop, on_snapshot=report if query.report_every else None,
                               interval=query.report_every, rules=move_rules(query, game.num_actions),
                               root_policy_power=1.0 / (1.0 + 4.0 * query.wide_root_noise))
-        self._emit(self._result(query, game, position, final, ownership, player, during=False))
+        self._emit(self._result(query, game, position, final, ownership, score, player, during=False))
 
     def _result(self, query: Query, game: GoGame, position: Position, analysis: Analysis,
-                ownership: Ownership, player: SearchPlayer, *, during: bool) -> dict[str, Any]:
+                ownership: Ownership, score: Score | None, player: SearchPlayer, *,
+                during: bool) -> dict[str, Any]:
         mover = game.to_play(position.state)
         sign = 1.0 if mover == 0 else -1.0
         state, history = position.state, position.history
         root_owned = ownership(state, history)
+        children: dict[int, np.ndarray] = {}
         after: dict[int, np.ndarray] = {}
+
+        def child_of(action: int) -> np.ndarray:
+            if action not in children:
+                child = state.copy()
+                game.play(child, action)
+                children[action] = child
+            return children[action]
 
         def owned_after(action: int) -> np.ndarray | None:
             if action not in after:
-                child = state.copy()
-                game.play(child, action)
-                after[action] = ownership(child, [*history, state])
+                after[action] = ownership(child_of(action), [*history, state])
             return after[action]
 
-        def score_after(action: int) -> float | None:
-            owned = owned_after(action)
-            return None if owned is None else sign * (float(owned.sum()) - game.komi)
+        def lead(at: np.ndarray, before: Sequence[np.ndarray], owned: Callable[[], np.ndarray | None]) -> Lead | None:
+            # the score head's (Black's view) where the model has one, else the area count
+            if score is not None:
+                belief = score(at, before)
+                return Lead(sign * belief.mean, belief.stdev)
+            counted = owned()
+            return None if counted is None else Lead(sign * (float(counted.sum()) - game.komi))
 
-        root_score = sign * (float(root_owned.sum()) - game.komi)
+        def score_after(action: int) -> Lead | None:
+            return lead(child_of(action), [*history, state], lambda: owned_after(action))
+
+        root_score = lead(state, history, lambda: root_owned)
         return result_json(
             query, position, game, analysis, during=during, score_of=score_after, root_score=root_score,
             ownership=root_owned if query.include_ownership else None,

@@ -7,8 +7,11 @@ play/analysis_engine.py.
 Our rules are area scoring, Tromp-Taylor's and China's alike: a query with those rules
 is answered as asked; any other rules (KaTrain sends ``japanese`` by default) are
 analysed under area scoring with a warning that says so, not refused. Scores
-(``scoreLead``) come from the ownership estimate: the points each side is expected to
-own minus komi, as an area count makes them.
+(``scoreLead``, ``scoreMean``, ``scoreStdev``) come from the model's score head where
+it has one (play/score.py: the network's estimate of the root position and of the
+position after each move, not an average over the search), else from the ownership
+estimate: the points each side is expected to own minus komi, as an area count makes
+them, with no spread.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,8 +29,8 @@ from tengen.engine.mcts import MoveRule
 from tengen.play.gtp.session import Record
 from tengen.play.search_player import Analysis
 
-__all__ = ["Query", "QueryError", "Position", "move_rules", "parse_query", "positions", "result_json", "no_result_json",
-           "AREA_RULES", "SETTINGS_HONOURED", "MAX_VISITS"]
+__all__ = ["Query", "QueryError", "Position", "Lead", "move_rules", "parse_query", "positions", "result_json",
+           "no_result_json", "AREA_RULES", "SETTINGS_HONOURED", "MAX_VISITS"]
 
 #: rule names (and KataGo's JSON form's scoring) that mean area scoring as ours
 AREA_RULES = {"chinese", "tromp-taylor", "trompTaylor", "chinese-ogs", "chinese-kgs", "stone-scoring", "aga",
@@ -269,13 +272,21 @@ def positions(query: Query, game: GoGame) -> list[Position]:
     return [found[t] for t in query.turns]
 
 
+class Lead(NamedTuple):
+    """A score estimate in points from the mover's view: its expected lead and, from a
+    score head, the spread of the final score about it (None from an ownership count)."""
+
+    points: float
+    stdev: float | None = None
+
+
 def _flip(query: Query, mover: int) -> bool:
     """Whether the mover's winrate and score are turned to the other side's."""
     return (query.perspective == "BLACK" and mover == 1) or (query.perspective == "WHITE" and mover == 0)
 
 
 def result_json(query: Query, position: Position, game: GoGame, analysis: Analysis, *, during: bool,
-                score_of: Callable[[int], float | None], root_score: float | None,
+                score_of: Callable[[int], Lead | None], root_score: Lead | None,
                 ownership: np.ndarray | None, moves_ownership: Callable[[int], np.ndarray | None] | None,
                 policy: np.ndarray | None) -> dict[str, Any]:
     """One result line. ``score_of(action)``: the mover's expected lead after the move
@@ -287,8 +298,12 @@ def result_json(query: Query, position: Position, game: GoGame, analysis: Analys
     def rate(w: float) -> float:
         return 1.0 - w if flip else w
 
-    def lead(score: float | None) -> float | None:
-        return None if score is None else (-score if flip else score)
+    def scores(lead: Lead | None) -> dict[str, float]:
+        if lead is None:
+            return {}
+        points = -lead.points if flip else lead.points
+        out = {"scoreLead": points, "scoreMean": points, "scoreSelfplay": points}
+        return out if lead.stdev is None else {**out, "scoreStdev": lead.stdev}
 
     infos = []
     for order, m in enumerate(analysis.moves):
@@ -301,9 +316,7 @@ def result_json(query: Query, position: Position, game: GoGame, analysis: Analys
             "prior": float(m.prior), "lcb": lcb, "utility": 2 * winrate - 1, "utilityLcb": 2 * lcb - 1,
             "order": order, "pv": [game.action_to_text(a) for a in m.pv],
         }
-        score = lead(score_of(m.action))
-        if score is not None:
-            info.update(scoreLead=score, scoreMean=score, scoreSelfplay=score)
+        info.update(scores(score_of(m.action)))
         if query.include_pv_visits:
             info["pvVisits"] = list(m.pv_visits)
         if moves_ownership is not None:
@@ -314,8 +327,7 @@ def result_json(query: Query, position: Position, game: GoGame, analysis: Analys
     value = (analysis.value + 1) / 2
     root: dict[str, Any] = {"visits": int(analysis.visits), "winrate": rate(value), "utility": 2 * rate(value) - 1,
                             "currentPlayer": "BW"[mover]}
-    if root_score is not None:
-        root.update(scoreLead=lead(root_score), scoreSelfplay=lead(root_score))
+    root.update(scores(root_score))
     out: dict[str, Any] = {"id": query.id, "isDuringSearch": during, "turnNumber": position.turn,
                            "moveInfos": infos, "rootInfo": root}
     if ownership is not None:

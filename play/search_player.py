@@ -25,6 +25,7 @@ import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.mcts import Evaluator, MoveRule, RolloutEvaluator, Search, SearchSettings
+from tengen.engine.mcts.search import scored_evaluation
 from tengen.engine.mcts.tree import ROOT, UNEXPANDED
 
 __all__ = ["MoveStats", "Analysis", "SearchPlayer", "principal_variation", "pv_visits"]
@@ -187,6 +188,8 @@ class SearchPlayer:
         search.reset(0, state, history)
         search.restrict(0, rules)
         rollout = self._rollout_for(game) if self.evaluate is None else None
+        # KataGo's score utility, where the settings ask for it: the network's scores too
+        scored = scored_evaluation(self.evaluate, self.settings) if self.evaluate is not None else None
         deadline = None if seconds is None else start + seconds
         next_report = None if interval is None or on_snapshot is None else start + interval
         widen = root_policy_power != 1.0
@@ -196,6 +199,8 @@ class SearchPlayer:
                 break  # the root has its visits
             if rollout is not None:
                 search.apply(*rollout.evaluate_states(search.leaf_states()))
+            elif len(planes) and scored is not None:
+                search.apply(*scored(planes))
             elif len(planes):
                 assert self.evaluate is not None
                 policy, value = self.evaluate(planes)

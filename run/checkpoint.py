@@ -57,7 +57,8 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     The weights decide whether the network has the ownership head: weights from
     before it (or trained without it) load under a config that asks for it, as a
     network without one, and the config returned says so (GTP then estimates dead
-    stones by playouts). The opponent-policy head likewise (nothing that plays reads it)."""
+    stones by playouts). The opponent-policy head likewise (nothing that plays reads it),
+    and the score head (analysis then estimates the score from ownership)."""
     weights = weights_file(checkpoint)
     if config is None:
         saved = weights.parent / CONFIG_FILE
@@ -68,7 +69,12 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     if not weights.exists():
         raise FileNotFoundError(f"no weights at {weights}")
     start_backend(config.network.backend, strict=False)
-    from tengen.engine.network import weights_from_bytes, weights_have_opponent_policy, weights_have_ownership
+    from tengen.engine.network import (
+        weights_from_bytes,
+        weights_have_opponent_policy,
+        weights_have_ownership,
+        weights_have_score,
+    )
 
     blob = weights.read_bytes()
     if config.network.ownership != weights_have_ownership(blob):
@@ -76,6 +82,12 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     if config.network.opponent_policy != weights_have_opponent_policy(blob):
         config = config.with_changes({"network.opponent_policy": not config.network.opponent_policy},
                                      source=str(weights))
+    if config.network.score != weights_have_score(blob):
+        # without the head there is no score to search by: the utility goes with it
+        changes: dict = {"network.score": not config.network.score}
+        if config.network.score:
+            changes["mcts.score_utility"] = 0.0
+        config = config.with_changes(changes, source=str(weights))
     model = build_model(config)
     weights_from_bytes(model, blob)
     return config, game, model

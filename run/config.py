@@ -175,6 +175,11 @@ class NetworkConfig(_Strict):
     (``train.opponent_policy_weight``) and never read by the search: KataGo's auxiliary target, a regulariser
     that sped its early learning (Wu 2019, "Auxiliary Policy Targets"), for any game here. Off until a
     measurement says it pays; like ownership, a checkpoint's weights say whether its network has the head"""
+    score: bool = False
+    """KataGo's score head (Go only): the final score difference from the mover's view as a mean and a spread
+    (scoreMean, scoreStdev), trained on the positions of games played to the end (``train.score_weight``);
+    analysis reports its scoreLead. Off until a measurement says it pays; like ownership, a checkpoint's weights
+    say whether its network has the head"""
 
 
 #: the library's defaults, which the schema's are: one place each
@@ -240,6 +245,11 @@ class MctsConfig(_Strict):
     lcb_min_visit_share: float = Field(default=_SEARCH.lcb_min_visit_share, ge=0, le=1)
     """the visits, as a share of the most visited move's, that a move needs to be chosen by its lower confidence
     bound (KataGo's minVisitPropForLCB, 0.15)"""
+    score_utility: float = Field(default=_SEARCH.score_utility, ge=0, le=1)
+    """where a model plays in this process (GTP, the play page, tengen bestmove and match), each leaf's value as the
+    search backs it up gets KataGo's static score utility, this times (2/pi) atan(scoreMean / the board's side), so
+    that of two equal wins it prefers the bigger (KataGo's static factor: 0.1). Needs network.score (Go). 0: win and
+    loss alone. Self-play, gating and tengen analysis search without it: their evaluations carry no score yet"""
 
     @model_validator(mode="after")
     def _solver_needs_puct(self) -> MctsConfig:
@@ -336,6 +346,11 @@ class TrainConfig(_Strict):
     """the opponent-policy loss's weight, on its cross-entropy against the next position's policy target (of
     positions that have one: not a game's last, nor one whose reply had a cheap search). KataGo's 0.15: an aid
     to the policy, kept small beside the policy's own weight of 1. With network.opponent_policy only"""
+    score_weight: float = Field(default=0.02, ge=0, le=10)
+    """the score loss's weight, on the Gaussian negative log likelihood of the final score (in points) under the
+    score head's mean and spread (of games played to the end). KataGo's 0.02 for its score belief, whose
+    cross-entropy over whole scores this likelihood is in two numbers: an aid that must not steer the trunk
+    from winning to counting. With network.score only"""
     value_q_weight: float = Field(default=0.0, ge=0, le=1)
     """the value head's target is (1 - w) * z + w * q: z the game's result for the mover (discounted as
     ``mcts.discount`` says), q the root value of the full search made there. 0 is AlphaZero's z alone. z is
@@ -611,6 +626,11 @@ class TengenConfig(_Strict):
         if self.network.ownership and self.game.name != "go":
             raise ValueError(f"network.ownership applies to go only, not {self.game.name}: "
                              "its target is the final position's territory")
+        if self.network.score and self.game.name != "go":
+            raise ValueError(f"network.score applies to go only, not {self.game.name}: "
+                             "its target is the final position's area score")
+        if self.mcts.score_utility > 0 and not self.network.score:
+            raise ValueError("mcts.score_utility needs network.score: the utility reads the score head's mean")
         return self
 
     @model_validator(mode="after")
@@ -651,6 +671,7 @@ class TengenConfig(_Strict):
         players' searches and caches), ``replay`` (the learner's window: planes
         uint8[N, H, W, C], policy and value float32, and with the ownership head int8
         owners [N, H*W] and a bool mask, with the opponent-policy head a bool mask of replies,
+        with the score head a float32 score and a bool mask,
         as learner/replay.py stores them). Each must
         fit alone: the parts run in different processes, on different nodes in a cluster."""
         game = game or self.game.make()
@@ -662,6 +683,8 @@ class TengenConfig(_Strict):
             position += math.prod(game.board_shape) + 1
         if self.network.opponent_policy:
             position += 1  # the replies' mask: the reply itself is the next slot's policy
+        if self.network.score:
+            position += 4 + 1
         cache = cache_bytes(self.selfplay.cache_positions, game.num_actions)
         return {
             "selfplay": cache + search_bytes(game, games=self.selfplay.games_in_flight, settings=search),
@@ -688,7 +711,8 @@ class TengenConfig(_Strict):
                            blocks=self.network.blocks, filters=self.network.filters, l2=self.network.l2,
                            value_hidden=self.network.value_hidden, ownership=self.network.ownership,
                            global_pooling_every=self.network.global_pooling_every,
-                           opponent_policy=self.network.opponent_policy, backend=self.network.backend)
+                           opponent_policy=self.network.opponent_policy, score=self.network.score,
+                           backend=self.network.backend)
 
     def search_settings(self) -> SearchSettings:
         """How the run searches (the ``mcts`` section as one value): self-play's search,
@@ -706,7 +730,7 @@ class TengenConfig(_Strict):
         """How a trained model of this run searches where it plays people and engines
         (GTP, the play page, ``tengen bestmove``, ``tengen match``): the run's search
         without what is for training's games (``SearchSettings.TRAINING_ONLY``)."""
-        return self.search_settings().for_play()
+        return dataclasses.replace(self.search_settings().for_play(), score_utility=self.mcts.score_utility)
 
     def selfplay_settings(self) -> SelfPlaySettings:
         """What a self-play worker plays by (both wirings give it these)."""
@@ -729,7 +753,8 @@ class TengenConfig(_Strict):
                               momentum=train.momentum, replay_window=train.replay_window,
                               min_positions=train.min_positions, max_reuse=train.max_reuse,
                               candidate_every=train.candidate_every, ownership_weight=train.ownership_weight,
-                              opponent_policy_weight=train.opponent_policy_weight, value_q_weight=train.value_q_weight)
+                              opponent_policy_weight=train.opponent_policy_weight, score_weight=train.score_weight,
+                              value_q_weight=train.value_q_weight)
 
     def gating_options(self) -> GatingOptions:
         """``Gatekeeper``'s match options (both wirings build it from these): both sides

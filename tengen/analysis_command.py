@@ -5,6 +5,7 @@ board to try a client on). KaTrain starts it as its engine:
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import IO
 
@@ -31,17 +32,21 @@ def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, vis
         if not isinstance(game, GoGame):
             raise ValueError(f"the checkpoint plays {game.name}, not Go")
         head = getattr(player.evaluate, "ownership", None) if loaded.network.ownership else None
+        score_head = getattr(player.evaluate, "score", None) if loaded.network.score else None
         sizes = [game.size]
         name = str(checkpoint)
         assert player.evaluate is not None
         # the searcher threads' calls that wait on the network go to it as one batch
         shared = SharedEvaluator(player.evaluate)
+        # the shared evaluator answers policy and value only: the searchers search
+        # without the score utility (mcts.score_utility), and report the head's score
+        searched = dataclasses.replace(player.settings, score_utility=0.0)
 
         def make_player() -> SearchPlayer:
-            return SearchPlayer(shared, search=player.settings, simulations=visits, seed=loaded.seed,
+            return SearchPlayer(shared, search=searched, simulations=visits, seed=loaded.seed,
                                 size=game.size, history_length=game.history_length, komi=game.komi)
     else:
-        head, sizes, name = None, [size], f"rollouts ({size}x{size}, no model)"
+        head, score_head, sizes, name = None, None, [size], f"rollouts ({size}x{size}, no model)"
 
         def make_player() -> SearchPlayer:
             return SearchPlayer(None, search=SearchSettings(simulations=visits), simulations=visits)
@@ -51,12 +56,19 @@ def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, vis
 
         return NetworkOwnership(game, head) if head is not None else PlayoutOwnership(game)
 
+    def score_for(game: GoGame):
+        from tengen.play.score import NetworkScore
+
+        assert score_head is not None
+        return NetworkScore(game, score_head)
+
     def write(line: str) -> None:
         stdout.write(line + "\n")
         stdout.flush()
 
     engine = AnalysisEngine(make_player=make_player, sizes=sizes, ownership_for=ownership_for,
-                            default_visits=visits, write=write, version=__version__, model_name=name, threads=threads)
+                            default_visits=visits, write=write, version=__version__, model_name=name, threads=threads,
+                            score_for=score_for if score_head is not None else None)
     print(f"tengen analysis: ready ({name}, {threads} search thread{'s' * (threads != 1)})", file=sys.stderr,
           flush=True)
     for raw in stdin:

@@ -42,7 +42,8 @@ def convert_checkpoints(run_dir: str | Path, backend: str) -> list[str]:
         trainer = Trainer(model=config.network_spec().build(), optimizer=options.optimizer,
                           learning_rate=options.learning_rate, momentum=options.momentum,
                           ownership_weight=options.ownership_weight,
-                          opponent_policy_weight=options.opponent_policy_weight)
+                          opponent_policy_weight=options.opponent_policy_weight,
+                          score_weight=options.score_weight)
         extra = trainer.restore_from_bytes(blob, any_backend=True)
         converted[name] = trainer.checkpoint_to_bytes(extra)
     if not converted:

@@ -155,7 +155,8 @@ def _add_analysis(subparsers: argparse._SubParsersAction) -> None:
         "analyzeTurns, maxVisits, includeOwnership, includeMovesOwnership, includePolicy, includePVVisits, "
         "reportDuringSearchEvery, priority, overrideSettings (reportAnalysisWinratesAs, maxTime); actions "
         "query_version, query_models, clear_cache, terminate, terminate_all. Scores come from the model's "
-        "ownership head (or playouts). For KaTrain, set its KataGo command to: tengen analysis --checkpoint DIR.",
+        "score head, else its ownership head (or playouts). For KaTrain, set its KataGo command to: "
+        "tengen analysis --checkpoint DIR.",
     )
     p.add_argument("--checkpoint", default=None,
                    help="a trained Go model (a run's best/ directory or a .safetensors file); without it, rollout "

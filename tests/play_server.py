@@ -17,10 +17,12 @@ __all__ = ["ROOT", "PlayServer", "write_checkpoint"]
 
 
 def write_checkpoint(directory: Path, game: dict[str, Any], *, simulations: int = 32, leaves_per_round: int = 4,
-                     gating: dict[str, Any] | None = None, network: dict[str, Any] | None = None) -> Path:
+                     gating: dict[str, Any] | None = None, network: dict[str, Any] | None = None,
+                     mcts: dict[str, Any] | None = None) -> Path:
     """``directory`` as a run's ``best/``: ``config.yaml`` and ``model.safetensors`` of
     a fresh 1-block, 8-filter network for ``game`` (a config's ``game`` section; more of
-    the ``network`` section in ``network``, e.g. the ownership head), with that search
+    the ``network`` section in ``network``, e.g. the ownership head; more of ``mcts`` in
+    ``mcts``), with that search
     and ``gating`` section. A child process builds it, so the test process never
     imports TensorFlow."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -28,7 +30,7 @@ def write_checkpoint(directory: Path, game: dict[str, Any], *, simulations: int 
     config.write_text(yaml.safe_dump({
         "game": game,
         "network": {"blocks": 1, "filters": 8, **(network or {})},
-        "mcts": {"simulations": simulations, "leaves_per_round": leaves_per_round},
+        "mcts": {"simulations": simulations, "leaves_per_round": leaves_per_round, **(mcts or {})},
         **({"gating": gating} if gating else {}),
     }))
     script = textwrap.dedent(f"""

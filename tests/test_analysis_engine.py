@@ -108,9 +108,38 @@ def test_a_game_analysed_turn_by_turn_as_katrain_asks(model_engine):
         game = GoGame(size=9)
         for _, vertex in moves[: result["turnNumber"]]:
             assert policy[game.text_to_action(vertex)] == -1
-        # the score is the ownership's area count less komi, from Black's side
+        # without a score head the score is the ownership's area count less komi, from
+        # Black's side, with no spread
         lead = sum(result["ownership"]) - 7.5
         assert result["rootInfo"]["scoreLead"] == pytest.approx(lead, abs=1e-3)
+        assert "scoreStdev" not in result["rootInfo"]
+
+
+def test_a_model_with_the_score_head_reports_its_mean_and_spread(tmp_path):
+    # the run's play searches by the score utility; analysis's shared evaluator answers no
+    # score, so its searchers search without it, and still report the head's score
+    checkpoint = write_checkpoint(tmp_path / "best", {"name": "go", "size": 9, "komi": 7.5}, simulations=16,
+                                  network={"ownership": True, "score": True}, mcts={"score_utility": 0.1})
+    engine = Engine("--checkpoint", str(checkpoint), "--visits", "16")
+    try:
+        moves = [["B", "E5"]]
+        engine.send(query("black", moves, analyzeTurns=[1], includeOwnership=True,
+                          overrideSettings={"reportAnalysisWinratesAs": "BLACK"}))
+        engine.send(query("white", moves, analyzeTurns=[1], includeOwnership=True,
+                          overrideSettings={"reportAnalysisWinratesAs": "WHITE"}))
+        [black], [white] = engine.until_final("black"), engine.until_final("white")
+    finally:
+        assert engine.close() == 0
+    for result in (black, white):
+        assert typed(result["rootInfo"], {**ROOT_INFO, "scoreStdev": float})
+        assert all(typed(m, {**MOVE_INFO, "scoreStdev": float}) for m in result["moveInfos"])
+        # the head's spread is at least half a point
+        assert all(m["scoreStdev"] >= 0.5 for m in [result["rootInfo"], *result["moveInfos"]])
+    # the same estimate of the same position, from either side
+    assert white["rootInfo"]["scoreLead"] == pytest.approx(-black["rootInfo"]["scoreLead"], abs=1e-6)
+    assert white["rootInfo"]["scoreStdev"] == black["rootInfo"]["scoreStdev"]
+    # the head's, not the ownership's count (an untrained head and count agree on no such number)
+    assert black["rootInfo"]["scoreLead"] != pytest.approx(sum(black["ownership"]) - 7.5, abs=1e-3)
 
 
 def test_avoid_and_allow_moves_keep_the_search_where_katrain_asks(model_engine):

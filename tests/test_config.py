@@ -184,7 +184,9 @@ def test_every_search_setting_of_the_config_reaches_the_one_value():
                "dirichlet_alpha": 0.03, "dirichlet_fraction": 0.5, "gumbel_considered": 5, "gumbel_c_visit": 20.0,
                "gumbel_c_scale": 0.2, "discount": 0.9, "solver": True, "lcb_z": 3.0,
                "lcb_min_visit_share": 0.3}
-    assert changed.keys() | {"search", "avoid_own_eyes"} == MctsConfig.model_fields.keys()
+    # (score_utility reaches play's searches alone, a Go net's with the score head:
+    # tests/test_score_utility.py)
+    assert changed.keys() | {"search", "avoid_own_eyes", "score_utility"} == MctsConfig.model_fields.keys()
     settings = parse_config(ttt(mcts=changed)).search_settings()
     assert {name: getattr(settings, name) for name in changed} == changed
     assert load_config("go9").search_settings().avoid_own_eyes

@@ -22,7 +22,7 @@ NETWORK = NetworkSpec(input_shape=GAME.planes_shape, num_actions=GAME.num_action
 #: what the learner tests train with: small batches, an early first step, a candidate often
 OPTIONS = LearnerOptions(batch_size=16, optimizer="sgd", learning_rate=0.02, momentum=0.9, replay_window=100_000,
                          min_positions=32, max_reuse=2.0, candidate_every=10,
-                         ownership_weight=1.0, opponent_policy_weight=0.15, value_q_weight=0.0)
+                         ownership_weight=1.0, opponent_policy_weight=0.15, score_weight=0.02, value_q_weight=0.0)
 
 
 @pytest.fixture(scope="module")

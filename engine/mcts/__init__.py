@@ -38,14 +38,21 @@ The parts, one job each:
   (priors, backup);
 - ``planes``: a leaf's input planes, written straight into the batch;
 - ``search``: ``Search``, the Python surface, and ``search_bytes``;
-- ``evaluators``: the ``Evaluator`` contract, uniform and random-rollout evaluators;
+- ``evaluators``: the ``Evaluator`` contract (and ``ScoredEvaluator``'s, with KataGo's
+  ``score_utility``), uniform and random-rollout evaluators;
 - ``eval_cache``: ``EvaluationCache``, network answers kept by position,
   ``CachedEvaluator``, one in front of an evaluator, and ``cache_bytes``;
 - ``move_choice``: visit counts to a policy target or a move.
 """
 
 from tengen.engine.mcts.eval_cache import CachedEvaluator, EvaluationCache, cache_bytes
-from tengen.engine.mcts.evaluators import Evaluator, RolloutEvaluator, uniform_evaluator
+from tengen.engine.mcts.evaluators import (
+    Evaluator,
+    RolloutEvaluator,
+    ScoredEvaluator,
+    score_utility,
+    uniform_evaluator,
+)
 from tengen.engine.mcts.move_choice import choose_move, visit_policy
 from tengen.engine.mcts.search import MoveRule, Search, search_bytes
 from tengen.engine.mcts.settings import SearchSettings
@@ -55,6 +62,8 @@ __all__ = [
     "Search",
     "SearchSettings",
     "Evaluator",
+    "ScoredEvaluator",
+    "score_utility",
     "uniform_evaluator",
     "RolloutEvaluator",
     "choose_move",

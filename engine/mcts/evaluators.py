@@ -15,7 +15,7 @@ from tengen.engine.games.base import Game
 if TYPE_CHECKING:
     from tengen.engine.mcts.search import Search
 
-__all__ = ["Evaluator", "uniform_evaluator", "RolloutEvaluator", "no_evaluation"]
+__all__ = ["Evaluator", "ScoredEvaluator", "score_utility", "uniform_evaluator", "RolloutEvaluator", "no_evaluation"]
 
 
 class Evaluator(Protocol):
@@ -32,6 +32,23 @@ class Evaluator(Protocol):
     """
 
     def __call__(self, planes: np.ndarray, /) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class ScoredEvaluator(Protocol):
+    """An ``Evaluator`` that also answers each leaf's expected final score:
+    ``with_score(planes) -> (policy, value, score_mean float32[B])``, the score in points
+    from the mover's view (``engine.network.CompiledModel`` with the score head)."""
+
+    def __call__(self, planes: np.ndarray, /) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def with_score(self, planes: np.ndarray, /) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+def score_utility(score_mean: np.ndarray, *, weight: float, scale: float) -> np.ndarray:
+    """KataGo's static score utility, ``float32[B]``: ``weight * (2 / pi) * atan(score_mean
+    / scale)``, in (-weight, weight); a lead of ``scale`` points is worth half the weight."""
+    mean = np.asarray(score_mean, dtype=np.float64)
+    return (weight * (2.0 / np.pi) * np.arctan(mean / scale)).astype(np.float32)
 
 
 def no_evaluation(game: Game) -> tuple[np.ndarray, np.ndarray]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import DTypeLike
 
 from tengen.engine.games import kernels as R
 from tengen.engine.games.base import Game
-from tengen.engine.mcts.evaluators import Evaluator, no_evaluation
+from tengen.engine.mcts.evaluators import Evaluator, no_evaluation, score_utility
 from tengen.engine.mcts.gumbel import gumbel_action, improved_policy_into
 from tengen.engine.mcts.settings import GUMBEL_C_SCALE, GUMBEL_C_VISIT, NUM_SETTINGS, SearchSettings
 from tengen.engine.mcts.tree import (
@@ -29,7 +29,21 @@ from tengen.engine.mcts.tree import (
 )
 from tengen.engine.mcts.walk import apply_kernel, gather_kernel_go, gather_kernel_mnk
 
-__all__ = ["MoveRule", "Search", "search_bytes"]
+__all__ = ["MoveRule", "Search", "scored_evaluation", "search_bytes"]
+
+
+def scored_evaluation(evaluate: Evaluator | None, settings: SearchSettings) -> Any:
+    """The evaluator's ``with_score`` where ``settings.score_utility`` asks for the score
+    utility (None where it does not); a ``ValueError`` where the evaluator has none (a
+    network without the score head, or an evaluation path that returns policy and
+    value only)."""
+    if settings.score_utility <= 0:
+        return None
+    scored = getattr(evaluate, "with_score", None)
+    if scored is None:
+        raise ValueError("score_utility needs an evaluator that answers scores (a network with the score head, "
+                         "called in this process): set mcts.score_utility to 0 or load a model with the head")
+    return scored
 
 
 class MoveRule(NamedTuple):
@@ -202,13 +216,23 @@ class Search:
             raise RuntimeError("create the Search with keep_leaf_states=True")
         return self._states[: self._pending]
 
-    def apply(self, policy: np.ndarray, value: np.ndarray) -> None:
+    def apply(self, policy: np.ndarray, value: np.ndarray, score: np.ndarray | None = None) -> None:
+        """Take the gathered leaves' evaluation: ``policy[B, A]``, ``value[B]`` and, from an
+        evaluator with a score head, ``score[B]`` (the mover's expected final score in
+        points), which with ``settings.score_utility`` > 0 adds the score utility to the
+        value backed up (``score_utility``, the board's side as its scale)."""
         n = self._pending
         policy = np.asarray(policy, dtype=np.float32)
         value = np.asarray(value, dtype=np.float32).reshape(-1)
         if policy.shape != (n, self.game.num_actions) or value.shape != (n,):
             raise ValueError(f"expected policy [{n}, {self.game.num_actions}] and value [{n}], "
                              f"got {policy.shape} and {value.shape}")
+        if score is not None and self.settings.score_utility > 0:
+            score = np.asarray(score, dtype=np.float32).reshape(-1)
+            if score.shape != (n,):
+                raise ValueError(f"expected score [{n}], got {score.shape}")
+            side = float(np.sqrt(self.game.board_shape[0] * self.game.board_shape[1]))
+            value = value + score_utility(score, weight=self.settings.score_utility, scale=side)
         if self._rules:
             self._forbid_at_leaves(n)
         apply_kernel(self.tree, self._settings, self._leaf_game, self._leaf_node, n, policy, value)
@@ -240,8 +264,10 @@ class Search:
             active: np.ndarray | None = None) -> int:
         """Search until every active game's root has ``simulations`` visits; returns the
         number of evaluator calls (a round whose walks all ended on terminal nodes
-        needs none)."""
+        needs none). With ``settings.score_utility`` > 0 the evaluator must answer scores
+        too (``ScoredEvaluator``), and the leaves' values get the score utility."""
         calls = 0
+        scored = scored_evaluation(evaluate, self.settings)
         while True:
             planes = self.gather(simulations, active)
             if len(planes) == 0:
@@ -249,8 +275,11 @@ class Search:
                     self.apply(*no_evaluation(self.game))
                     continue
                 return calls
-            policy, value = evaluate(planes)
-            self.apply(policy, value)
+            if scored is not None:
+                self.apply(*scored(planes))
+            else:
+                policy, value = evaluate(planes)
+                self.apply(policy, value)
             calls += 1
 
     # -- results ------------------------------------------------------------------------

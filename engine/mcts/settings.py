@@ -108,6 +108,15 @@ class SearchSettings:
     it off: the write on every ply of every
     backup cost Connect Four's search 5% of its speed (bench/mcts.py against 90ef343,
     2026-12-06: 0.90 with it, 0.95 without).
+
+    ``score_utility`` above 0 (Go, a network with the score head) adds KataGo's static
+    score utility to every evaluated leaf's value as it returns to the search
+    (``Search.apply`` with the leaves' scores, ``score_utility``): the value backed up is
+    winloss + w * (2 / pi) * atan(scoreMean / side), the board's side as the scale (KataGo:
+    the square root of the board's area), so that between two equal wins the search
+    prefers the bigger. The values the tree then holds are utilities, in [-1 - w, 1 + w].
+    Only searches whose evaluator answers a score use it (``ScoredEvaluator``):
+    ``Search.run`` and the searching player of GTP and the play page.
     """
 
     simulations: int = 200
@@ -129,6 +138,7 @@ class SearchSettings:
     lcb_z: float = 0.0
     lcb_min_visit_share: float = 0.15
     value_spread: bool = False
+    score_utility: float = 0.0
 
     #: the settings that are for training's games, and why play (GTP, the play page,
     #: ``tengen match``, the benches' model players) leaves them out: ``for_play()``
@@ -169,6 +179,8 @@ class SearchSettings:
             raise ValueError(f"discount must be in (0, 1], got {self.discount}")
         if self.lcb_z > 0 and self.search != "puct":
             raise ValueError("lcb_z needs search='puct': Gumbel search picks its move by sequential halving")
+        if not 0.0 <= self.score_utility <= 1.0:
+            raise ValueError(f"score_utility must be in [0, 1], got {self.score_utility}")
         if self.lcb_z < 0 or not 0.0 <= self.lcb_min_visit_share <= 1.0:
             raise ValueError(f"lcb_z must be >= 0 and lcb_min_visit_share in [0, 1], got {self.lcb_z} and "
                              f"{self.lcb_min_visit_share}")

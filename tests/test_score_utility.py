@@ -1,0 +1,144 @@
+"""KataGo's static score utility in the search (``mcts.score_utility``): each evaluated
+leaf's value as it returns to the search gets w * (2/pi) * atan(scoreMean / side), so
+that between two equal wins the search prefers the bigger. A fake scored evaluator on
+Go 5x5 with values worked by hand, and a network with the score head."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from tengen.engine.games import make_game
+from tengen.engine.mcts import MoveRule, Search, SearchSettings, score_utility
+from tengen.engine.network import CompiledModel, build_network, save_weights_file
+from tengen.play.search_player import SearchPlayer
+from tengen.run.checkpoint import load_model, load_player
+from tengen.run.config import ConfigError, parse_config
+
+GO5 = make_game("go", size=5)
+C3, A1 = GO5.text_to_action("C3"), GO5.text_to_action("A1")
+
+
+def test_the_utility_by_hand():
+    # atan(5 / 5) = pi / 4: a lead of one board side is worth half the weight
+    u = score_utility(np.array([5.0, -5.0, 0.0, 1e9]), weight=0.2, scale=5.0)
+    np.testing.assert_allclose(u, [0.1, -0.1, 0.0, 0.2], rtol=1e-6)
+
+
+class BlackWinsEverywhere:
+    """Every position is Black's win at 0.6 (from the mover's view: +0.6 with Black to
+    move, -0.6 with White), with priors uniform but for A1's, twice the others'; Black's lead is 10 points with a black
+    stone on C3 and 1 point without (the mover's view again: negated for White)."""
+
+    calls = 0
+
+    def _evaluate(self, planes):
+        black_to_move = GO5.movers(planes) == 0
+        # planes 0 and 1: the mover's stones and the opponent's
+        black_c3 = np.where(black_to_move, planes[:, 2, 2, 0], planes[:, 2, 2, 1]) > 0
+        sign = np.where(black_to_move, 1.0, -1.0)
+        policy = np.ones((len(planes), GO5.num_actions), np.float32)
+        policy[:, A1] = 2.0
+        policy /= policy.sum(axis=1, keepdims=True)
+        return policy, (0.6 * sign).astype(np.float32), (sign * np.where(black_c3, 10.0, 1.0)).astype(np.float32)
+
+    def __call__(self, planes):
+        policy, value, _ = self._evaluate(planes)
+        return policy, value
+
+    def with_score(self, planes):
+        self.calls += 1
+        return self._evaluate(planes)
+
+
+def search_between_c3_and_a1(weight: float) -> Search:
+    search = Search(GO5, games=1, settings=SearchSettings(simulations=40, leaves_per_round=1, score_utility=weight))
+    search.reset(0)
+    only_two = np.ones(GO5.num_actions, bool)
+    only_two[[C3, A1]] = False
+    search.restrict(0, [MoveRule(player=0, forbidden=only_two, until_depth=1)])
+    search.run(BlackWinsEverywhere())
+    return search
+
+
+def test_the_score_term_picks_the_bigger_of_two_equal_wins():
+    # Without it both moves are worth 0.6 to Black: A1, the likelier by its prior, gets
+    # the more visits and is played.
+    plain = search_between_c3_and_a1(0.0)
+    visits = plain.root_visits(0)
+    np.testing.assert_allclose(plain.root_q(0)[[C3, A1]], [0.6, 0.6], rtol=1e-5)
+    assert visits[C3] + visits[A1] == 39 and visits[A1] > visits[C3]
+    assert plain.best_move(0) == A1
+    # With weight 0.5 (the side, 5, as the scale), every value under C3 (a black stone
+    # there: a 10-point lead) is 0.6 + 0.5 * (2/pi) * atan(10 / 5) = 0.952 to Black;
+    # under A1 it is 0.6 + 0.5 * (2/pi) * atan(1 / 5) = 0.663 until Black takes C3 too.
+    scored = search_between_c3_and_a1(0.5)
+    q = scored.root_q(0)
+    assert q[C3] == pytest.approx(0.6 + 0.5 * 2 / math.pi * math.atan(2.0), rel=1e-5)
+    assert q[A1] < q[C3]
+    assert scored.root_visits(0)[C3] > scored.root_visits(0)[A1]
+    assert scored.best_move(0) == C3
+
+
+def test_a_search_that_asks_for_the_utility_needs_an_evaluator_with_scores():
+    search = Search(GO5, games=1, settings=SearchSettings(simulations=8, score_utility=0.1))
+    search.reset(0)
+    evaluator = BlackWinsEverywhere()
+    with pytest.raises(ValueError, match="score_utility needs an evaluator that answers scores"):
+        search.run(lambda planes: evaluator(planes))
+    with pytest.raises(ValueError, match="score_utility must be in"):
+        SearchSettings(score_utility=1.5)
+
+
+def test_the_searching_player_evaluates_with_scores_when_asked():
+    evaluator = BlackWinsEverywhere()
+    player = SearchPlayer(evaluator, search=SearchSettings(simulations=16, score_utility=0.5), simulations=16)
+    player.search(GO5, GO5.initial_state())
+    assert evaluator.calls > 0
+    plain = BlackWinsEverywhere()
+    SearchPlayer(plain, search=SearchSettings(simulations=16), simulations=16).search(GO5, GO5.initial_state())
+    assert plain.calls == 0
+
+
+def tiny(*, score: bool):
+    return build_network(input_shape=GO5.planes_shape, num_actions=GO5.num_actions, blocks=1, filters=8, score=score)
+
+
+def test_a_network_with_the_head_answers_the_evaluation_and_the_score_in_one_call():
+    compiled = CompiledModel(tiny(score=True), buckets=(1, 8))
+    planes = np.random.default_rng(0).integers(0, 2, (3, *GO5.planes_shape)).astype(np.float32)
+    policy, value, mean = compiled.with_score(planes)
+    np.testing.assert_allclose(policy, compiled(planes)[0], atol=1e-6)
+    np.testing.assert_allclose(value, compiled(planes)[1], atol=1e-6)
+    np.testing.assert_allclose(mean, compiled.score(planes)[:, 0], atol=1e-4)
+    with pytest.raises(ValueError, match="no score head"):
+        CompiledModel(tiny(score=False)).with_score(planes)
+
+
+GO5_CONFIG = {"game": {"name": "go", "size": 5}, "network": {"blocks": 1, "filters": 8, "score": True},
+              "mcts": {"simulations": 8, "score_utility": 0.1}}
+
+
+def test_the_config_gives_the_utility_to_play_only_and_needs_the_head(tmp_path):
+    config = parse_config(GO5_CONFIG)
+    assert config.play_search().score_utility == 0.1
+    assert config.search_settings().score_utility == 0.0  # self-play's evaluations carry no score
+    assert config.gating_options().player.search.score_utility == 0.0
+    assert parse_config({"game": {"name": "go", "size": 5}}).play_search().score_utility == 0.0
+    with pytest.raises(ConfigError, match="mcts.score_utility needs network.score"):
+        parse_config({**GO5_CONFIG, "network": {"blocks": 1, "filters": 8}})
+    # a model without the head loads under this config, searching without the utility
+    save_weights_file(tiny(score=False), tmp_path / "old.safetensors", metadata={})
+    loaded, _, _ = load_model(tmp_path / "old.safetensors", config)
+    assert not loaded.network.score and loaded.play_search().score_utility == 0.0
+    # and one with the head plays with it
+    config_file = tmp_path / "go5.yaml"
+    config_file.write_text(yaml.safe_dump(GO5_CONFIG))
+    save_weights_file(tiny(score=True), tmp_path / "new.safetensors", metadata={})
+    loaded, game, player = load_player(str(tmp_path / "new.safetensors"), str(config_file), 8)
+    assert player.settings.score_utility == 0.1
+    state = game.initial_state()
+    assert game.legal_mask(state)[player(game, state, [])]
