@@ -134,8 +134,9 @@ class AnalysisEngine:
             worker.join()
 
     def _game(self, query: Query) -> GoGame:
-        history = self._players[0].history_length or 8
-        return GoGame(size=query.size, komi=query.komi, history_length=history)
+        player = self._players[0]
+        return GoGame(size=query.size, komi=query.komi, history_length=player.history_length or 8,
+                      features=bool(player.features))
 
     def _action(self, obj: dict[str, Any], query_id: Any) -> None:
         action = obj["action"]

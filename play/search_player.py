@@ -101,7 +101,8 @@ class SearchPlayer:
     walks by UCT, ``SearchSettings.for_rollouts``); ``simulations``, its default visit
     limit (None: ``search.simulations``; 0 with a network: its raw policy); ``seed``
     (rollouts, and Gumbel's ties); and what the network was trained for (``size``,
-    ``history_length``, ``komi``; None when anything goes, as for rollouts).
+    ``history_length``, ``komi``, ``features``: Go's feature planes; None when anything
+    goes, as for rollouts).
 
     A ``SearchPlayer`` is also a move chooser: ``player(game, state, history)``
     returns the most visited move after ``simulations`` visits (with ``solver``, a
@@ -118,6 +119,7 @@ class SearchPlayer:
         size: int | None = None,
         history_length: int | None = None,
         komi: float | None = None,
+        features: bool | None = None,
     ):
         simulations = search.simulations if simulations is None else simulations
         if simulations < 0 or (evaluate is None and simulations < 1):
@@ -129,6 +131,7 @@ class SearchPlayer:
         self.size = size
         self.history_length = history_length
         self.komi = komi
+        self.features = features
         self._searches: dict[tuple[int, int], Search] = {}
         self._rollouts: dict[int, RolloutEvaluator] = {}
 
@@ -142,6 +145,9 @@ class SearchPlayer:
             return f"the model was trained on {self.size}x{self.size} and plays no other size"
         if self.history_length is not None and game.history_length != self.history_length:
             return f"the model reads {self.history_length} positions of history, the game keeps {game.history_length}"
+        if self.features is not None and getattr(game, "features", False) != self.features:
+            return ("the model reads Go's feature planes (game.features), the game has none" if self.features
+                    else "the model reads no feature planes, the game has Go's (game.features)")
         return None
 
     def __call__(self, game: Game, state: np.ndarray, history: Sequence[np.ndarray] = ()) -> int:

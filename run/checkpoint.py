@@ -113,5 +113,6 @@ def load_player(checkpoint: str | Path, config_path: str | Path | None, simulati
     player = SearchPlayer(evaluate, search=search, simulations=simulations, seed=config.seed,
                           size=game.board_shape[0] if go else None,
                           history_length=game.history_length if go else None,
-                          komi=getattr(game, "komi", None) if go else None)
+                          komi=getattr(game, "komi", None) if go else None,
+                          features=getattr(game, "features", False) if go else None)
     return config, game, player

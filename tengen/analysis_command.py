@@ -44,7 +44,8 @@ def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, vis
 
         def make_player() -> SearchPlayer:
             return SearchPlayer(shared, search=searched, simulations=visits, seed=loaded.seed,
-                                size=game.size, history_length=game.history_length, komi=game.komi)
+                                size=game.size, history_length=game.history_length, komi=game.komi,
+                                features=game.features)
     else:
         head, score_head, sizes, name = None, None, [size], f"rollouts ({size}x{size}, no model)"
 

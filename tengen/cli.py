@@ -133,7 +133,7 @@ def _run_gtp(args: argparse.Namespace) -> int:
                 raise ValueError(f"the model plays {game.name}, not {args.game}")
             size, superko = game.size, game.superko or args.superko
             komi = game.komi if komi is None else komi
-            rules |= {"history_length": game.history_length, "max_moves": game.max_moves}
+            rules |= {"history_length": game.history_length, "max_moves": game.max_moves, "features": game.features}
         engine = GtpEngine(size=size, komi=7.5 if komi is None else komi, superko=superko, seed=args.seed,
                            player=player, scoring=args.scoring,
                            resign_threshold=None if args.no_resign else args.resign_threshold,

@@ -604,3 +604,20 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["--regen"]:
         raise SystemExit("usage: python tests/test_gtp.py --regen")
     _regen()
+
+
+def test_a_model_that_reads_go_s_feature_planes_gets_them_from_its_board_through_every_command():
+    # what the network of a run with game.features was trained on: 20 planes beside the stones
+    with_features = GoGame(size=9, features=True)
+    seen: list[int] = []
+
+    def evaluate(planes):
+        seen.append(planes.shape[-1])
+        return uniform_evaluator(82)(planes)
+
+    player = SearchPlayer(evaluate, search=SearchSettings(simulations=8), size=9, history_length=8, features=True)
+    assert "feature planes" in str(pytest.raises(ValueError, GtpEngine, size=9, player=player).value)
+    engine = GtpEngine(size=9, player=player, features=True)
+    for command in ("genmove b", "komi 6.5", "genmove w", "boardsize 9", "genmove b"):
+        assert engine.handle(command).startswith("="), command
+    assert set(seen) == {with_features.planes_shape[-1]}

@@ -53,8 +53,8 @@ class GtpEngine:
     resign) and ``resign_moves``, ``lag`` (seconds kept back per timed move),
     ``search`` (how analysis and genmove_analyze search without a model: rollout
     MCTS, its visit limit and constants, ``SearchSettings.for_rollouts``; a model's
-    player brings its own), ``analysis_visits`` (the visit limit of analysis), ``history_length``
-    and ``max_moves`` (the rules' and the model's), ``warn`` (where warnings go;
+    player brings its own), ``analysis_visits`` (the visit limit of analysis), ``history_length``,
+    ``max_moves`` and ``features`` (the rules' and the model's: Go's feature planes), ``warn`` (where warnings go;
     default stderr).
     """
 
@@ -75,6 +75,7 @@ class GtpEngine:
         analysis_visits: int = 10_000,
         history_length: int = 8,
         max_moves: int | None = None,
+        features: bool = False,
         warn: Callable[[str], None] | None = None,
     ):
         if scoring not in SCORING:
@@ -85,7 +86,7 @@ class GtpEngine:
             superko=superko, seed=seed, player=player, ownership=ownership or (lambda game: PlayoutOwnership(game)),
             scoring=scoring, resign_threshold=resign_threshold, resign_moves=resign_moves, lag=lag,
             search=search, analysis_visits=analysis_visits, history_length=history_length,
-            max_moves=max_moves,
+            max_moves=max_moves, features=features,
             warn=warn or (lambda text: print(f"tengen gtp: {text}", file=sys.stderr, flush=True)),
         )
         game = session.make_game(size, komi)

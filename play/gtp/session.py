@@ -134,8 +134,9 @@ class Session:
     def __init__(self, *, superko: bool, seed: int | None, player: Player | None,
                  ownership: Callable[[GoGame], Ownership], scoring: str, resign_threshold: float | None,
                  resign_moves: int, lag: float, search: SearchSettings, analysis_visits: int, history_length: int,
-                 max_moves: int | None, warn: Callable[[str], None]):
+                 max_moves: int | None, warn: Callable[[str], None], features: bool = False):
         self._superko = superko
+        self._features = features
         self._history_length = history_length
         self._max_moves = max_moves
         self.rng = np.random.default_rng(seed)
@@ -160,7 +161,7 @@ class Session:
     def make_game(self, size: int, komi: float) -> GoGame:
         """The rules for a board of ``size`` with ``komi``, the rest as the engine's."""
         return GoGame(size=size, komi=komi, superko=self._superko, max_moves=self._max_moves,
-                      history_length=self._history_length)
+                      history_length=self._history_length, features=self._features)
 
     def set_game(self, game: GoGame, record: Record | None = None) -> None:
         """A new board (size or rules changed, or a record loaded): ``record``
