@@ -129,6 +129,11 @@ def _run_gtp(args: argparse.Namespace) -> int:
                 raise ValueError(f"the checkpoint plays {config.game.name}, not go")
             if (ownership := gtp_ownership(config, player)) is not None:
                 rules["ownership"] = ownership
+            if config.network.score:
+                from tengen.play.score import NetworkScore
+
+                head = player.evaluate.score
+                rules["score"] = lambda game: NetworkScore(game, head)
             if args.game and GO_GAMES[args.game] != game.size:
                 raise ValueError(f"the model plays {game.name}, not {args.game}")
             size, superko = game.size, game.superko or args.superko

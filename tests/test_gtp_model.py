@@ -69,6 +69,35 @@ def passing_model(model) -> tuple[str, str]:
     return passing, config
 
 
+def test_a_model_with_go_s_feature_planes_and_a_score_head_plays_and_reports_its_scores(tmp_path) -> None:
+    config = tmp_path / "go9-heads.yaml"
+    config.write_text(yaml.safe_dump({
+        "game": {"name": "go", "size": 9, "komi": 7.5, "features": True},
+        "network": {"blocks": 1, "filters": 8, "score": True},
+        "mcts": {"simulations": 16, "leaves_per_round": 8},
+    }))
+    weights = tmp_path / "model.safetensors"
+    script = textwrap.dedent(f"""
+        from tengen.run.config import load_config
+        from tengen.run.checkpoint import build_model
+        from tengen.engine.network import save_weights_file
+        save_weights_file(build_model(load_config({str(config)!r})), {str(weights)!r}, metadata={{"version": "000000"}})
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    engine = Engine(tengen_command("--checkpoint", str(weights), "--config", str(config), "--sims", "16",
+                                   "--no-resign"), "tengen")
+    try:
+        engine.send("play b E5")  # the board's planes are the ones the net reads, 20 feature planes among them
+        assert engine.send("genmove w") not in ("E5", "resign")
+        lines = engine.send("kata-genmove_analyze b 1").split("\n")
+        assert lines[-1].startswith("play ")
+        assert all(" scoreLead " in line and " scoreStdev " in line for line in lines[:-1]), lines
+        assert engine.stderr() == ""
+    finally:
+        engine.close()
+
+
 def test_checkpoint_with_config_plays_refuses_other_sizes_and_warns_about_komi(model) -> None:
     weights, config = model
     engine = Engine(tengen_command("--checkpoint", weights, "--config", config, "--sims", "32", "--no-resign"),

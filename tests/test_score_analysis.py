@@ -86,3 +86,30 @@ def test_without_the_head_the_scores_are_the_ownership_count_with_no_spread():
                       "overrideSettings": {"reportAnalysisWinratesAs": "SIDETOMOVE"}}, score=False)
     assert result["rootInfo"]["scoreLead"] == 7.5 and "scoreStdev" not in result["rootInfo"]
     assert all(info["scoreLead"] == 7.5 and "scoreStdev" not in info for info in result["moveInfos"])
+
+
+def test_kata_analyze_gives_each_move_the_score_after_it_for_the_player_to_move():
+    from gtp_clients import sabaki_parse_analysis
+
+    from tengen.play.gtp import GtpEngine
+
+    def stones_minus_komi(game):
+        # a stand-in head, Black's view: Black's stones less White's, less komi
+        def score(state, history):
+            board = game.board(state)
+            return ScoreBelief(float((board == 1).sum() - (board == 2).sum()) - game.komi, 4.0)
+        return score
+
+    engine = GtpEngine(size=9, seed=0, analysis_visits=32, score=stones_minus_komi)
+    head, line, _ = engine.handle("kata-analyze b 10").split("\n", 2)
+    moves, _ = sabaki_parse_analysis(line, size=9)  # as Sabaki reads the line
+    assert head == "=" and moves
+    # after each Black move: one Black stone, komi 7.5 against it
+    assert {(m["fields"]["scoreLead"], m["fields"]["scoreMean"], m["fields"]["scoreStdev"]) for m in moves} == {
+        ("-6.500000", "-6.500000", "4.000000")}
+    assert engine.handle("play b D4") == "=\n\n"
+    _, line, _ = engine.handle("kata-analyze w 10").split("\n", 2)
+    # White to move: a stone each after its move, so White leads by komi
+    assert {m["fields"]["scoreLead"] for m in sabaki_parse_analysis(line, size=9)[0]} == {"7.500000"}
+    _, line, _ = engine.handle("lz-analyze b 10").split("\n", 2)
+    assert "score" not in line  # Leela Zero's dialect has no score

@@ -7,12 +7,16 @@ did).
 Every command here answers with a ``Stream`` that the dispatcher runs, in the
 background for analysis and to its end for genmove_analyze; this module parses the
 options (``[color] [interval] [key value]...``) and writes the lines in each dialect.
+Where the model has a score head, ``kata-analyze``'s moves carry KataGo's
+``scoreMean``, ``scoreStdev``, ``scoreLead`` and ``scoreSelfplay``: the head's estimate
+of the position after the move, for the player to move (KataGo's GTP reports as the
+side to move), each move's read once per analysis.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +24,7 @@ import numpy as np
 from tengen.play.gtp.commands import COLORS, GtpError, Stream, is_number
 from tengen.play.gtp.moves import generate
 from tengen.play.gtp.session import Session
+from tengen.play.score import ScoreBelief
 from tengen.play.search_player import Analysis
 
 __all__ = ["AnalysisCommands"]
@@ -100,11 +105,12 @@ class AnalysisCommands:
         history = session.record.history()
         player = session.player or session.rollout_player()
         owner = self._owner_text(probe, request)
+        scores = self._move_scores(probe, history, request)
 
         def produce(write: Callable[[str], None], stop: threading.Event | None, live: bool) -> None:
             def report(analysis: Analysis) -> None:
                 if request.interval > 0 and analysis.moves:
-                    write(self._info_line(analysis, request, owner) + "\n")
+                    write(self._info_line(analysis, request, owner, scores) + "\n")
 
             if not live and request.interval <= 0:
                 return  # nothing would be printed: no search
@@ -117,12 +123,14 @@ class AnalysisCommands:
 
     def _genmove_analyze(self, args: list[str], dialect: str) -> Stream:
         request = self._request(args, dialect)
-        owner = self._owner_text(self.session.record.probe(request.color), request)
+        probe = self.session.record.probe(request.color)
+        owner = self._owner_text(probe, request)
+        scores = self._move_scores(probe, self.session.record.history(), request)
 
         def produce(write: Callable[[str], None], stop: threading.Event | None, live: bool) -> None:
             def report(analysis: Analysis) -> None:
                 if request.interval > 0 and analysis.moves:
-                    write(self._info_line(analysis, request, owner) + "\n")
+                    write(self._info_line(analysis, request, owner, scores) + "\n")
 
             snapshots: list[Analysis] = []
             move = generate(self.session, request.color, analyze=True, report=report if live else snapshots.append,
@@ -139,7 +147,28 @@ class AnalysisCommands:
         own = self.session.estimate(probe) * (1.0 if request.color == 0 else -1.0)
         return " ".join(f"{v:.6f}" for v in own)
 
-    def _info_line(self, analysis: Analysis, request: _AnalyzeRequest, owner: str | None) -> str:
+    def _move_scores(self, probe: np.ndarray, history: Sequence[np.ndarray],
+                     request: _AnalyzeRequest) -> Callable[[int], ScoreBelief] | None:
+        """``action -> ScoreBelief`` of the position after the move, from the mover's
+        view, read once per move; None without a score head or in Leela Zero's dialect."""
+        score, game = self.session.score, self.session.game
+        if score is None or request.dialect != "kata":
+            return None
+        sign = 1.0 if request.color == 0 else -1.0
+        known: dict[int, ScoreBelief] = {}
+
+        def after(action: int) -> ScoreBelief:
+            if action not in known:
+                child = probe.copy()
+                game.play(child, action)
+                belief = score(child, [*history, probe])
+                known[action] = ScoreBelief(sign * belief.mean, belief.stdev)
+            return known[action]
+
+        return after
+
+    def _info_line(self, analysis: Analysis, request: _AnalyzeRequest, owner: str | None,
+                   scores: Callable[[int], ScoreBelief] | None = None) -> str:
         game = self.session.game
         moves = analysis.moves if request.max_moves is None else analysis.moves[: request.max_moves]
         parts = []
@@ -150,8 +179,13 @@ class AnalysisCommands:
                 parts.append(f"info move {vertex} visits {m.visits} winrate {round(m.winrate * 10000)} "
                              f"prior {round(m.prior * 10000)} lcb {round(m.lcb * 10000)} order {order} pv {pv}")
             else:
+                score = ""
+                if scores is not None:
+                    lead = scores(m.action)
+                    score = (f"scoreMean {lead.mean:.6f} scoreStdev {lead.stdev:.6f} scoreLead {lead.mean:.6f} "
+                             f"scoreSelfplay {lead.mean:.6f} ")
                 parts.append(f"info move {vertex} visits {m.visits} utility {2 * m.winrate - 1:.6f} "
-                             f"winrate {m.winrate:.6f} prior {m.prior:.6f} lcb {m.lcb:.6f} "
+                             f"winrate {m.winrate:.6f} {score}prior {m.prior:.6f} lcb {m.lcb:.6f} "
                              f"utilityLcb {2 * m.lcb - 1:.6f} order {order} pv {pv}")
         line = " ".join(parts)
         if owner is not None:

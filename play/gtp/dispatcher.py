@@ -27,6 +27,7 @@ from tengen.play.gtp.records import RecordCommands
 from tengen.play.gtp.scoring import SCORING, ScoringCommands
 from tengen.play.gtp.session import Player, Record, Session
 from tengen.play.ownership import Ownership, PlayoutOwnership
+from tengen.play.score import Score
 
 __all__ = ["GtpEngine", "decode_line", "preprocess", "run"]
 
@@ -54,8 +55,9 @@ class GtpEngine:
     ``search`` (how analysis and genmove_analyze search without a model: rollout
     MCTS, its visit limit and constants, ``SearchSettings.for_rollouts``; a model's
     player brings its own), ``analysis_visits`` (the visit limit of analysis), ``history_length``,
-    ``max_moves`` and ``features`` (the rules' and the model's: Go's feature planes), ``warn`` (where warnings go;
-    default stderr).
+    ``max_moves`` and ``features`` (the rules' and the model's: Go's feature planes), ``score``
+    (a factory ``game -> Score`` of the model's score head, for kata-analyze; None: no
+    scores), ``warn`` (where warnings go; default stderr).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class GtpEngine:
         history_length: int = 8,
         max_moves: int | None = None,
         features: bool = False,
+        score: Callable[[GoGame], Score] | None = None,
         warn: Callable[[str], None] | None = None,
     ):
         if scoring not in SCORING:
@@ -86,7 +89,7 @@ class GtpEngine:
             superko=superko, seed=seed, player=player, ownership=ownership or (lambda game: PlayoutOwnership(game)),
             scoring=scoring, resign_threshold=resign_threshold, resign_moves=resign_moves, lag=lag,
             search=search, analysis_visits=analysis_visits, history_length=history_length,
-            max_moves=max_moves, features=features,
+            max_moves=max_moves, features=features, score=score,
             warn=warn or (lambda text: print(f"tengen gtp: {text}", file=sys.stderr, flush=True)),
         )
         game = session.make_game(size, komi)

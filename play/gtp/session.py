@@ -21,6 +21,7 @@ from tengen.engine.games.go import GoGame
 from tengen.engine.mcts import SearchSettings
 from tengen.play.gtp.clock import Clock
 from tengen.play.ownership import Ownership
+from tengen.play.score import Score
 from tengen.play.search_player import Analysis, SearchPlayer
 from tengen.play.sgf import Move, Setup
 
@@ -134,8 +135,10 @@ class Session:
     def __init__(self, *, superko: bool, seed: int | None, player: Player | None,
                  ownership: Callable[[GoGame], Ownership], scoring: str, resign_threshold: float | None,
                  resign_moves: int, lag: float, search: SearchSettings, analysis_visits: int, history_length: int,
-                 max_moves: int | None, warn: Callable[[str], None], features: bool = False):
+                 max_moves: int | None, warn: Callable[[str], None], features: bool = False,
+                 score: Callable[[GoGame], Score] | None = None):
         self._superko = superko
+        self._score_factory = score
         self._features = features
         self._history_length = history_length
         self._max_moves = max_moves
@@ -169,6 +172,7 @@ class Session:
         self.record = record if record is not None else Record(game)
         self._ownership = self._ownership_factory(game)
         self._ownership_cache: dict[bytes, np.ndarray] = {}
+        self.score = None if self._score_factory is None else self._score_factory(game)
         self.new_game()
 
     def new_game(self) -> None:
@@ -182,6 +186,7 @@ class Session:
         self.record.game = game
         self._ownership = self._ownership_factory(game)
         self._ownership_cache = {}
+        self.score = None if self._score_factory is None else self._score_factory(game)
 
     def check_komi(self, komi: float) -> None:
         """Warn (once per komi) when ``komi`` is not the one the model was trained with."""
