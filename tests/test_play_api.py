@@ -60,6 +60,7 @@ def test_a_whole_game_against_the_perfect_player_ends_with_the_right_result(ttt_
             thought = view["thought"]
             assert thought["visits"] >= 64 and abs(sum(thought["share"]) - 1) < 1e-6
             assert 0 <= thought["expected_score"] <= 1 and thought["pv"][0] == view["moves"][-1]["text"]
+            assert thought["lead"] is None  # no score head
             continue
         state = _replayed(view["moves"])
         assert view["legal"] == [a for a in range(9) if TTT.legal_mask(state)[a]]
@@ -149,12 +150,14 @@ def test_the_server_answers_while_the_model_thinks(ttt_server):
 
 
 def test_go_pass_resign_sgf_and_open(tmp_path):
-    """A 9x9 model; ``--open`` hands the URL to the browser that $BROWSER names."""
+    """A 9x9 model that reads Go's feature planes and has a score head; ``--open`` hands
+    the URL to the browser that $BROWSER names."""
     opened = tmp_path / "opened.txt"
     browser = tmp_path / "browser.sh"
     browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
     browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
-    checkpoint = write_checkpoint(tmp_path / "best", {"name": "go", "size": 9, "komi": 7.5}, simulations=16)
+    checkpoint = write_checkpoint(tmp_path / "best", {"name": "go", "size": 9, "komi": 7.5, "features": True},
+                                  simulations=16, network={"score": True})
     server = PlayServer(checkpoint, "--open", env={**os.environ, "BROWSER": str(browser)})
     try:
         wait_for(lambda: opened.exists() and opened.read_text().strip(), timeout_s=PATIENCE_S,  # in the background
@@ -169,6 +172,8 @@ def test_go_pass_resign_sgf_and_open(tmp_path):
         _, view = server.call("POST", f"/api/games/{game}/play", {"action": go.text_to_action("E5")})
         _, view = server.call("POST", f"/api/games/{game}/reply", {"simulations": 16})
         assert len(view["moves"]) == 2 and len(view["thought"]["share"]) == 82
+        # the score head's belief about the position it moved in, from its side
+        assert isinstance(view["thought"]["lead"], float) and view["thought"]["lead_stdev"] >= 0.5
         _, view = server.call("POST", f"/api/games/{game}/play", {"action": 81})  # pass
         assert view["moves"][-1]["text"] == "pass" and not view["over"] and view["to_play"] == 1
         _, view = server.call("POST", f"/api/games/{game}/undo")  # (the model might pass too and end it)

@@ -8,6 +8,7 @@ import pytest
 from tengen.engine.games import IllegalMove
 from tengen.engine.games.go import GoGame
 from tengen.engine.games.mnk import connect4, tictactoe
+from tengen.play.score import ScoreBelief
 from tengen.play.search_player import Analysis, MoveStats
 from tengen.play.sgf import read_sgf
 from tengen.web.session import NotYourTurn, PlaySession, expected_score
@@ -101,3 +102,15 @@ def test_resigning_gives_the_game_to_the_model():
     assert session.over and session.result().text == "B+R" and session.result().winner == 0
     assert "B+R" in session.sgf(application=("tengen", "test"))
     assert session.undo() == 1 and not session.over and session.moves == [game.text_to_action("E5")]
+
+
+def test_the_score_head_s_belief_is_shown_from_the_model_s_side():
+    game = GoGame(size=9, komi=7.5)
+    session = PlaySession(game, person=0, session_id="g")
+    session.play(game.text_to_action("E5"))
+    # Black's view: Black ahead by 2.5, so White, the model to move, trails by 2.5
+    session.play_model(searched(game.text_to_action("C3")), ScoreBelief(2.5, 6.0))
+    assert (session.view()["thought"]["lead"], session.view()["thought"]["lead_stdev"]) == (-2.5, 6.0)
+    session.play(game.text_to_action("G7"))
+    session.play_model(searched(game.text_to_action("C7")))  # a model without the head
+    assert session.view()["thought"]["lead"] is None

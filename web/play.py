@@ -29,7 +29,6 @@ at once, ``MAX_SEARCHES_PER_CLIENT`` of one address: past them a search is a 429
 from __future__ import annotations
 
 import asyncio
-import functools
 import secrets
 from collections import Counter, OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,8 @@ from typing import Any
 from aiohttp import web
 
 from tengen.engine.games.base import Game, IllegalMove
+from tengen.engine.games.go import GoGame
+from tengen.play.score import Score, ScoreBelief
 from tengen.play.search_player import Analysis, SearchPlayer
 from tengen.web.board_view import game_info
 from tengen.web.guard import announce_token, check_exposure, guarded_app, user_token_file
@@ -66,10 +67,13 @@ class PlayServer:
 
     ``simulations``: the page's default visits per move; ``checkpoint``: what the
     page names as the model; ``host``: where it is served; ``token``: what every API
-    call must carry (None: nothing, on loopback only)."""
+    call must carry (None: nothing, on loopback only); ``score``: the model's score
+    head (play/score.py), whose belief about each position it moves in the page shows
+    (None: no head)."""
 
     def __init__(self, game: Game, player: SearchPlayer, *, simulations: int, checkpoint: str,
-                 application: tuple[str, str], host: str = LOOPBACK, token: str | None = None):
+                 application: tuple[str, str], host: str = LOOPBACK, token: str | None = None,
+                 score: Score | None = None):
         if not 1 <= simulations <= MAX_VISITS:
             raise ValueError(f"simulations must be in 1..{MAX_VISITS}, not {simulations}")
         self.game = game
@@ -77,6 +81,7 @@ class PlayServer:
         self.simulations = simulations
         self.checkpoint = checkpoint
         self.application = application
+        self.score = score
         self._games: OrderedDict[str, PlaySession] = OrderedDict()
         self._busy: set[str] = set()  # games whose model is searching or scoring
         self._search = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tengen-search")
@@ -151,12 +156,17 @@ class PlayServer:
         if self._searches.total() >= MAX_SEARCHES:
             raise ApiError(429, f"the model has {MAX_SEARCHES} searches waiting or running: try again shortly")
         state, history = session.position()
-        search = functools.partial(self.player.search, self.game, state, history, **limits)
+        score = self.score
+
+        def search() -> tuple[Analysis, ScoreBelief | None]:
+            return (self.player.search(self.game, state, history, **limits),
+                    None if score is None else score(state, history))
+
         self._busy.add(session.id)
         self._searches[client] += 1
         try:
-            analysis: Analysis = await asyncio.get_running_loop().run_in_executor(self._search, search)
-            session.play_model(analysis)
+            analysis, belief = await asyncio.get_running_loop().run_in_executor(self._search, search)
+            session.play_model(analysis, belief)
         except (ValueError, RuntimeError, MemoryError) as e:  # the page shows why, the server goes on
             raise ApiError(500, f"the model's search failed: {e}") from None
         finally:
@@ -245,8 +255,14 @@ def run_play(checkpoint: str, config: str | None, *, simulations: int | None, ho
     player.search(game, game.initial_state(), max_visits=2 * loaded.mcts.leaves_per_round)
     # The default of the page is the search the model was trained with.
     default = simulations if simulations is not None else min(loaded.mcts.simulations, MAX_VISITS)
+    score = None
+    head = getattr(player.evaluate, "score", None) if loaded.network.score else None
+    if head is not None and isinstance(game, GoGame):
+        from tengen.play.score import NetworkScore
+
+        score = NetworkScore(game, head)
     server = PlayServer(game, player, simulations=default, checkpoint=checkpoint,
-                        application=("tengen", __version__), host=host, token=token)
+                        application=("tengen", __version__), host=host, token=token, score=score)
     return run_app(server.app(), host=host, port=port, open_browser=open_browser,
                    after_url=announce_token(token, generated, user_token_file(TOKEN_FILE)),
                    exposed="anyone who can reach this machine and has the token can play the model")

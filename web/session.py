@@ -24,6 +24,7 @@ import numpy as np
 from tengen.engine.games.base import Game
 from tengen.engine.games.go import GoGame
 from tengen.play.ownership import PlayoutOwnership, area_without_dead, stone_status
+from tengen.play.score import ScoreBelief
 from tengen.play.search_player import Analysis
 from tengen.play.sgf import GoRecord, Move, write_sgf
 from tengen.web.board_view import last_point, player_names
@@ -47,16 +48,21 @@ def expected_score(value: float) -> float:
 class Thought:
     """What the search said before the model played: ``value`` in [-1, 1] for the
     model (the player to move then), ``visits`` at the root, ``share[A]`` of the
-    root's visits per action, ``pv`` the principal variation of the move played."""
+    root's visits per action, ``pv`` the principal variation of the move played;
+    where the model has a score head, ``lead`` (its expected final score difference in
+    points, > 0: the model ahead) and ``lead_stdev``, KataGo's scoreLead and scoreStdev."""
 
     value: float
     visits: int
     seconds: float
     share: tuple[float, ...]
     pv: tuple[int, ...]
+    lead: float | None = None
+    lead_stdev: float | None = None
 
     @classmethod
-    def from_analysis(cls, analysis: Analysis, num_actions: int) -> Thought:
+    def from_analysis(cls, analysis: Analysis, num_actions: int, *, lead: float | None = None,
+                      lead_stdev: float | None = None) -> Thought:
         share = np.zeros(num_actions, dtype=np.float64)
         total = sum(m.visits for m in analysis.moves)
         for m in analysis.moves:
@@ -64,7 +70,8 @@ class Thought:
             share[m.action] = m.visits / total if total else m.prior
         pv = analysis.moves[0].pv if analysis.moves else ()
         return cls(value=float(analysis.value), visits=int(analysis.visits), seconds=float(analysis.seconds),
-                   share=tuple(float(s) for s in share), pv=tuple(int(a) for a in pv))
+                   share=tuple(float(s) for s in share), pv=tuple(int(a) for a in pv), lead=lead,
+                   lead_stdev=lead_stdev)
 
 
 @dataclass(frozen=True)
@@ -133,14 +140,19 @@ class PlaySession:
             raise NotYourTurn("it is the model's move")
         self._play(action)
 
-    def play_model(self, analysis: Analysis) -> int:
-        """The model's move: the best of ``analysis`` (a search of this position)."""
+    def play_model(self, analysis: Analysis, score: ScoreBelief | None = None) -> int:
+        """The model's move: the best of ``analysis`` (a search of this position);
+        ``score``: its score head's belief about this position, Black's view (None:
+        no head)."""
         if not self.model_to_move:
             raise NotYourTurn("it is not the model's move")
         action = analysis.best
         if action is None:
             raise ValueError("the search found no legal move")
-        thought = Thought.from_analysis(analysis, self.game.num_actions)
+        sign = 1.0 if self.to_play == 0 else -1.0
+        thought = Thought.from_analysis(analysis, self.game.num_actions,
+                                        lead=None if score is None else sign * score.mean,
+                                        lead_stdev=None if score is None else score.stdev)
         self._play(action)
         self.thoughts[len(self.moves) - 1] = thought
         return action
@@ -269,6 +281,8 @@ def _thought_view(game: Game, thought: Thought) -> dict:
         "seconds": thought.seconds,
         "share": list(thought.share),
         "pv": [game.action_to_text(a) for a in thought.pv],
+        "lead": thought.lead,
+        "lead_stdev": thought.lead_stdev,
     }
 
 

@@ -65,7 +65,9 @@ function render() {
     $("your-score").textContent = (1 - thought.expected_score).toFixed(2);
     $("search-stats").textContent = `before its move ${thought.move}: value ` +
       `${thought.value >= 0 ? "+" : ""}${thought.value.toFixed(3)}, ${thought.visits} visits in ` +
-      `${thought.seconds.toFixed(2)} s`;
+      `${thought.seconds.toFixed(2)} s` +
+      (thought.lead === null ? "" : `; its score head: it ${thought.lead >= 0 ? "leads" : "trails"} by ` +
+        `${Math.abs(thought.lead).toFixed(1)} ± ${thought.lead_stdev.toFixed(1)} points`);
     $("pv").textContent = $("show-pv").checked && thought.pv.length ? `PV: ${thought.pv.join(" ")}` : "";
   } else {
     $("expected-score").textContent = "–";
