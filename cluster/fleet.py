@@ -80,7 +80,8 @@ class Fleet:
         cluster = config.cluster
         self.pool = InferencePool(run=setup.run_id, network=config.network_spec(), max_batch=cluster.max_batch,
                                   batch_timeout_ms=cluster.batch_timeout_ms,
-                                  cpu_model_calls=cluster.cpu_server_model_calls, starting=starting)
+                                  cpu_model_calls=cluster.cpu_server_model_calls, starting=starting,
+                                  score_utility=config.mcts.score_utility)
         #: the self-play worker actors and their chunk in flight, by worker id
         self.workers: dict[str, Any] = {}
         self.worker_refs: dict[str, Any] = {}

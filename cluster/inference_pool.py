@@ -70,12 +70,14 @@ class _Server:
 class InferencePool:
     """The servers by key and which worker uses which. ``starting`` (cluster/placement.py)
     is told of every server started, and of each that answers, so that one that Ray
-    does not place is reported; None: nothing is told."""
+    does not place is reported; None: nothing is told. ``score_utility``: what every
+    server adds to its values (``InferenceServer``'s, ``mcts.score_utility``)."""
 
     def __init__(self, *, run: str, network: NetworkSpec, max_batch: int, batch_timeout_ms: float,
-                 cpu_model_calls: int, starting: Starting | None = None):
+                 cpu_model_calls: int, starting: Starting | None = None, score_utility: float = 0.0):
         self.run = run
         self.network = network
+        self.score_utility = score_utility
         self.max_batch = max_batch
         self.batch_timeout_ms = batch_timeout_ms
         self.cpu_model_calls = cpu_model_calls
@@ -232,7 +234,7 @@ class InferencePool:
         handle = ray.remote(InferenceServer).options(**options).remote(
             network=self.network, weights=blob, version=version, max_batch=self.max_batch,
             batch_timeout_ms=self.batch_timeout_ms, clients=1, model_calls=1 if gpus else self.cpu_model_calls,
-            metrics=RunMetrics(self.run))
+            metrics=RunMetrics(self.run), score_utility=self.score_utility)
         self.servers[key] = _Server(handle, node, gpus)
         if self.starting is not None:
             self.starting.started(f"inference {key}", handle, {GPU: gpus} if gpus else {CPU: 1.0}, node)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tengen.engine.backend import gpu_available
+from tengen.engine.mcts.evaluators import utility_scale, with_score_utility
 from tengen.engine.network import CompiledModel
 from tengen.learner.learner import Learner
 from tengen.learner.storage import open_storage
@@ -93,7 +94,8 @@ class SingleProcessRun:
         self._incarnation = f"{_WORKER}.{secrets.token_hex(3)}"
         self._games = 0
         self.worker = SelfPlayWorker(game=self.game, selfplay=config.selfplay_settings(), submit=lambda planes: planes,
-                                     resolve=self.best_eval, sink=self._send, seed=config.seed * 1000, halves=1,
+                                     resolve=self._selfplay_evaluator(), sink=self._send, seed=config.seed * 1000,
+                                     halves=1,
                                      games=config.selfplay.games_in_flight, model_version=best,
                                      cache_positions=config.selfplay.cache_positions)
         #: the strength evaluator's child process (started with the first evaluation)
@@ -144,6 +146,15 @@ class SingleProcessRun:
         if stopped:
             self.log(f"{stopped[0]}: stopping cleanly")
         return self.finish()
+
+    def _selfplay_evaluator(self):
+        """What self-play's search calls: the best model, its values with the score
+        utility where the config asks for it (as the Ray run's servers answer)."""
+        weight = self.config.mcts.score_utility
+        if weight <= 0:
+            return self.best_eval
+        height, width = self.game.board_shape
+        return with_score_utility(self.best_eval.with_score, weight=weight, side=utility_scale(height, width))
 
     def should_stop(self) -> bool:
         return self.loop.should_stop()

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import MoveRule, Search, SearchSettings, score_utility
+from tengen.engine.mcts import MoveRule, Search, SearchSettings, score_utility, with_score_utility
 from tengen.engine.network import CompiledModel, build_network, save_weights_file
 from tengen.play.search_player import SearchPlayer
 from tengen.run.checkpoint import load_model, load_player
@@ -125,7 +125,8 @@ GO5_CONFIG = {"game": {"name": "go", "size": 5}, "network": {"blocks": 1, "filte
 def test_the_config_gives_the_utility_to_play_only_and_needs_the_head(tmp_path):
     config = parse_config(GO5_CONFIG)
     assert config.play_search().score_utility == 0.1
-    assert config.search_settings().score_utility == 0.0  # self-play's evaluations carry no score
+    # self-play's search gets it folded into the values its evaluator answers (below)
+    assert config.search_settings().score_utility == 0.0
     assert config.gating_options().player.search.score_utility == 0.0
     assert parse_config({"game": {"name": "go", "size": 5}}).play_search().score_utility == 0.0
     with pytest.raises(ConfigError, match="mcts.score_utility needs network.score"):
@@ -142,3 +143,65 @@ def test_the_config_gives_the_utility_to_play_only_and_needs_the_head(tmp_path):
     assert player.settings.score_utility == 0.1
     state = game.initial_state()
     assert game.legal_mask(state)[player(game, state, [])]
+
+
+def test_self_play_s_evaluator_answers_values_with_the_utility_folded_in():
+    # the mover's view: Black to move on an empty 5x5 board leads by 1 point, and the
+    # position's value is 0.6; the utility of 1 point on a 5-point side is w (2/pi) atan(1/5)
+    planes = GO5.encode(GO5.initial_state())[None]
+    policy, value = with_score_utility(BlackWinsEverywhere().with_score, weight=0.5, side=5.0)(planes)
+    assert value.tolist() == pytest.approx([0.6 + 0.5 * 2 / math.pi * math.atan(1 / 5)])
+    np.testing.assert_allclose(policy, BlackWinsEverywhere()(planes)[0])
+
+
+def test_the_inference_server_folds_the_utility_into_the_values_it_answers():
+    import asyncio
+
+    from tengen.workers.inference_server import InferenceServer
+
+    class StandIn(BlackWinsEverywhere):
+        input_shape = GO5.planes_shape
+        trace_count = 0
+
+        def load_weights_blob(self, blob):
+            return None
+
+    spec = parse_config(GO5_CONFIG).network_spec()
+    planes = np.stack([GO5.encode(GO5.initial_state())] * 3)
+    plain = InferenceServer(network=spec, model=StandIn())
+    folded = InferenceServer(network=spec, model=StandIn(), score_utility=0.5)
+    _, value = asyncio.run(plain.evaluate(planes))
+    _, with_utility = asyncio.run(folded.evaluate(planes))
+    np.testing.assert_allclose(with_utility - value, 0.5 * 2 / math.pi * math.atan(1 / 5), rtol=1e-6)
+    with pytest.raises(ValueError, match="score head"):
+        InferenceServer(network=spec, model=uniform_stand_in(), score_utility=0.5)
+
+
+def uniform_stand_in():
+    from tengen.testing.instant_evaluator import InstantEvaluator
+
+    return InstantEvaluator(input_shape=GO5.planes_shape, num_actions=GO5.num_actions)
+
+
+@pytest.mark.slow
+def test_a_single_process_run_plays_and_trains_with_the_utility_and_the_head(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    config = tmp_path / "go5.yaml"
+    config.write_text(yaml.safe_dump({
+        **GO5_CONFIG, "mcts": {"simulations": 8, "leaves_per_round": 4, "score_utility": 0.1},
+        "selfplay": {"games_in_flight": 8, "resign_threshold": None},
+        "train": {"batch_size": 32, "min_positions": 32, "candidate_every": 4, "replay_window": 2000},
+        "gating": {"rule": "threshold", "threshold": 0.5, "games": 4, "games_in_flight": 4},
+        "evaluation": {"enabled": False}, "stop": {"steps": 8},
+    }))
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "tengen.cli", "train", str(config), "--single-process", "--run-dir",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=600, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    last = json.loads((tmp_path / "run" / "status.jsonl").read_text().splitlines()[-1])
+    # games played to the end (no resignation) train the score head beside the rest
+    assert last["games"] > 0 and last["learner_step"] >= 8 and "score_loss" in last["losses"], last

@@ -38,6 +38,11 @@ Given a ``metrics`` recorder (cluster/inference_pool.py passes the run's
 the server records its batch sizes, latencies, queue depth and model version; as a
 plain object (tests, benchmarks) it records none.
 
+With ``score_utility`` > 0 (``mcts.score_utility``; a network with the score head) the
+server answers each leaf's value with KataGo's score utility added
+(engine/mcts/evaluators.py's ``with_score_utility``): self-play's search, its cache and
+its games take policy and value only, and back the utility up as part of the value.
+
 Given a ``model`` (a ``BatchModel``), the server calls it in place of the network it
 would build: bench/pipeline_ceiling.py passes tengen.testing's ``InstantEvaluator``,
 which answers at once, to measure what the rest of the path can carry. No config
@@ -126,6 +131,7 @@ class InferenceServer:
         metrics: MetricsRecorder | None = None,
         clock: Callable[[], float] = time.perf_counter,
         model: BatchModel | None = None,
+        score_utility: float = 0.0,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -149,6 +155,15 @@ class InferenceServer:
         self._version = int(version)
         self.input_shape: tuple[int, ...] = self._model.input_shape
         self.num_actions = network.num_actions
+        #: the model's answers with the score utility folded in (None: the model's own)
+        self._with_utility: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+        if score_utility > 0:
+            from tengen.engine.mcts.evaluators import utility_scale, with_score_utility
+
+            if getattr(self._model, "with_score", None) is None:
+                raise ValueError("score_utility needs a network with the score head (network.score)")
+            self._with_utility = with_score_utility(self._scored, weight=score_utility,
+                                                    side=utility_scale(*self.input_shape[:2]))
 
         self._model_use = _CallsAndSwaps()
         self._executor = ThreadPoolExecutor(max_workers=self.model_calls, thread_name_prefix="inference-model")
@@ -167,6 +182,10 @@ class InferenceServer:
         self._metrics = metrics
         if metrics is not None:
             metrics.set("tengen_model_version", self._version, component="inference")
+
+    def _scored(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # the model looked up at each call, as a plain call does (a weights swap keeps it)
+        return self._model.with_score(planes)  # type: ignore[attr-defined]
 
     def _build(self, network: NetworkSpec, mixed_precision: bool | None) -> tuple[CompiledModel, bool]:
         """The network, compiled, and whether it computes in mixed precision."""
@@ -311,7 +330,7 @@ class InferenceServer:
         planes = parts[0] if len(parts) == 1 else np.concatenate(parts)
         with self._model_use.call():
             start = time.perf_counter()
-            policy, value = self._model(planes)
+            policy, value = self._model(planes) if self._with_utility is None else self._with_utility(planes)
             return policy, value, time.perf_counter() - start
 
     # -- control ---------------------------------------------------------------------------

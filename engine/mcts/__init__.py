@@ -52,6 +52,8 @@ from tengen.engine.mcts.evaluators import (
     ScoredEvaluator,
     score_utility,
     uniform_evaluator,
+    utility_scale,
+    with_score_utility,
 )
 from tengen.engine.mcts.move_choice import choose_move, visit_policy
 from tengen.engine.mcts.search import MoveRule, Search, search_bytes
@@ -64,6 +66,8 @@ __all__ = [
     "Evaluator",
     "ScoredEvaluator",
     "score_utility",
+    "utility_scale",
+    "with_score_utility",
     "uniform_evaluator",
     "RolloutEvaluator",
     "choose_move",

@@ -4,6 +4,8 @@ evaluator is ``engine.network.CompiledModel``."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -15,7 +17,8 @@ from tengen.engine.games.base import Game
 if TYPE_CHECKING:
     from tengen.engine.mcts.search import Search
 
-__all__ = ["Evaluator", "ScoredEvaluator", "score_utility", "uniform_evaluator", "RolloutEvaluator", "no_evaluation"]
+__all__ = ["Evaluator", "ScoredEvaluator", "score_utility", "utility_scale", "with_score_utility",
+           "uniform_evaluator", "RolloutEvaluator", "no_evaluation"]
 
 
 class Evaluator(Protocol):
@@ -49,6 +52,29 @@ def score_utility(score_mean: np.ndarray, *, weight: float, scale: float) -> np.
     / scale)``, in (-weight, weight); a lead of ``scale`` points is worth half the weight."""
     mean = np.asarray(score_mean, dtype=np.float64)
     return (weight * (2.0 / np.pi) * np.arctan(mean / scale)).astype(np.float32)
+
+
+def utility_scale(height: int, width: int) -> float:
+    """The score utility's scale in points on a board: its side (KataGo's square root of
+    the board's area), so that a lead of a row's worth is worth half the weight."""
+    return math.sqrt(height * width)
+
+
+def with_score_utility(scored: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]], *,
+                       weight: float, side: float) -> Evaluator:
+    """An ``Evaluator`` from a scored one (``ScoredEvaluator.with_score``) whose values
+    carry the score utility (``score_utility`` with the board's ``side`` as its scale),
+    as ``Search.apply`` adds it: for the paths that carry policy and value only
+    (self-play's inference server, its evaluation cache, its ``SelfPlay``), which then
+    back the utility up unchanged. The utility is a function of the position, so a
+    cached answer stays right."""
+
+    def evaluate(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        policy, value, score = scored(planes)
+        value = np.asarray(value, dtype=np.float32).reshape(-1)
+        return policy, value + score_utility(score, weight=weight, scale=side)
+
+    return evaluate
 
 
 def no_evaluation(game: Game) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from numpy.typing import DTypeLike
 
 from tengen.engine.games import kernels as R
 from tengen.engine.games.base import Game
-from tengen.engine.mcts.evaluators import Evaluator, no_evaluation, score_utility
+from tengen.engine.mcts.evaluators import Evaluator, no_evaluation, score_utility, utility_scale
 from tengen.engine.mcts.gumbel import gumbel_action, improved_policy_into
 from tengen.engine.mcts.settings import GUMBEL_C_SCALE, GUMBEL_C_VISIT, NUM_SETTINGS, SearchSettings
 from tengen.engine.mcts.tree import (
@@ -231,7 +231,7 @@ class Search:
             score = np.asarray(score, dtype=np.float32).reshape(-1)
             if score.shape != (n,):
                 raise ValueError(f"expected score [{n}], got {score.shape}")
-            side = float(np.sqrt(self.game.board_shape[0] * self.game.board_shape[1]))
+            side = utility_scale(*self.game.board_shape)
             value = value + score_utility(score, weight=self.settings.score_utility, scale=side)
         if self._rules:
             self._forbid_at_leaves(n)
