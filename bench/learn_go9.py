@@ -53,14 +53,17 @@ from tengen.workers.strength import gnugo_command
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"random": 0.99, "mcts1000": 0.8, "gnugo1": 0.5}
-#: KataGo's techniques as config settings: (on, off) for each
-TECHNIQUES = {
-    "features": ("game.features=true", "game.features=false"),
-    "ownership": ("network.ownership=true", "network.ownership=false"),
-    "playout_cap": ("selfplay.full_search_fraction=0.25", "selfplay.full_search_fraction=1.0"),
-    "global_pooling": ("network.global_pooling_every=2", "network.global_pooling_every=0"),
-    "forced_playouts": ("selfplay.forced_playouts_k=2.0", "selfplay.forced_playouts_k=0"),
-    "lcb": ("mcts.lcb_z=5.0", "mcts.lcb_z=0"),
+#: KataGo's techniques as config settings: (on, off) for each, each a list of ``--set`` values
+TECHNIQUES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "features": (("game.features=true",), ("game.features=false",)),
+    "ownership": (("network.ownership=true",), ("network.ownership=false",)),
+    "playout_cap": (("selfplay.full_search_fraction=0.25",), ("selfplay.full_search_fraction=1.0",)),
+    "global_pooling": (("network.global_pooling_every=2",), ("network.global_pooling_every=0",)),
+    "forced_playouts": (("selfplay.forced_playouts_k=2.0",), ("selfplay.forced_playouts_k=0",)),
+    "lcb": (("mcts.lcb_z=5.0",), ("mcts.lcb_z=0",)),
+    "opponent_policy": (("network.opponent_policy=true",), ("network.opponent_policy=false",)),
+    # the score head and KataGo's static score utility in self-play and play (0.1, KataGo's factor)
+    "score": (("network.score=true", "mcts.score_utility=0.1"), ("mcts.score_utility=0", "network.score=false")),
 }
 
 
@@ -70,8 +73,8 @@ def technique_settings(techniques: str | None, ablate: str | None) -> list[str]:
     if ablate is not None and ablate not in TECHNIQUES:
         raise SystemExit(f"--ablate {ablate}: not one of {', '.join(TECHNIQUES)}")
     if techniques != "on":
-        return [] if ablate is None else [TECHNIQUES[ablate][1]]
-    return [off if name == ablate else on for name, (on, off) in TECHNIQUES.items()]
+        return [] if ablate is None else list(TECHNIQUES[ablate][1])
+    return [value for name, (on, off) in TECHNIQUES.items() for value in (off if name == ablate else on)]
 
 
 def find_gnugo(given: str | None) -> str:

@@ -308,3 +308,17 @@ def test_the_gpu_self_play_figures_leave_the_warm_up_and_the_final_line_out():
     # from the line at 30 s (the one at 5 s is the compilation) to the one at 90 s
     assert got["seconds"] == 60 and got["games_per_min"] == 60.0 and got["evaluations_per_s"] == 100
     assert got["model_busy"] == 0.5  # 30 of the 60 s inside the compiled call
+
+
+def test_every_go9_learning_run_of_the_techniques_is_a_config_that_trains():
+    from tengen.cli import _settings
+    from tengen.run.config import load_config
+
+    learn_go9 = load("learn_go9")
+    everything = learn_go9.technique_settings("on", None)
+    assert "network.score=true" in everything and "game.features=true" in everything
+    for ablate in [None, *learn_go9.TECHNIQUES]:
+        settings = learn_go9.technique_settings("on", ablate)
+        config = load_config("go9").with_settings(_settings(settings))  # as tengen train --set reads them
+        assert (config.network.score if ablate != "score" else not config.network.score), ablate
+    assert learn_go9.technique_settings("config", "lcb") == ["mcts.lcb_z=0"]
