@@ -54,3 +54,21 @@ def test_katrain_analyses_a_game_with_a_tengen_9x9_model(tmp_path):
         assert node["score"] == pytest.approx(sum(node["ownership"]) - 7.5, abs=1e-3)
         assert len(node["ownership"]) == 81 and len(node["policy"]) == 82
         assert node["candidates"] and sum(visits for _, visits, _ in node["candidates"]) >= 39
+
+
+def test_katrain_shows_the_score_head_s_score_of_a_model_that_has_one(tmp_path):
+    python = katrain_python()
+    # a model of a run with KataGo's inputs and its score head: the score KaTrain shows is the head's
+    checkpoint = write_checkpoint(tmp_path / "best", {"name": "go", "size": 9, "komi": 7.5, "features": True},
+                                  simulations=16, network={"ownership": True, "score": True})
+    command = shlex.join([sys.executable, "-m", "tengen.cli", "analysis", "--checkpoint", str(checkpoint)])
+    sgf = "(;GM[1]FF[4]SZ[9]KM[7.5]RU[Chinese];B[ee];W[cc])"
+    done = subprocess.run([str(python), str(ROOT / "tests" / "katrain_driver.py"), f"cd {ROOT} && exec {command}", sgf],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["errors"] == [] and len(seen["nodes"]) == 3
+    for node in seen["nodes"]:
+        assert node["complete"] and isinstance(node["score"], float) and len(node["ownership"]) == 81, node
+        # not the ownership's count: an untrained head and an untrained ownership head disagree
+        assert abs(node["score"] - (sum(node["ownership"]) - 7.5)) > 1e-3, node
