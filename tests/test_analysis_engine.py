@@ -179,6 +179,22 @@ def test_errors_warnings_and_actions_as_katago_writes_them(model_engine):
     assert model_engine.lines.get(timeout=60) == {"error": "unknown action 'dance'", "field": "action", "id": "x"}
 
 
+def test_a_position_set_up_with_initial_stones_and_player_as_katrain_sends_a_loaded_sgf(model_engine):
+    # KaTrain sends an SGF's setup stones (AB/AW) as initialStones, its PL as initialPlayer
+    model_engine.send({**query("setup", [], initialStones=[["B", "D4"], ["W", "E5"], ["B", "F6"]],
+                               initialPlayer="W", includeOwnership=True,
+                               overrideSettings={"wideRootNoise": 0.04, "reportAnalysisWinratesAs": "BLACK"}),
+                       "maxVisits": 16})
+    lines = model_engine.until_final("setup")
+    assert not [line for line in lines if "warning" in line]  # every setting applied
+    final = lines[-1]
+    assert final["turnNumber"] == 0 and final["rootInfo"]["currentPlayer"] == "W"
+    assert not {"D4", "E5", "F6"} & {m["move"] for m in final["moveInfos"]}  # the stones are on the board
+    model_engine.send({**query("pass-setup", [], initialStones=[["B", "pass"]])})
+    (error,) = model_engine.until_final("pass-setup")
+    assert error["field"] == "initialStones"
+
+
 def test_a_query_terminated_reports_once_and_a_queued_one_says_no_results(tmp_path):
     engine = Engine("--game", "go9", "--visits", "50", "--threads", "1")  # rollouts: no model
     try:
@@ -258,3 +274,30 @@ def engine_for_fuzz():
     engine = Engine("--visits", "4", "--threads", "2")
     yield engine
     assert engine.close() == 0
+
+
+def test_waiting_queries_run_highest_priority_first():
+    from tengen.engine.mcts import SearchSettings, uniform_evaluator
+    from tengen.play.analysis_engine import AnalysisEngine
+    from tengen.play.search_player import SearchPlayer
+
+    inside, go_on = threading.Event(), threading.Event()
+    uniform = uniform_evaluator(82)
+
+    def held_first(planes):  # the first query's search waits in the network until the others are queued
+        inside.set()
+        assert go_on.wait(60)
+        return uniform(planes)
+
+    lines: list[str] = []
+    engine = AnalysisEngine(make_player=lambda: SearchPlayer(held_first, search=SearchSettings(simulations=4)),
+                            sizes=[9], ownership_for=lambda game: None, default_visits=4, write=lines.append,
+                            version="test", model_name="uniform")
+    engine.handle_line(json.dumps(query("first", [])))
+    assert inside.wait(60)
+    for name, priority in (("low", -5), ("none", None), ("high", 5)):
+        engine.handle_line(json.dumps({**query(name, []), **({} if priority is None else {"priority": priority})}))
+    go_on.set()
+    engine.close()
+    finished = [json.loads(line)["id"] for line in lines if not json.loads(line).get("isDuringSearch", True)]
+    assert finished == ["first", "high", "none", "low"]
