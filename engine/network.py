@@ -600,6 +600,12 @@ def assign_checked(variables: Mapping[str, Any], tensors: Mapping[str, np.ndarra
     for name, v in variables.items():
         t = tensors[name]
         if tuple(t.shape) != tuple(v.shape):
+            if name.split("/")[-2:] == ["stem_conv", "kernel"] and t.shape[2] != v.shape[2]:
+                # the first layer reads the input planes: the game's encoding differs
+                raise WeightsError(
+                    f"the weights read {t.shape[2]} input planes and this config's game gives {v.shape[2]}: "
+                    "it encodes positions otherwise (Go: two planes a position of game.history_length, Go's feature "
+                    "planes with game.features, the colour to move); use the config the model was trained with")
             raise WeightsError(
                 f"tensor {name!r} has shape {tuple(t.shape)} in the blob but {tuple(v.shape)} in the model"
             )

@@ -187,6 +187,14 @@ def test_blob_for_a_wider_net_names_the_first_bad_tensor(connect4):
         np.testing.assert_array_equal(old, v.numpy())
 
 
+def test_weights_of_another_encoding_say_how_many_planes_each_reads():
+    # a Go model trained without the feature planes, loaded where the config asks for them
+    plain = build_network(input_shape=(9, 9, 17), num_actions=82, blocks=1, filters=8)
+    featured = build_network(input_shape=(9, 9, 37), num_actions=82, blocks=1, filters=8)
+    with pytest.raises(WeightsError, match="the weights read 17 input planes and this config's game gives 37"):
+        weights_from_bytes(featured, weights_to_bytes(plain, metadata={}))
+
+
 def test_blob_for_a_deeper_net_names_the_missing_tensor(connect4):
     shallow = tiny(connect4)
     deep = build_network(input_shape=(6, 7, 3), num_actions=7, blocks=2, filters=8)
