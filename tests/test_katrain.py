@@ -36,16 +36,20 @@ def katrain_python() -> Path:
     return python
 
 
+def katrain_analyses(checkpoint: Path, sgf: str, cwd: Path) -> dict:
+    """What KaTrain's engine and game classes saw analysing ``sgf`` with ``tengen analysis``
+    over ``checkpoint`` as their KataGo command (tests/katrain_driver.py's report)."""
+    command = shlex.join([sys.executable, "-m", "tengen.cli", "analysis", "--checkpoint", str(checkpoint)])
+    done = subprocess.run([str(katrain_python()), str(ROOT / "tests" / "katrain_driver.py"),
+                           f"cd {ROOT} && exec {command}", sgf], capture_output=True, text=True, timeout=600, cwd=cwd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def test_katrain_analyses_a_game_with_a_tengen_9x9_model(tmp_path):
-    python = katrain_python()
     checkpoint = write_checkpoint(tmp_path / "best", {"name": "go", "size": 9, "komi": 7.5}, simulations=16,
                                   network={"ownership": True})
-    command = shlex.join([sys.executable, "-m", "tengen.cli", "analysis", "--checkpoint", str(checkpoint)])
-    sgf = "(;GM[1]FF[4]SZ[9]KM[7.5]RU[Chinese];B[ee];W[cc];B[gg];W[gc])"
-    done = subprocess.run([str(python), str(ROOT / "tests" / "katrain_driver.py"), f"cd {ROOT} && exec {command}", sgf],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.splitlines()[-1])
+    seen = katrain_analyses(checkpoint, "(;GM[1]FF[4]SZ[9]KM[7.5]RU[Chinese];B[ee];W[cc];B[gg];W[gc])", tmp_path)
     assert seen["errors"] == [] and len(seen["nodes"]) == 5
     for node in seen["nodes"]:
         assert node["complete"], node
@@ -57,16 +61,10 @@ def test_katrain_analyses_a_game_with_a_tengen_9x9_model(tmp_path):
 
 
 def test_katrain_shows_the_score_head_s_score_of_a_model_that_has_one(tmp_path):
-    python = katrain_python()
     # a model of a run with KataGo's inputs and its score head: the score KaTrain shows is the head's
     checkpoint = write_checkpoint(tmp_path / "best", {"name": "go", "size": 9, "komi": 7.5, "features": True},
                                   simulations=16, network={"ownership": True, "score": True})
-    command = shlex.join([sys.executable, "-m", "tengen.cli", "analysis", "--checkpoint", str(checkpoint)])
-    sgf = "(;GM[1]FF[4]SZ[9]KM[7.5]RU[Chinese];B[ee];W[cc])"
-    done = subprocess.run([str(python), str(ROOT / "tests" / "katrain_driver.py"), f"cd {ROOT} && exec {command}", sgf],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.splitlines()[-1])
+    seen = katrain_analyses(checkpoint, "(;GM[1]FF[4]SZ[9]KM[7.5]RU[Chinese];B[ee];W[cc])", tmp_path)
     assert seen["errors"] == [] and len(seen["nodes"]) == 3
     for node in seen["nodes"]:
         assert node["complete"] and isinstance(node["score"], float) and len(node["ownership"]) == 81, node
