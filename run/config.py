@@ -246,11 +246,11 @@ class MctsConfig(_Strict):
     """the visits, as a share of the most visited move's, that a move needs to be chosen by its lower confidence
     bound (KataGo's minVisitPropForLCB, 0.15)"""
     score_utility: float = Field(default=_SEARCH.score_utility, ge=0, le=1)
-    """each leaf's value as the search backs it up gets KataGo's static score utility, this times (2/pi)
-    atan(scoreMean / the board's side), so that of two equal wins it prefers the bigger (KataGo's static factor:
-    0.1): in self-play (the inference servers add it to the values they answer) and where a model plays (GTP, the
-    play page, tengen bestmove and match). Needs network.score (Go). 0: win and loss alone. Gating and tengen
-    analysis search without it"""
+    """each leaf's value as the search backs it up mixes in KataGo's static score utility: (1 - this) * value +
+    this * (2/pi) atan(scoreMean / the board's side), so that of two equal wins it prefers the bigger and a won
+    game stays worth the most (KataGo's static factor: 0.1): in self-play (the inference servers mix it into the
+    values they answer) and where a model plays (GTP, the play page, tengen bestmove and match). Needs
+    network.score (Go). 0: win and loss alone. Gating and tengen analysis search without it"""
 
     @model_validator(mode="after")
     def _solver_needs_puct(self) -> MctsConfig:

@@ -1,7 +1,8 @@
 """KataGo's static score utility in the search (``mcts.score_utility``): each evaluated
-leaf's value as it returns to the search gets w * (2/pi) * atan(scoreMean / side), so
-that between two equal wins the search prefers the bigger. A fake scored evaluator on
-Go 5x5 with values worked by hand, and a network with the score head."""
+leaf's value as it returns to the search becomes (1 - w) * value + w * (2/pi) *
+atan(scoreMean / side), so that between two equal wins the search prefers the bigger,
+and a won game stays worth the most. A fake scored evaluator on Go 5x5 with values
+worked by hand, and a network with the score head."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from tengen.engine.games import make_game
-from tengen.engine.mcts import MoveRule, Search, SearchSettings, score_utility, with_score_utility
+from tengen.engine.mcts import MoveRule, Search, SearchSettings, score_utility, value_with_score, with_score_utility
 from tengen.engine.network import CompiledModel, build_network, save_weights_file
 from tengen.play.search_player import SearchPlayer
 from tengen.run.checkpoint import load_model, load_player
@@ -26,6 +27,10 @@ def test_the_utility_by_hand():
     # atan(5 / 5) = pi / 4: a lead of one board side is worth half the weight
     u = score_utility(np.array([5.0, -5.0, 0.0, 1e9]), weight=0.2, scale=5.0)
     np.testing.assert_allclose(u, [0.1, -0.1, 0.0, 0.2], rtol=1e-6)
+    # mixed into the value: (1 - 0.2) * value + the term, so a sure win with a huge lead
+    # is worth exactly 1 and never more
+    mixed = value_with_score(np.array([0.6, 1.0, -1.0, 1.0]), np.array([5.0, 1e9, -1e9, -1e9]), weight=0.2, scale=5.0)
+    np.testing.assert_allclose(mixed, [0.8 * 0.6 + 0.1, 1.0, -1.0, 0.6], rtol=1e-6)
 
 
 class BlackWinsEverywhere:
@@ -73,11 +78,11 @@ def test_the_score_term_picks_the_bigger_of_two_equal_wins():
     assert visits[C3] + visits[A1] == 39 and visits[A1] > visits[C3]
     assert plain.best_move(0) == A1
     # With weight 0.5 (the side, 5, as the scale), every value under C3 (a black stone
-    # there: a 10-point lead) is 0.6 + 0.5 * (2/pi) * atan(10 / 5) = 0.952 to Black;
-    # under A1 it is 0.6 + 0.5 * (2/pi) * atan(1 / 5) = 0.663 until Black takes C3 too.
+    # there: a 10-point lead) is 0.5 * 0.6 + 0.5 * (2/pi) * atan(10 / 5) = 0.652 to Black;
+    # under A1 it is 0.5 * 0.6 + 0.5 * (2/pi) * atan(1 / 5) = 0.363 until Black takes C3 too.
     scored = search_between_c3_and_a1(0.5)
     q = scored.root_q(0)
-    assert q[C3] == pytest.approx(0.6 + 0.5 * 2 / math.pi * math.atan(2.0), rel=1e-5)
+    assert q[C3] == pytest.approx(0.5 * 0.6 + 0.5 * 2 / math.pi * math.atan(2.0), rel=1e-5)
     assert q[A1] < q[C3]
     assert scored.root_visits(0)[C3] > scored.root_visits(0)[A1]
     assert scored.best_move(0) == C3
@@ -150,8 +155,29 @@ def test_self_play_s_evaluator_answers_values_with_the_utility_folded_in():
     # position's value is 0.6; the utility of 1 point on a 5-point side is w (2/pi) atan(1/5)
     planes = GO5.encode(GO5.initial_state())[None]
     policy, value = with_score_utility(BlackWinsEverywhere().with_score, weight=0.5, side=5.0)(planes)
-    assert value.tolist() == pytest.approx([0.6 + 0.5 * 2 / math.pi * math.atan(1 / 5)])
+    assert value.tolist() == pytest.approx([0.5 * 0.6 + 0.5 * 2 / math.pi * math.atan(1 / 5)])
     np.testing.assert_allclose(policy, BlackWinsEverywhere()(planes)[0])
+
+
+def test_self_play_of_sure_wins_with_big_leads_makes_samples_the_stream_takes():
+    # Every position is Black's sure win (+1) by 40 points. The additive utility once
+    # backed up 1 + w and the learner's stream refused the sample ("search_value holds
+    # numbers outside [-1, 1]"): the all-on go9 run's worker failed on every game.
+    from tengen.engine.selfplay import SelfPlay, SelfPlaySettings
+    from tengen.run.codec import encode_game
+
+    def sure_wins(planes):
+        sign = np.where(GO5.movers(planes) == 0, 1.0, -1.0).astype(np.float32)  # the mover's view
+        policy = np.full((len(planes), GO5.num_actions), 1.0 / GO5.num_actions, np.float32)
+        return policy, sign, 40.0 * sign
+
+    # self-play's search takes the utility from its evaluator, as behind the inference server
+    settings = SelfPlaySettings(search=SearchSettings(simulations=16))
+    evaluator = with_score_utility(sure_wins, weight=0.1, side=5.0)
+    records = SelfPlay(GO5, games=2, seed=0, settings=settings).play(evaluator, games=2)
+    for record in records:
+        assert np.abs(record.search_value).max() <= 1.0
+        encode_game(record, worker_id="w000")
 
 
 def test_the_inference_server_folds_the_utility_into_the_values_it_answers():
@@ -172,7 +198,7 @@ def test_the_inference_server_folds_the_utility_into_the_values_it_answers():
     folded = InferenceServer(network=spec, model=StandIn(), score_utility=0.5)
     _, value = asyncio.run(plain.evaluate(planes))
     _, with_utility = asyncio.run(folded.evaluate(planes))
-    np.testing.assert_allclose(with_utility - value, 0.5 * 2 / math.pi * math.atan(1 / 5), rtol=1e-6)
+    np.testing.assert_allclose(with_utility, 0.5 * value + 0.5 * 2 / math.pi * math.atan(1 / 5), rtol=1e-6)
     with pytest.raises(ValueError, match="score head"):
         InferenceServer(network=spec, model=uniform_stand_in(), score_utility=0.5)
 

@@ -53,6 +53,7 @@ from tengen.engine.mcts.evaluators import (
     score_utility,
     uniform_evaluator,
     utility_scale,
+    value_with_score,
     with_score_utility,
 )
 from tengen.engine.mcts.move_choice import choose_move, visit_policy
@@ -66,6 +67,7 @@ __all__ = [
     "Evaluator",
     "ScoredEvaluator",
     "score_utility",
+    "value_with_score",
     "utility_scale",
     "with_score_utility",
     "uniform_evaluator",

@@ -17,7 +17,7 @@ from tengen.engine.games.base import Game
 if TYPE_CHECKING:
     from tengen.engine.mcts.search import Search
 
-__all__ = ["Evaluator", "ScoredEvaluator", "score_utility", "utility_scale", "with_score_utility",
+__all__ = ["Evaluator", "ScoredEvaluator", "score_utility", "value_with_score", "utility_scale", "with_score_utility",
            "uniform_evaluator", "RolloutEvaluator", "no_evaluation"]
 
 
@@ -54,6 +54,17 @@ def score_utility(score_mean: np.ndarray, *, weight: float, scale: float) -> np.
     return (weight * (2.0 / np.pi) * np.arctan(mean / scale)).astype(np.float32)
 
 
+def value_with_score(value: np.ndarray, score_mean: np.ndarray, *, weight: float, scale: float) -> np.ndarray:
+    """The value the search backs up with the score utility, ``float32[B]``: ``(1 - weight)
+    * value + score_utility(score_mean)``, in [-1, 1] as the value is. KataGo adds the
+    score term to the win/loss value; here the win/loss value gives up the score term's
+    weight, because an additive term put a searched position above a won game (+1, a
+    terminal or the solver's proof) and the root's value outside [-1, 1], where the
+    self-play sample, resignation's threshold and Q targets read a value."""
+    value = np.asarray(value, dtype=np.float32).reshape(-1)
+    return ((1.0 - weight) * value + score_utility(score_mean, weight=weight, scale=scale)).astype(np.float32)
+
+
 def utility_scale(height: int, width: int) -> float:
     """The score utility's scale in points on a board: its side (KataGo's square root of
     the board's area), so that a lead of a row's worth is worth half the weight."""
@@ -71,8 +82,7 @@ def with_score_utility(scored: Callable[[np.ndarray], tuple[np.ndarray, np.ndarr
 
     def evaluate(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         policy, value, score = scored(planes)
-        value = np.asarray(value, dtype=np.float32).reshape(-1)
-        return policy, value + score_utility(score, weight=weight, scale=side)
+        return policy, value_with_score(value, score, weight=weight, scale=side)
 
     return evaluate
 

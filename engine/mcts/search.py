@@ -12,7 +12,7 @@ from numpy.typing import DTypeLike
 
 from tengen.engine.games import kernels as R
 from tengen.engine.games.base import Game
-from tengen.engine.mcts.evaluators import Evaluator, no_evaluation, score_utility, utility_scale
+from tengen.engine.mcts.evaluators import Evaluator, no_evaluation, utility_scale, value_with_score
 from tengen.engine.mcts.gumbel import gumbel_action, improved_policy_into
 from tengen.engine.mcts.settings import GUMBEL_C_SCALE, GUMBEL_C_VISIT, NUM_SETTINGS, SearchSettings
 from tengen.engine.mcts.tree import (
@@ -219,8 +219,8 @@ class Search:
     def apply(self, policy: np.ndarray, value: np.ndarray, score: np.ndarray | None = None) -> None:
         """Take the gathered leaves' evaluation: ``policy[B, A]``, ``value[B]`` and, from an
         evaluator with a score head, ``score[B]`` (the mover's expected final score in
-        points), which with ``settings.score_utility`` > 0 adds the score utility to the
-        value backed up (``score_utility``, the board's side as its scale)."""
+        points), which with ``settings.score_utility`` > 0 mixes the score utility into the
+        value backed up (``value_with_score``, the board's side as its scale)."""
         n = self._pending
         policy = np.asarray(policy, dtype=np.float32)
         value = np.asarray(value, dtype=np.float32).reshape(-1)
@@ -232,7 +232,7 @@ class Search:
             if score.shape != (n,):
                 raise ValueError(f"expected score [{n}], got {score.shape}")
             side = utility_scale(*self.game.board_shape)
-            value = value + score_utility(score, weight=self.settings.score_utility, scale=side)
+            value = value_with_score(value, score, weight=self.settings.score_utility, scale=side)
         if self._rules:
             self._forbid_at_leaves(n)
         apply_kernel(self.tree, self._settings, self._leaf_game, self._leaf_node, n, policy, value)

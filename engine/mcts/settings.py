@@ -109,12 +109,13 @@ class SearchSettings:
     backup cost Connect Four's search 5% of its speed (bench/mcts.py against 90ef343,
     2026-12-06: 0.90 with it, 0.95 without).
 
-    ``score_utility`` above 0 (Go, a network with the score head) adds KataGo's static
-    score utility to every evaluated leaf's value as it returns to the search
-    (``Search.apply`` with the leaves' scores, ``score_utility``): the value backed up is
-    winloss + w * (2 / pi) * atan(scoreMean / side), the board's side as the scale (KataGo:
-    the square root of the board's area), so that between two equal wins the search
-    prefers the bigger. The values the tree then holds are utilities, in [-1 - w, 1 + w].
+    ``score_utility`` above 0 (Go, a network with the score head) mixes KataGo's static
+    score utility into every evaluated leaf's value as it returns to the search
+    (``Search.apply`` with the leaves' scores, ``value_with_score``): the value backed up
+    is (1 - w) * winloss + w * (2 / pi) * atan(scoreMean / side), the board's side as the
+    scale (KataGo: the square root of the board's area), so that between two equal wins
+    the search prefers the bigger. The values the tree then holds stay in [-1, 1], and a
+    won game (+1) stays above every position searched.
     Only searches whose evaluator answers a score use it (``ScoredEvaluator``):
     ``Search.run`` and the searching player of GTP and the play page.
     """
