@@ -17,7 +17,9 @@ so that evaluation takes none of training's CPU, every mark plays with a fixed s
   tengen does not depend on it.
 
 With ``--versus RUN_DIR`` every mark also plays the mark of the same name in another
-run (the previous configuration's model, ``--versus-games``, 40).
+run (the previous configuration's model, ``--versus-games``, 40). ``--eval-set KEY=VALUE``
+(repeatable) evaluates the marks with their config so changed, in copies beside them
+(``marks-KEY=VALUE/``): a technique of play alone (lcb) measured on the same models.
 
 KataGo's techniques (issue 44) are measured one at a time: ``--techniques on`` trains
 with every one of ``TECHNIQUES`` on (``tengen train --set``), and ``--ablate NAME`` with
@@ -32,6 +34,7 @@ the point). Run it alone.
     python bench/learn_go9.py [--minutes 60] [--mark-minutes 15] [--mode cluster|single]
     python bench/learn_go9.py --minutes 30 --techniques on --ablate lcb --versus runs/learn_go9/cluster
     python bench/learn_go9.py --eval-only runs/learn_go9/cluster   # evaluate saved marks again
+    python bench/learn_go9.py --eval-only runs/learn_go9/cluster --eval-set mcts.lcb_z=0 --versus runs/learn_go9/cluster
 """
 
 from __future__ import annotations
@@ -42,12 +45,15 @@ from pathlib import Path
 
 import numpy as np
 
+from tengen.cli import _settings
 from tengen.engine.network import CompiledModel
 from tengen.match_command import parse_side, run_match
 from tengen.play.grading import MatchScore
 from tengen.play.match import play_match
 from tengen.play.players import MctsPlayer, RandomPlayer, RolloutMctsPlayer
 from tengen.run.checkpoint import load_model
+from tengen.run.config import load_config
+from tengen.run.run_dir import CONFIG_FILE
 from tengen.testing.training_run import MARKS, marks_in, train
 from tengen.workers.strength import gnugo_command
 
@@ -89,6 +95,24 @@ def find_gnugo(given: str | None) -> str:
         return str(debian.fetch_gnugo())
     except debian.ToolUnavailable as e:
         raise SystemExit(f"no GNU Go: pass --gnugo PATH, or install Debian's gnugo ({e})") from None
+
+
+def marks_with_settings(marks: list[Path], settings: list[str]) -> list[Path]:
+    """Copies of ``marks`` whose config.yaml has each ``KEY=VALUE`` of ``settings`` set, in
+    ``marks-<settings>/`` beside the run's ``marks/`` (the same model files)."""
+    if not settings:
+        return marks
+    try:
+        changes = _settings(settings)  # as tengen train --set reads them
+    except ValueError as e:
+        raise SystemExit(str(e).replace("--set", "--eval-set")) from None
+    copies = []
+    for mark in marks:
+        copy = mark.parent.parent / f"{MARKS}-{','.join(settings)}" / mark.name
+        shutil.copytree(mark, copy, dirs_exist_ok=True, ignore=shutil.ignore_patterns("vs-*"))
+        (copy / CONFIG_FILE).write_text(load_config(mark / CONFIG_FILE).with_settings(changes, "--eval-set").to_yaml())
+        copies.append(copy)
+    return copies
 
 
 def evaluate(mark: Path, args: argparse.Namespace, gnugo: str | None) -> dict[str, MatchScore]:
@@ -154,6 +178,8 @@ def main() -> None:
     parser.add_argument("--versus-games", type=int, default=40)
     parser.add_argument("--gnugo", default=None, help="the gnugo binary (default: PATH, else Debian's package)")
     parser.add_argument("--eval-only", metavar="RUN_DIR", help="evaluate a run directory's saved marks; no training")
+    parser.add_argument("--eval-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="evaluate the marks with this config key changed (repeatable), e.g. mcts.lcb_z=0")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run-dir", default="runs/learn_go9", help="the run goes into <run-dir>/<mode>")
     args = parser.parse_args()
@@ -166,7 +192,7 @@ def main() -> None:
         train(args.mode, config=args.config, run_dir=run_dir, minutes=args.minutes, every=args.eval_every,
               settings=technique_settings(args.techniques, args.ablate))
     rows = []
-    for mark in marks_in(run_dir):
+    for mark in marks_with_settings(marks_in(run_dir), args.eval_set):
         print(f"{mark}:", flush=True)
         rows.append((mark.name, evaluate(mark, args, gnugo)))
     columns = ["random", "mcts1000", *(f"gnugo{level}" for level in args.gnugo_levels), "previous"]

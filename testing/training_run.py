@@ -20,7 +20,8 @@ from tengen.run.records import read_ladder, read_status, read_status_history
 from tengen.run.run_dir import CONFIG_FILE, MODEL_FILE, RunDir
 from tengen.testing.cpu_by_part import CpuByPart, table
 
-__all__ = ["MARKS", "TARGET_CLUSTER_VS_SINGLE", "train", "save_marks", "marks_in", "ratio_lines_cluster_vs_single"]
+__all__ = ["MARKS", "TARGET_CLUSTER_VS_SINGLE", "train", "mark_times", "save_marks", "marks_in",
+           "ratio_lines_cluster_vs_single"]
 
 MARKS = "marks"
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +62,19 @@ def train(mode: str, *, config: str, run_dir: Path, minutes: float, every: float
     return rates
 
 
+def mark_times(every: float, minutes: float, end: float) -> list[tuple[float, float]]:
+    """The marks of a run of ``minutes`` that ended at ``end`` minutes, every ``every``
+    minutes and at its end, each as (its name's minutes, the minute its model is taken
+    at). A run stopped by its limit ends a few seconds past it; its last mark is named
+    by the limit, so that runs of one length meet mark by mark (learn_go9's --versus)."""
+    times, at = [], every
+    while at < minutes - 1e-6 and at < end - every / 4:  # the end's own mark follows
+        times.append((at, at))
+        at += every
+    times.append((minutes if abs(end - minutes) < every / 4 else end, end))
+    return times
+
+
 def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
     """The best model at every ``every`` minutes of the run and at its end, from its
     ladder, models/ and status history, as ``marks/<minutes>min/`` directories."""
@@ -68,14 +82,9 @@ def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
     statuses = read_status_history(files)
     ladder = read_ladder(files).entries
     started = statuses[0].time - statuses[0].elapsed_s
-    marks, at = [], every
-    times, end = [], statuses[-1].elapsed_s / 60
-    while at < minutes - 1e-6 and at < end - every / 4:  # the end's own mark follows
-        times.append(at)
-        at += every
-    times.append(end)
-    for at in times:
-        until = started + at * 60
+    marks = []
+    for at, taken_at in mark_times(every, minutes, statuses[-1].elapsed_s / 60):
+        until = started + taken_at * 60
         best = [entry for entry in ladder if entry["time"] <= until][-1]
         before = [line for line in statuses if line.time <= until + 1e-6]
         games, steps = (before[-1].games, before[-1].learner_step) if before else (0, 0)
@@ -84,8 +93,8 @@ def save_marks(run_dir: Path, every: float, minutes: float) -> list[Path]:
         shutil.copy(files.model(best["version"]), mark / MODEL_FILE)  # a checkpoint directory, as best/
         shutil.copy(files.config, mark / CONFIG_FILE)
         (mark / "mark.json").write_text(json.dumps({
-            "trained_minutes": round(at, 2), "version": best["id"], "games": games, "step": steps}, indent=2))
-        print(f"  {at:5.1f} min: games {games} steps {steps} best {best['id']} -> {mark}", flush=True)
+            "trained_minutes": round(taken_at, 2), "version": best["id"], "games": games, "step": steps}, indent=2))
+        print(f"  {taken_at:5.1f} min: games {games} steps {steps} best {best['id']} -> {mark}", flush=True)
         marks.append(mark)
     return marks
 

@@ -16,7 +16,7 @@ from unavailable import unavailable
 
 from tengen.testing.cpu_by_part import CpuByPart, part_of, resident_mib_by_part
 from tengen.testing.run_files import status_line
-from tengen.testing.training_run import ratio_lines_cluster_vs_single
+from tengen.testing.training_run import mark_times, ratio_lines_cluster_vs_single
 
 rates, spread = load("single_process_speed").rates, load("single_process_speed").spread
 
@@ -175,6 +175,19 @@ def test_the_main_job_is_compared_with_the_single_process_run_per_minute():
         "RATIO cluster_vs_single_steps_per_min 1.150 vs single target 0.9",
     ]
 
+def test_a_run_stopped_by_its_limit_names_its_last_mark_by_the_limit_and_takes_it_at_its_end():
+    # 30 minutes, marks every 15: the run's last status line came 4 s past its limit
+    assert mark_times(15, 30, 30.07) == [(15, 15), (30, 30.07)]
+    assert mark_times(15, 60, 60.2) == [(15, 15), (30, 30), (45, 45), (60, 60.2)]
+
+
+def test_a_run_that_ended_early_names_its_last_mark_by_when_it_ended():
+    # stopped at 20 minutes of 60: a mark at 15, and the end's own (no empty mark at 30)
+    assert mark_times(15, 60, 20.0) == [(15, 15), (20.0, 20.0)]
+    # a few minutes past a mark is too close to it for a mark of its own
+    assert mark_times(15, 60, 17.0) == [(17.0, 17.0)]
+
+
 def test_network_flops_count_two_operations_per_multiply_add_of_the_convolutions_and_dense_layers():
     import keras
     network_flops = load("inference_flops").network_flops
@@ -322,3 +335,25 @@ def test_every_go9_learning_run_of_the_techniques_is_a_config_that_trains():
         config = load_config("go9").with_settings(_settings(settings))  # as tengen train --set reads them
         assert (config.network.score if ablate != "score" else not config.network.score), ablate
     assert learn_go9.technique_settings("config", "lcb") == ["mcts.lcb_z=0"]
+
+
+def test_go9_marks_are_evaluated_with_a_changed_config_in_copies_beside_them(tmp_path):
+    from tengen.run.config import load_config
+
+    learn_go9 = load("learn_go9")
+    mark = tmp_path / "marks" / "0030.0min"
+    mark.mkdir(parents=True)
+    (mark / "config.yaml").write_text(load_config("go9").with_settings({"mcts.lcb_z": 5.0}).to_yaml())
+    (mark / "model.safetensors").write_bytes(b"the trained weights")
+    (mark / "vs-gnugo1").mkdir()  # an earlier evaluation's games stay with the original
+
+    [copy] = learn_go9.marks_with_settings([mark], ["mcts.lcb_z=0"])
+
+    assert copy == tmp_path / "marks-mcts.lcb_z=0" / "0030.0min"
+    assert load_config(copy / "config.yaml").mcts.lcb_z == 0
+    assert load_config(mark / "config.yaml").mcts.lcb_z == 5.0
+    assert (copy / "model.safetensors").read_bytes() == b"the trained weights"
+    assert not (copy / "vs-gnugo1").exists()
+    assert learn_go9.marks_with_settings([mark], []) == [mark]
+    with pytest.raises(SystemExit, match="--eval-set 'lcb': give KEY=VALUE"):
+        learn_go9.marks_with_settings([mark], ["lcb"])
