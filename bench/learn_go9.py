@@ -13,7 +13,7 @@ so that evaluation takes none of training's CPU, every mark plays with a fixed s
 - GNU Go 3.8 at each of ``--gnugo-levels`` (1 and 5) over GTP with ``--chinese-rules``
   (``--gnugo-games`` each, 40), through ``tengen match``'s code (tengen/match_command.py: a KGS-style cleanup phase when
   GNU Go sees dead stones, then Tromp-Taylor on the board). GNU Go is ``--gnugo``,
-  else the one on PATH, else Debian's package unpacked into .cache/ as the tests do;
+  else the one on PATH or in /usr/games, else Debian's package unpacked into .cache/ as the tests do;
   tengen does not depend on it.
 
 With ``--versus RUN_DIR`` every mark also plays the mark of the same name in another
@@ -55,6 +55,7 @@ from tengen.run.checkpoint import load_model
 from tengen.run.config import load_config
 from tengen.run.run_dir import CONFIG_FILE
 from tengen.testing.training_run import MARKS, marks_in, train
+from tengen.workers import strength
 from tengen.workers.strength import gnugo_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,9 +87,9 @@ def technique_settings(techniques: str | None, ablate: str | None) -> list[str]:
 def find_gnugo(given: str | None) -> str:
     if given:
         return given
-    on_path = shutil.which("gnugo")
-    if on_path:
-        return on_path
+    installed = strength.find_gnugo()
+    if installed:
+        return installed
     from tengen.testing import debian  # the tests' Debian fetch: apt-get download, dpkg-deb -x, no root
 
     try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from tengen.engine.games import make_game
 from tengen.engine.network import weights_to_bytes
 from tengen.play.solvers import tictactoe_optimal_actions
 from tengen.run.config import parse_config
+from tengen.workers import strength
 from tengen.workers.strength import (
     CpuShare,
     StrengthEvaluator,
@@ -93,15 +93,36 @@ def test_connect4_is_graded_on_labelled_positions_and_against_pure_mcts():
     assert scores["positions_optimal"]["value"] <= scores["positions_outcome"]["value"]
 
 
-def test_go_without_gnu_go_says_so(monkeypatch):
+def test_go_without_gnu_go_says_so(monkeypatch, tmp_path):
     config = parse_config({"game": {"name": "go", "size": 5}, "evaluation": {"games": 2, "mcts_simulations": 4}})
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert shutil.which("gnugo") is None
+    monkeypatch.setattr(strength, "GNUGO_OUTSIDE_PATH", (str(tmp_path / "games" / "gnugo"),))
+    assert strength.find_gnugo() is None
     scores = by_reference(StrengthEvaluator(game=config.game.make(), options=config.strength_options()).measure(
         random_side(config.game.make(), seed=2)))
-    assert scores["vs_gnugo1"] == {"reference": "vs_gnugo1", "measure": "score", "value": None, "se": None,
-                                   "n": 0, "skipped": "GNU Go is not installed (no gnugo on the PATH)"}
+    assert scores["vs_gnugo1"] == {
+        "reference": "vs_gnugo1", "measure": "score", "value": None, "se": None, "n": 0,
+        "skipped": f"GNU Go is not installed (no gnugo on the PATH or at {tmp_path / 'games' / 'gnugo'})"}
     assert scores["vs_mcts4"]["n"] == 2
+
+
+def test_gnu_go_is_found_where_debian_puts_it_when_the_path_leaves_that_out(monkeypatch, tmp_path):
+    # Debian's gnugo package installs /usr/games/gnugo; root's PATH has no /usr/games
+    games = tmp_path / "games"
+    games.mkdir()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(strength, "GNUGO_OUTSIDE_PATH", (str(games / "gnugo"),))
+    assert strength.find_gnugo() is None
+    (games / "gnugo").write_text("#!/bin/sh\n")
+    assert strength.find_gnugo() is None  # not executable: not GNU Go
+    (games / "gnugo").chmod(0o755)
+    assert strength.find_gnugo() == str(games / "gnugo")
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    (on_path / "gnugo").write_text("#!/bin/sh\n")
+    (on_path / "gnugo").chmod(0o755)
+    monkeypatch.setenv("PATH", str(on_path))
+    assert strength.find_gnugo() == str(on_path / "gnugo")  # the PATH first
 
 
 class Clocks:

@@ -67,10 +67,13 @@ if TYPE_CHECKING:
 
 __all__ = ["ReferenceScore", "StrengthResult", "StrengthOptions", "StrengthEvaluator", "Side", "CpuShare",
            "model_side", "perfect_tictactoe_side", "random_side", "reachable_positions", "low_priority", "paced",
-           "gnugo_command"]
+           "gnugo_command", "find_gnugo"]
 
 #: how GNU Go is started at a level (play/gtp_player.py's engines; bench/learn_go9.py's)
 GNUGO_COMMAND = "{gnugo} --mode gtp --chinese-rules --level {level}"
+#: where GNU Go is looked for after the PATH: Debian's and Ubuntu's gnugo package puts it in
+#: /usr/games, which root's PATH (and a service's) leaves out
+GNUGO_OUTSIDE_PATH = ("/usr/games/gnugo",)
 #: GNU Go processes at once (one per game slot)
 _GNUGO_SLOTS = 4
 
@@ -197,6 +200,15 @@ def _skipped(reference: str, why: str) -> ReferenceScore:
     return {"reference": reference, "measure": "score", "value": None, "se": None, "n": 0, "skipped": why}
 
 
+def find_gnugo() -> str | None:
+    """GNU Go's binary: ``gnugo`` on the PATH, else one of ``GNUGO_OUTSIDE_PATH``; None
+    where there is none."""
+    on_path = shutil.which("gnugo")
+    if on_path:
+        return on_path
+    return next((place for place in GNUGO_OUTSIDE_PATH if os.path.isfile(place) and os.access(place, os.X_OK)), None)
+
+
 def gnugo_command(gnugo: str, level: int) -> str:
     return GNUGO_COMMAND.format(gnugo=shlex.quote(gnugo), level=level)
 
@@ -263,7 +275,7 @@ class StrengthEvaluator:
     """A model version measured against ``game``'s references (module docstring).
     ``network``: the run's network (None: only ``measure`` is used, for other sides);
     ``pace``: called before each network call (a ``CpuShare``; None: none); ``gnugo``:
-    GNU Go's binary (None: ``gnugo`` on the PATH at each evaluation, if any)."""
+    GNU Go's binary (None: ``find_gnugo`` at each evaluation, if any)."""
 
     def __init__(self, *, game: Game, options: StrengthOptions, network: NetworkSpec | None = None,
                  pace: CpuShare | None = None, gnugo: str | None = None):
@@ -322,9 +334,10 @@ class StrengthEvaluator:
         game = self.game
         assert isinstance(game, GoGame)
         reference = f"vs_gnugo{self.options.gnugo_level}"
-        gnugo = self.gnugo or shutil.which("gnugo")
+        gnugo = self.gnugo or find_gnugo()
         if gnugo is None:
-            return _skipped(reference, "GNU Go is not installed (no gnugo on the PATH)")
+            places = ", ".join(GNUGO_OUTSIDE_PATH)
+            return _skipped(reference, f"GNU Go is not installed (no gnugo on the PATH or at {places})")
         slots = min(self.options.games, _GNUGO_SLOTS)
         engine = GtpPlayer(game, gnugo_command(gnugo, self.options.gnugo_level), slots=slots, name=reference[3:])
         try:
