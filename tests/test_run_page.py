@@ -119,6 +119,12 @@ def test_the_strength_curve_has_a_point_and_an_error_bar_per_evaluation(browser,
         assert plotted(browser, "strength-plot", "optimal_moves") == 3
         assert plotted(browser, "strength-plot", "vs_perfect") == 3
         assert len(browser.find_elements(By.CSS_SELECTOR, "#strength-plot .error-bar")) == 6
+        # each bar is drawn in its series' colour (a path with no stroke is invisible)
+        strokes = browser.execute_script(
+            "const stroke = (e) => getComputedStyle(e).stroke;"
+            "return [...document.querySelectorAll('#strength-plot .error-bar')].map((bar) => [stroke(bar),"
+            " stroke(document.querySelector(`#strength-plot path.series[data-series='${bar.dataset.series}']`))])")
+        assert all(bar == line and bar not in ("none", "") for bar, line in strokes), strokes
         assert "fixed references" in texts(browser, "#strength-plot .plot-title")[0]
         tips = texts(browser, "#strength-plot .marker title")
         assert "000002 at step 200: optimal_moves 0.800 ± 0.030 (256 positions)" in tips

@@ -6,6 +6,8 @@
 //   errorBars: (point) => its standard error: a bar from y - e to y + e with caps, for every
 //     point whose error is a number (class "error-bar", data-series its series' name)
 //   xMin, xMax, yMin, yMax: an axis's ends (default: the data's, widened to nice ticks)
+//   legend: name the series even when there is one; legendAt: "top" (default: curves that
+//     fall, losses, leave the top right free) or "bottom" (curves that rise, strength)
 //   empty: what to say when no series has a point
 // Each series' path carries class "series" and data-series (its name) and data-points
 // (how many points it draws), for the tests and for CSS.
@@ -117,8 +119,9 @@ export function linePlot(svg, spec) {
   if (named.length > 1 || spec.legend) {
     named.forEach((s, k) => {
       const i = series.indexOf(s);
-      // Top right: curves that fall (losses) leave it free.
-      const y = MARGIN.top + 12 + k * 14;
+      const y = spec.legendAt === "bottom"
+        ? MARGIN.top + inner.h - 8 - (named.length - 1 - k) * 14
+        : MARGIN.top + 12 + k * 14;
       const x = MARGIN.left + inner.w - 96;
       el("line", { x1: x, x2: x + 16, y1: y - 4, y2: y - 4, class: `series s${i}` }, svg);
       text(s.name, { x: x + 20, y, class: "legend" }, svg);

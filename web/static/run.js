@@ -88,7 +88,7 @@ function drawPlots() {
   const references = [...new Set(strength.flatMap((e) => e.scores.map((s) => s.reference)))];
   linePlot($("strength-plot"), {
     ...span, title: "Strength against fixed references (± standard error)", xLabel: axis.label,
-    yLabel: "share of positions, or score", yMin: 0, yMax: 1, legend: true, markers: true,
+    yLabel: "share of positions, or score", yMin: 0, yMax: 1, legend: true, legendAt: "bottom", markers: true,
     series: references.map((reference) => ({ name: reference, points: strength.flatMap((e) => e.scores
       .filter((s) => s.reference === reference && s.value !== null)
       .map((s) => [axis.x(e.time), s.value, s.se, e, s])) })),
