@@ -177,8 +177,11 @@ _MODULE = re.compile(r"`(tengen(?:\.[a-z_][a-z0-9_]*)+)`")
 
 def _repository_paths(text: str) -> list[str]:
     """The paths in backticks that name something in the repository: those whose first
-    part is one of its top-level entries, and every ``*.py``."""
-    top = {entry.name for entry in ROOT.iterdir()}
+    part is one of its top-level entries (not what .gitignore leaves out: a run's
+    ``runs/`` is the user's, not the repository's), and every ``*.py``."""
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    top = {entry.name for entry in ROOT.iterdir()} - ignored
     return [path for path in _PATH.findall(text)
             if (path.split("/")[0] in top and "/" in path.rstrip("/")) or path.endswith(".py")]
 
