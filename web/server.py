@@ -107,14 +107,15 @@ async def _serve(app: web.Application, host: str, port: int, on_ready: Callable[
 def run_app(app: web.Application, *, host: str = LOOPBACK, port: int = 0, open_browser: bool = False,
             after_url: Sequence[str] = (), exposed: str = "anyone who can reach this machine can use the page") -> int:
     """Serve ``app`` until Ctrl-C or SIGTERM; the URL is stdout's first line, then the
-    lines ``after_url``; off loopback, stderr says ``exposed``."""
+    lines ``after_url``; off loopback, stderr says ``exposed`` first, so that whoever
+    has read the URL finds the warning written."""
 
     def ready(url: str) -> None:
+        if host != LOOPBACK:
+            print(f"serving on {host}: {exposed}", file=sys.stderr, flush=True)
         print(url, flush=True)
         for line in after_url:
             print(line, flush=True)
-        if host != LOOPBACK:
-            print(f"serving on {host}: {exposed}", file=sys.stderr)
         if open_browser and not webbrowser.open(url):
             print(f"found no browser to open; open {url} yourself", file=sys.stderr, flush=True)
 
