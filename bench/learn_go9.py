@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tengen.cli import _settings
+from tengen.cli import set_pairs
 from tengen.engine.network import CompiledModel
 from tengen.match_command import parse_side, run_match
 from tengen.play.grading import MatchScore
@@ -104,7 +104,7 @@ def marks_with_settings(marks: list[Path], settings: list[str]) -> list[Path]:
     if not settings:
         return marks
     try:
-        changes = _settings(settings)  # as tengen train --set reads them
+        changes = set_pairs(settings)  # as tengen train --set reads them
     except ValueError as e:
         raise SystemExit(str(e).replace("--set", "--eval-set")) from None
     copies = []
@@ -177,7 +177,8 @@ def main() -> None:
     parser.add_argument("--versus", metavar="RUN_DIR", default=None,
                         help="another run (the previous configuration): each mark plays its mark of the same name")
     parser.add_argument("--versus-games", type=int, default=40)
-    parser.add_argument("--gnugo", default=None, help="the gnugo binary (default: PATH, else Debian's package)")
+    parser.add_argument("--gnugo", default=None,
+                        help="the gnugo binary (default: PATH or /usr/games, else Debian's package)")
     parser.add_argument("--eval-only", metavar="RUN_DIR", help="evaluate a run directory's saved marks; no training")
     parser.add_argument("--eval-set", action="append", default=[], metavar="KEY=VALUE",
                         help="evaluate the marks with this config key changed (repeatable), e.g. mcts.lcb_z=0")

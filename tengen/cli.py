@@ -21,7 +21,7 @@ from tengen import QUIET_ENV
 if TYPE_CHECKING:  # the config module loads the engine (numba): not for --version
     from tengen.run.config import TengenConfig
 
-__all__ = ["main", "build_parser", "SUBCOMMANDS", "GO_GAMES", "gtp_ownership"]
+__all__ = ["main", "build_parser", "set_pairs", "SUBCOMMANDS", "GO_GAMES", "gtp_ownership"]
 
 
 def _quiet_ray_logs() -> None:
@@ -302,7 +302,7 @@ def _add_train(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run_train)
 
 
-def _settings(pairs: list[str]) -> dict[str, object]:
+def set_pairs(pairs: list[str]) -> dict[str, object]:
     """``--set KEY=VALUE`` pairs as dotted keys and YAML values; ValueError names a bad one."""
     import yaml
 
@@ -357,7 +357,7 @@ def _run_train(args: argparse.Namespace) -> int:
         changes: dict[str, object] = {"stop.minutes": args.minutes, "ray.metrics_export_port": args.metrics_port}
         if not args.single_process:
             changes.update({"ray.address": args.address, "redis.url": args.redis, "cluster.workers": args.workers})
-        config = config.with_changes(changes).with_settings(_settings(args.settings))
+        config = config.with_changes(changes).with_settings(set_pairs(args.settings))
     except (ConfigError, RunDirError, ValueError) as e:
         return _fail("train", e)
     if args.resume:

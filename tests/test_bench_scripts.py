@@ -324,7 +324,7 @@ def test_the_gpu_self_play_figures_leave_the_warm_up_and_the_final_line_out():
 
 
 def test_every_go9_learning_run_of_the_techniques_is_a_config_that_trains():
-    from tengen.cli import _settings
+    from tengen.cli import set_pairs
     from tengen.run.config import load_config
 
     learn_go9 = load("learn_go9")
@@ -332,7 +332,7 @@ def test_every_go9_learning_run_of_the_techniques_is_a_config_that_trains():
     assert "network.score=true" in everything and "game.features=true" in everything
     for ablate in [None, *learn_go9.TECHNIQUES]:
         settings = learn_go9.technique_settings("on", ablate)
-        config = load_config("go9").with_settings(_settings(settings))  # as tengen train --set reads them
+        config = load_config("go9").with_settings(set_pairs(settings))  # as tengen train --set reads them
         assert (config.network.score if ablate != "score" else not config.network.score), ablate
     assert learn_go9.technique_settings("config", "lcb") == ["mcts.lcb_z=0"]
 
