@@ -16,7 +16,7 @@ measures it against the game's references, each result with its standard error:
   play/grading.py), and the score against pure MCTS with N random-rollout simulations
   (``vs_mctsN``);
 - Go: the score against pure MCTS (``vs_mctsN``) and against GNU Go at the config's
-  level (``vs_gnugoL``) when ``gnugo`` is on the PATH; without it that reference is
+  level (``vs_gnugoL``) when ``gnugo`` is on the PATH or in /usr/games (``find_gnugo``); without it that reference is
   recorded as skipped, saying so;
 - any other game (gomoku): the score against pure MCTS.
 
