@@ -437,8 +437,8 @@ class EvaluationConfig(_Strict):
     mcts_simulations: int = Field(default=400, ge=1, le=1_000_000)
     """simulations per move of the pure MCTS opponent (random-rollout leaves), Connect Four, Go and gomoku"""
     gnugo_level: int = Field(default=1, ge=0, le=10)
-    """GNU Go's level (Go), when gnugo is on the PATH of the evaluator's machine; without it the reference is
-    recorded as skipped"""
+    """GNU Go's level (Go), when gnugo is on the PATH of the evaluator's machine or in /usr/games (Debian's
+    package); without it the reference is recorded as skipped"""
     simulations: int | None = Field(default=None, ge=1)
     """the model's simulations per move (default: gating.simulations, else mcts.simulations)"""
     nice: int = Field(default=19, ge=0, le=19)
