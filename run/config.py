@@ -173,12 +173,12 @@ class NetworkConfig(_Strict):
     opponent_policy: bool = False
     """a second policy head that predicts the opponent's reply, trained on the next position's search policy
     (``train.opponent_policy_weight``) and never read by the search: KataGo's auxiliary target, a regulariser
-    that sped its early learning (Wu 2019, "Auxiliary Policy Targets"), for any game here. Off until a
-    measurement says it pays; like ownership, a checkpoint's weights say whether its network has the head"""
+    that sped its early learning (Wu 2019, "Auxiliary Policy Targets"), for any game here (on in the Go
+    configs); like ownership, a checkpoint's weights say whether its network has the head"""
     score: bool = False
     """KataGo's score head (Go only): the final score difference from the mover's view as a mean and a spread
     (scoreMean, scoreStdev), trained on the positions of games played to the end (``train.score_weight``);
-    analysis reports its scoreLead. Off until a measurement says it pays; like ownership, a checkpoint's weights
+    analysis reports its scoreLead (on in the Go configs); like ownership, a checkpoint's weights
     say whether its network has the head"""
 
 

@@ -201,11 +201,13 @@ def test_forced_playouts_reach_self_play_and_are_refused_with_gumbel_search():
 def test_the_eye_rule_and_root_noise_are_for_training_games_and_matches_play_by_the_rules():
     go9 = load_config("go9")
     assert go9.selfplay_settings().search.avoid_own_eyes and go9.gating_options().player.search.avoid_own_eyes
-    # tengen match and the benches: the gating search's visits, without the rule and the noise
+    # tengen match and the benches: the gating search's visits, without the rule and the noise, and with the
+    # score utility that self-play gets from its inference servers' values
     player = go9.match_player()
+    assert go9.search_settings().score_utility == 0.0 < go9.mcts.score_utility
     assert player.search == dataclasses.replace(
         go9.search_settings(), simulations=go9.gating_options().player.search.simulations, avoid_own_eyes=False,
-        dirichlet_fraction=0.0)
+        dirichlet_fraction=0.0, score_utility=go9.mcts.score_utility)
     assert player.temperature_moves == go9.gating.temperature_moves
     # the settings value itself says what play leaves out, and why
     assert set(SearchSettings.TRAINING_ONLY) == {"dirichlet_alpha", "dirichlet_fraction", "avoid_own_eyes"}
