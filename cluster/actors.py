@@ -40,7 +40,7 @@ from tengen.cluster.supervision import describe_error
 from tengen.run.codec import encode_game, game_decoder
 from tengen.run.config import TengenConfig, parse_config, stream_maxlen
 from tengen.workers.packed_planes import pack_planes
-from tengen.workers.selfplay_worker import WorkerStats
+from tengen.workers.selfplay_worker import AllGamesRefused, WorkerStats
 
 if TYPE_CHECKING:  # the learner's and the gatekeeper's modules load TensorFlow: only where they run
     from tengen.learner.learner import LearnerStats, LearnerStep
@@ -184,8 +184,12 @@ class SelfPlayActor:
         ``server_lost`` (the actor id of a server that stopped answering or raised) or
         None, and ``server_error`` (what it raised) or None."""
         lost = error = None
+        refused = self.worker.games_refused
         try:
             stats = self.worker.run_for(seconds)
+        except AllGamesRefused:
+            self.outbox.flush()  # what earlier chunks left waiting goes before this actor is replaced
+            raise
         except ServerLost as e:
             lost = self.server_id()
             error = str(e) if isinstance(e, ServerFailed) else None
@@ -193,6 +197,9 @@ class SelfPlayActor:
             # Until the driver sends a new server, a call to the old one fails at once:
             # report now, but do not spin.
             time.sleep(min(1.0, seconds))
+        if stats["games_refused"] > refused:
+            print(f"worker {self.worker_id}: {stats['games_refused']} games refused so far; the last: "
+                  f"{self.worker.last_refusal}", flush=True)
         self.outbox.flush()
         for key, name in _COUNTER_METRICS:
             self.metrics.inc(name, stats[key] - self._last[key], worker=self.worker_id)

@@ -54,7 +54,8 @@ import numpy as np
 from tengen.engine.games.base import Game
 from tengen.engine.mcts import Evaluator, Search, SearchSettings, choose_move, visit_policy
 
-__all__ = ["GameRecord", "SelfPlay", "SelfPlaySettings", "RESIGN_CHECKS", "MIN_RESIGN_CHECKS", "FORK_SOURCES"]
+__all__ = ["GameRecord", "RecordRefused", "SelfPlay", "SelfPlaySettings", "RESIGN_CHECKS", "MIN_RESIGN_CHECKS",
+           "FORK_SOURCES"]
 
 #: the played-out games that would have been resigned, over which resignation's
 #: false positives are counted (the latest ones)
@@ -63,6 +64,11 @@ RESIGN_CHECKS = 100
 MIN_RESIGN_CHECKS = 20
 #: a forked game branches off one of the latest this many finished games
 FORK_SOURCES = 256
+
+
+class RecordRefused(ValueError):
+    """A finished game that the place it goes (a sample stream's format check) will not
+    take; the message says why. Self-play drops that game and plays on."""
 
 
 @dataclass

@@ -61,7 +61,7 @@ import numpy as np
 import zstandard
 
 from tengen.engine.games.base import Game
-from tengen.engine.selfplay import GameRecord
+from tengen.engine.selfplay import GameRecord, RecordRefused
 
 __all__ = [
     "FORMAT_TAG",
@@ -125,8 +125,10 @@ _OWNERSHIP = "ownership"
 _ARRAYS = _ARRAYS_V1 | _SEARCH_ARRAYS | {_OWNERSHIP: ("|i1", "raw")}
 
 
-class SampleFormatError(ValueError):
-    """A game entry that is not a valid tengen game record; the message says why."""
+class SampleFormatError(RecordRefused):
+    """A game entry that is not a valid tengen game record; the message says why. A
+    producer's game that fails the check is refused (``RecordRefused``): the self-play
+    worker drops it and plays on."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from tengen.run.run_log import RunLog
 from tengen.run.sample_stream import LocalSampleStream
 from tengen.run.strength_process import EvaluationFailed, StrengthProcess
 from tengen.workers.gatekeeper import Gatekeeper
-from tengen.workers.selfplay_worker import SelfPlayWorker
+from tengen.workers.selfplay_worker import AllGamesRefused, SelfPlayWorker
 
 __all__ = ["SingleProcessRun"]
 
@@ -138,7 +138,9 @@ class SingleProcessRun:
                 self.iterate()
         except KeyboardInterrupt:
             stopped.append("interrupted")
-        except StorageUnavailable as e:  # the checkpoints' storage, or the run directory's disk, away too long
+        except (StorageUnavailable, AllGamesRefused) as e:
+            # the checkpoints' storage or the run directory's disk away too long, or self-play
+            # making only games the stream refuses: no worker to replace here
             self.loop.error = str(e)
             self.log(f"stopping: {e}")
         finally:
@@ -164,7 +166,10 @@ class SingleProcessRun:
         The evaluator is seen to first: the best model a pass starts with is the one
         asked for (the initial network at the first pass, even when that pass promotes)."""
         self._strength()
+        refused = self.worker.games_refused
         stats = self.worker.run_for(_CHUNK_S)
+        if stats["games_refused"] > refused:
+            self.log(f"self-play: {stats['games_refused']} games refused so far; the last: {self.worker.last_refusal}")
         self.loop.worker_reported(_WORKER, self._incarnation, stats)
         self.loop.learner_reported(self.learner.step(seconds=_TRAIN_S, best_version=self.loop.best_version,
                                                      wait_for_data=False, until_step=self.config.stop.steps))

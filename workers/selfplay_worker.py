@@ -5,6 +5,13 @@ into two halves, each a ``SelfPlay``: while the server evaluates one half's leav
 the worker does the tree work of the other, so neither side waits for the other
 (the design's two half-batches in flight). Finished games go to ``sink(record)``.
 
+A game that ``sink`` refuses (``RecordRefused``: the stream's format check) is
+dropped and counted, and the worker plays on; once ``refusals_to_stop`` games in a row
+were refused (none taken between: a search or a model that makes only bad records),
+``run_for`` raises ``AllGamesRefused`` at the end of its chunk, so that the wiring
+treats it as a failed chunk (replaced, and a crash loop when it goes on) instead of
+playing on into nothing.
+
 ``submit(planes) -> handle`` and ``resolve(handle) -> (policy, value)`` are how it
 reaches the server: ``server.evaluate.remote`` on the planes bit-packed
 (workers/packed_planes.py) and ``ray.get`` inside Ray (cluster/actors.py; the handle
@@ -33,9 +40,9 @@ import numpy as np
 
 from tengen.engine.games.base import Game
 from tengen.engine.mcts.eval_cache import CachedLeaves, EvaluationCache
-from tengen.engine.selfplay import GameRecord, SelfPlay, SelfPlaySettings
+from tengen.engine.selfplay import GameRecord, RecordRefused, SelfPlay, SelfPlaySettings
 
-__all__ = ["SelfPlayWorker", "WorkerStats"]
+__all__ = ["AllGamesRefused", "SelfPlayWorker", "WorkerStats"]
 
 #: what ``submit`` returns for a batch of leaves and ``resolve`` takes back
 Handle = TypeVar("Handle")
@@ -45,13 +52,18 @@ class WorkerStats(TypedDict):
     """A worker's counters since it started (``run_for``, ``stats``), which the training
     loop turns into the run's totals and rates."""
 
-    games: int  # games finished
+    games: int  # games finished and taken by the sink
+    games_refused: int  # games finished that the sink refused (RecordRefused), dropped
     positions: int  # training positions those games recorded
     evaluations: int  # leaves evaluated (cache hits included)
     cache_hits: int  # leaves the evaluation cache answered
     rounds: int  # search rounds (each half once)
     moves: int  # moves played
     seconds: float  # time spent in run_for
+
+
+class AllGamesRefused(RecordRefused):
+    """The worker's last games were all refused; the message says why the last was."""
 
 
 @dataclass
@@ -84,6 +96,7 @@ class SelfPlayWorker(Generic[Handle]):
         model_version: int = 0,
         halves: int = 2,
         cache_positions: int = 0,
+        refusals_to_stop: int = 16,
     ):
         if halves not in (1, 2):
             raise ValueError(f"halves must be 1 or 2, got {halves}")
@@ -105,6 +118,11 @@ class SelfPlayWorker(Generic[Handle]):
         #: per half: its leaves out for evaluation
         self._in_flight: list[_Leaves[Handle] | None] = [None] * len(self.halves)
         self.games_played = 0
+        self.games_refused = 0
+        self.refusals_to_stop = refusals_to_stop
+        self._refused_in_a_row = 0
+        #: why the last refused game was refused
+        self.last_refusal: str | None = None
         self.positions = 0
         self.evaluations = 0
         self.cache_hits = 0
@@ -156,18 +174,29 @@ class SelfPlayWorker(Generic[Handle]):
                     policy, value = in_flight.cached.merge(policy, value)
                     self.cache_hits += in_flight.rows - len(in_flight.sent)
                 for record in half.apply(policy, value):
-                    self.sink(record)
+                    try:
+                        self.sink(record)
+                    except RecordRefused as e:
+                        self.games_refused += 1
+                        self._refused_in_a_row += 1
+                        self.last_refusal = f"{type(e).__name__}: {e}"
+                        continue
+                    self._refused_in_a_row = 0
                     self.games_played += 1
                     self.positions += len(record.value)
                 self.evaluations += in_flight.rows
                 self._in_flight[i] = self._gather(half)
             self.rounds += 1
         self.busy_seconds += time.monotonic() - start
+        if self._refused_in_a_row >= self.refusals_to_stop:
+            raise AllGamesRefused(f"the last {self._refused_in_a_row} games this worker finished were all refused; "
+                                  f"the last: {self.last_refusal}")
         return self.stats()
 
     def stats(self) -> WorkerStats:
         return {
             "games": self.games_played,
+            "games_refused": self.games_refused,
             "positions": self.positions,
             "evaluations": self.evaluations,
             "cache_hits": self.cache_hits,
