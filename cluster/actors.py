@@ -197,9 +197,9 @@ class SelfPlayActor:
             # Until the driver sends a new server, a call to the old one fails at once:
             # report now, but do not spin.
             time.sleep(min(1.0, seconds))
-        if stats["games_refused"] > refused:
-            print(f"worker {self.worker_id}: {stats['games_refused']} games refused so far; the last: "
-                  f"{self.worker.last_refusal}", flush=True)
+        refusals = self.worker.refusals_since(refused)
+        if refusals:
+            print(f"worker {self.worker_id}: {refusals}", flush=True)
         self.outbox.flush()
         for key, name in _COUNTER_METRICS:
             self.metrics.inc(name, stats[key] - self._last[key], worker=self.worker_id)

@@ -168,8 +168,9 @@ class SingleProcessRun:
         self._strength()
         refused = self.worker.games_refused
         stats = self.worker.run_for(_CHUNK_S)
-        if stats["games_refused"] > refused:
-            self.log(f"self-play: {stats['games_refused']} games refused so far; the last: {self.worker.last_refusal}")
+        refusals = self.worker.refusals_since(refused)
+        if refusals:
+            self.log(f"self-play: {refusals}")
         self.loop.worker_reported(_WORKER, self._incarnation, stats)
         self.loop.learner_reported(self.learner.step(seconds=_TRAIN_S, best_version=self.loop.best_version,
                                                      wait_for_data=False, until_step=self.config.stop.steps))

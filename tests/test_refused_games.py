@@ -49,6 +49,9 @@ def test_a_game_the_stream_refuses_is_dropped_and_counted_and_play_goes_on():
     assert stats["games"] == len(stream) and stats["games_refused"] == seen - len(stream) >= 20
     assert abs(stats["games"] - stats["games_refused"]) <= 1
     assert player.last_refusal == "SampleFormatError: value holds numbers outside [-1, 1]"
+    assert player.refusals_since(stats["games_refused"]) is None
+    assert player.refusals_since(0) == (f"{stats['games_refused']} games refused so far; the last: "
+                                        "SampleFormatError: value holds numbers outside [-1, 1]")
     decode = game_decoder(GAME)
     assert sum(len(decode(blob).value) for blob in stream) == stats["positions"]
 

@@ -193,6 +193,12 @@ class SelfPlayWorker(Generic[Handle]):
                                   f"the last: {self.last_refusal}")
         return self.stats()
 
+    def refusals_since(self, before: int) -> str | None:
+        """A line for the log when games were refused since the count was ``before``."""
+        if self.games_refused <= before:
+            return None
+        return f"{self.games_refused} games refused so far; the last: {self.last_refusal}"
+
     def stats(self) -> WorkerStats:
         return {
             "games": self.games_played,
