@@ -62,6 +62,7 @@ from tengen.cluster.redis_binary import (
     server_version,
 )
 from tengen.cluster.redis_client import DEFAULT_POLICY, OutagePolicy, ResilientRedis, client_options
+from tengen.run.run_dir import write_atomically
 
 __all__ = ["EmbeddedRedis", "EmbeddedRedisError", "DamagedAofError", "connect", "redis_executable",
            "resolve_password", "PASSWORD_ENV", "PASSWORD_FILE_ENV", "USERNAME_ENV"]
@@ -288,10 +289,7 @@ class EmbeddedRedis:
             *self.extra_config,
         ]
         # 0600 from the start: the file holds the password
-        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        os.chmod(config, 0o600)
+        write_atomically(config, ("\n".join(lines) + "\n").encode(), private=True)
         # open as long as the server runs
         self._log = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
         self._port = port
@@ -301,7 +299,7 @@ class EmbeddedRedis:
             [executable, str(config)], stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             cwd=self.data_dir, close_fds=True, start_new_session=True, preexec_fn=_guard_child,
         )
-        (self.data_dir / PID_FILE).write_text(f"{self._process.pid}\n")
+        write_atomically(self.data_dir / PID_FILE, f"{self._process.pid}\n".encode())
 
     def _take_directory(self) -> None:
         """Hold the directory's lock while this object owns its server; stop a server

@@ -35,8 +35,8 @@ import re
 import secrets
 from pathlib import Path
 
-__all__ = ["RunDir", "RunDirError", "RUN_FORMAT", "MODEL_FILE", "CONFIG_FILE", "check_run_id", "game_file_name",
-           "version_id"]
+__all__ = ["RunDir", "RunDirError", "write_atomically", "RUN_FORMAT", "MODEL_FILE", "CONFIG_FILE", "check_run_id",
+           "game_file_name", "version_id"]
 
 #: run.json's format version
 RUN_FORMAT = 1
@@ -65,6 +65,24 @@ def check_run_id(run_id: str) -> str:
         raise ValueError(f"run_id must be 1-128 characters of letters, digits, '_', '.', '-', got {run_id!r}")
     return run_id
 
+
+
+def write_atomically(path: Path, data: bytes, *, private: bool = False) -> None:
+    """Write ``path`` so that a reader, or a run resumed after a crash or a full disk,
+    sees the file as it was before or after, never half of one or an empty one: the
+    bytes reach the disk before the rename, and a write that fails leaves the old file
+    and no other. ``private``: readable by the owner alone from its first byte."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 class RunDirError(ValueError):
     """The run directory does not fit the request: a run is there without ``--resume``,
@@ -214,32 +232,14 @@ class RunDir:
             return self.run_id()
         run_id = self.run_id() if self.holds_run() else f"{_id_part(self.path.resolve().name)}-{secrets.token_hex(4)}"
         self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.identity.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"format": RUN_FORMAT, "run_id": run_id}) + "\n")
-        os.replace(tmp, self.identity)
+        write_atomically(self.identity, (json.dumps({"format": RUN_FORMAT, "run_id": run_id}) + "\n").encode())
         return run_id
 
     def write(self, path: Path, data: bytes) -> None:
-        """Write a file of the run atomically: a reader, or a run resumed after a crash
-        or a full disk, sees the file before or after, never half of one or an empty one
-        (the bytes reach the disk before the rename; a write that fails leaves nothing)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        """Write a file of the run atomically (``write_atomically``)."""
+        write_atomically(path, data)
 
     def write_private(self, path: Path, data: bytes) -> None:
         """Write a file readable by the owner alone, from its first byte (never briefly
         world-readable), atomically."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        write_atomically(path, data, private=True)

@@ -79,6 +79,24 @@ def _gating(g: dict[str, Any]) -> str:
             f"{g['decision']}")
 
 
+def _trouble(last: dict[str, Any]) -> list[str]:
+    """What the newest report says is wrong with the data: an outage under way, and games
+    the learner lost or refused (each a count the run keeps since its start)."""
+    said = []
+    if last.get("redis_outage_s"):
+        said.append(f"Redis unreachable for {_span(last['redis_outage_s'])} (waited out up to redis.outage_s)")
+    if last.get("disk_outage_s"):
+        said.append(f"the run directory's disk failing for {_span(last['disk_outage_s'])}")
+    if last.get("trimmed_unread"):
+        said.append(f"{_plural(last['trimmed_unread'], 'game')} trimmed from the stream before the learner "
+                    "read them (train.replay_window is too small for the learner's downtime: README)")
+    if last.get("duplicate_games"):
+        said.append(f"{_plural(last['duplicate_games'], 'game')} received twice and dropped")
+    if last.get("bad_entries"):
+        said.append(f"{_plural(last['bad_entries'], 'stream entry', 'stream entries')} the learner could not read")
+    return said
+
+
 def describe_status(status: dict[str, Any], *, now: float | None = None) -> list[str]:
     """The lines ``tengen status`` prints for ``status`` (read_status's dict)."""
     now = time.time() if now is None else now
@@ -130,6 +148,9 @@ def describe_status(status: dict[str, Any], *, now: float | None = None) -> list
             continue
         lines.append(f"  {part}: {_plural(info.get('restarts') or 0, 'restart')}"
                      + (f", last error: {info['last_error']}" if info.get("last_error") else ""))
+    trouble = _trouble(last)
+    if trouble:
+        lines.append("  " + "; ".join(trouble))
     for waiting in status.get("not_started") or []:
         lines.append(f"  not started after {waiting['waited_s']:.0f} s: {waiting['part']}: {waiting['why']}")
     memory = status.get("redis_memory") or last.get("redis_memory")

@@ -1,18 +1,21 @@
 """A run directory's identity and files: unique run ids, older directories kept as
-they were, private files private from their first byte, and a new run refused on a
-Redis that already holds its id."""
+they were, private files private from their first byte, files that a full disk leaves
+as they were, and a new run refused on a Redis that already holds its id."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
+import subprocess
 
 import pytest
+from unavailable import unavailable
 
 from tengen.cluster.driver import ClusterRun
 from tengen.cluster.registry import ModelRegistry
-from tengen.run.config import parse_config
+from tengen.run.config import load_config, parse_config
 from tengen.run.run_dir import RunDir, RunDirError
 
 
@@ -61,6 +64,35 @@ def test_private_files_are_never_readable_by_others(tmp_path):
         os.umask(old_umask)
     assert stat.S_IMODE(run.connection.stat().st_mode) == 0o600
     assert [p.name for p in run.redis.iterdir()] == ["connection.json"]  # no temp file left
+
+
+def test_a_full_disk_leaves_the_runs_config_as_it_was_and_resume_reads_it(tmp_path):
+    # config.yaml is written again at every start: an ENOSPC once left it empty, and
+    # --resume could not read it. On a real, tiny filesystem (a tmpfs, as root).
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        unavailable("mounting a tmpfs needs root")
+    try:
+        run = RunDir(disk / "run")
+        run.create_identity()
+        run.write(run.config, load_config("tictactoe").to_yaml().encode())
+        with open(disk / "filler", "wb", buffering=0) as filler:
+            with pytest.raises(OSError) as full:
+                while True:
+                    filler.write(b"x" * 4096)
+        assert full.value.errno == errno.ENOSPC
+        with pytest.raises(OSError) as refused:
+            run.write(run.config, load_config("connect4").to_yaml().encode())
+        assert refused.value.errno == errno.ENOSPC
+        assert load_config(run.config).game.name == "tictactoe"
+        assert sorted(p.name for p in run.path.iterdir()) == ["config.yaml", "run.json"]  # no temp file left
+        (disk / "filler").unlink()
+        run.write(run.config, load_config("connect4").to_yaml().encode())
+        assert load_config(run.config).game.name == "connect4"
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
 
 
 def test_a_new_run_is_refused_on_a_redis_that_holds_its_id(tmp_path, redis_server, redis_client, monkeypatch):

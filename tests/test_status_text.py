@@ -121,3 +121,16 @@ def test_a_report_line_of_a_run_with_many_parts_stays_short():
               "workers": {"running": 16, "target": 16, "starting": 0}, "inference_servers": {"running": 1}}
     lines = describe_status(status, now=line.time + 1)
     assert len(lines) <= 8, lines  # two hundred quiet workers add no line
+
+
+def test_status_says_what_the_data_waits_on_or_lost():
+    line = status_line(3, trimmed_unread=1200, duplicate_games=1, disk_outage_s=40.0,
+                       wiring={"workers": 16, "target_workers": 16, "inference_servers": 1, "redis_outage_s": 300.0})
+    status = {"run_id": "r", "run_dir": "runs/r", "live": True, "last_report": line.to_json(),
+              "workers": {"running": 16, "target": 16, "starting": 0}, "inference_servers": {"running": 1}}
+    assert ("  Redis unreachable for 5 min (waited out up to redis.outage_s); the run directory's disk failing for "
+            "40 s; 1,200 games trimmed from the stream before the learner read them (train.replay_window is too "
+            "small for the learner's downtime: README); 1 game received twice and dropped"
+            ) in describe_status(status, now=line.time + 1)
+    quiet = {**status, "last_report": status_line(3).to_json()}
+    assert not any("trimmed" in text or "unreachable" in text for text in describe_status(quiet, now=line.time + 1))
