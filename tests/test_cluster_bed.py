@@ -58,7 +58,8 @@ def test_every_node_runs_tasks_and_keeps_its_files_to_itself(bed):
     assert bed.run_on(cpu, [sys.executable, "-c", "import tengen; print('ok')"]).stdout == "ok\n"
 
 
-def test_a_node_without_the_clusters_token_is_refused(bed):
+def test_a_driver_without_the_clusters_token_is_refused(bed):
+    # (every node of the bed joins with the token: each test here runs on them)
     head = bed.nodes["head"]
     env = {k: v for k, v in bed.node_env(head).items() if not k.startswith("RAY_AUTH")}
     joined = subprocess.run(["nsenter", "--target", str(head.holder_pid), "--mount", "--net", "--", sys.executable,
