@@ -1825,6 +1825,22 @@ def test_images_share_one_python_one_tensorflow_and_keep_secrets_out():
 # == README ===================================================================================
 
 
+def test_every_test_the_readme_names_exists():
+    # The README backs its claims ("When things fail", "Runs of days") with named tests:
+    # `tests/FILE.py::NAME`, or `::NAME` for another test of the file named before it.
+    text = (ROOT / "README.md").read_text()
+    named = []
+    current = None
+    for file, name in re.findall(r"`(tests/\w+\.py)?::(\w+)`", text):
+        current = file or current
+        assert current is not None, f"::{name} follows no test file in README.md"
+        named.append((current, name))
+    assert len(named) >= 20
+    missing = [f"{file}::{name}" for file, name in named
+               if not re.search(rf"^(?:async )?def {name}\(", (ROOT / file).read_text(), re.M)]
+    assert missing == [], missing
+
+
 def _readme_scale_out() -> str:
     text = (ROOT / "README.md").read_text()
     assert "\n## Scale out\n" in text
