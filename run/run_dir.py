@@ -66,7 +66,6 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-
 def write_atomically(path: Path, data: bytes, *, private: bool = False) -> None:
     """Write ``path`` so that a reader, or a run resumed after a crash or a full disk,
     sees the file as it was before or after, never half of one or an empty one: the
@@ -83,6 +82,7 @@ def write_atomically(path: Path, data: bytes, *, private: bool = False) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
 
 class RunDirError(ValueError):
     """The run directory does not fit the request: a run is there without ``--resume``,
