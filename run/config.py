@@ -737,7 +737,7 @@ class TengenConfig(_Strict):
         """What a self-play worker plays by (both wirings give it these)."""
         sp = self.selfplay
         return SelfPlaySettings(
-            search=self.search_settings(), temperature_schedule=sp.temperature_schedule,
+            search=self.search_settings().for_selfplay(), temperature_schedule=sp.temperature_schedule,
             temperature_moves=sp.temperature_moves, temperature=sp.temperature,
             full_search_fraction=sp.full_search_fraction, cheap_simulations=sp.cheap_simulations,
             resign_threshold=sp.resign_threshold, no_resign_fraction=sp.no_resign_fraction,

@@ -379,12 +379,20 @@ def test_the_lower_confidence_bound_plays_the_better_move_that_has_fewer_visits(
     player = SearchPlayer(late_refutation_evaluator(a, b), search=SearchSettings(simulations=200, lcb_z=5.0))
     analysis = player.search(TTT, TTT.initial_state())
     assert analysis.best == b and analysis.moves[0].lcb > analysis.moves[1].lcb
+    # and so do gating and tengen match past their opening temperature (a match's player)
+    from tengen.play.players import MctsPlayer
+
+    for settings, move in [(SearchSettings(simulations=200, lcb_z=5.0), b), (SearchSettings(simulations=200), a)]:
+        match_player = MctsPlayer(TTT, late_refutation_evaluator(a, b), slots=1, search=settings)
+        match_player.new_game(0, TTT.initial_state())
+        assert match_player.choose([0], [TTT.initial_state()], np.random.default_rng(0)) == [move]
 
 
 def test_self_play_keeps_no_spread_of_values_and_play_does():
-    # the sum of squared values costs a write per ply of every backup: self-play and
-    # matches, which never ask for a lower confidence bound, do without it
+    # the sum of squared values costs a write per ply of every backup: self-play, whose
+    # moves follow the visits, and matches without the bound do without it
     for settings, kept in [(SearchSettings(simulations=50), False), (SearchSettings(simulations=50).for_play(), False),
+                           (SearchSettings(simulations=50, lcb_z=5.0).for_selfplay(), False),
                            (SearchSettings(simulations=50, value_spread=True), True),
                            (SearchSettings(simulations=50, lcb_z=1.0), True)]:
         search = Search(TTT, games=1, settings=settings)
@@ -394,6 +402,12 @@ def test_self_play_keeps_no_spread_of_values_and_play_does():
         if not kept:
             with pytest.raises(ValueError, match="value_spread"):
                 search.root_lcb(0)
+    # go9 plays by the bound in gating and matches; its self-play searches do not pay for it
+    from tengen.run.config import load_config
+
+    go9 = load_config("go9")
+    assert go9.mcts.lcb_z > 0 and go9.gating_options().player.search.keeps_spread
+    assert not go9.selfplay_settings().search.keeps_spread
 
 
 def test_forced_playouts_give_every_visited_root_move_sqrt_k_p_n_visits():

@@ -104,10 +104,10 @@ class SearchSettings:
     ``value_spread`` keeps each node's sum of squared backed-up values
     (``Tree.node_w2``), the spread ``Search.root_lcb`` needs; ``lcb_z`` above 0 turns
     it on, and so does the searching player of GTP, analysis and the play page
-    (``SearchPlayer``), which reports every move's bound. Self-play and matches leave
-    it off: the write on every ply of every
-    backup cost Connect Four's search 5% of its speed (bench/mcts.py against 90ef343,
-    2026-12-06: 0.90 with it, 0.95 without).
+    (``SearchPlayer``), which reports every move's bound. Self-play leaves it off
+    (``for_selfplay``), as do gating and matches without ``lcb_z``: the write on every
+    ply of every backup cost Connect Four's search 5% of its speed (bench/mcts.py
+    against 90ef343, 2026-12-06: 0.90 with it, 0.95 without).
 
     ``score_utility`` above 0 (Go, a network with the score head) mixes KataGo's static
     score utility into every evaluated leaf's value as it returns to the search
@@ -190,6 +190,12 @@ class SearchSettings:
         """These settings as play uses them: ``TRAINING_ONLY``'s left out (no root
         noise, no eye rule)."""
         return dataclasses.replace(self, dirichlet_fraction=0.0, avoid_own_eyes=False)
+
+    def for_selfplay(self) -> SearchSettings:
+        """These settings as self-play's searches use them: without the lower confidence
+        bound, a choice of play's (self-play's moves follow the visits), so that the
+        walk does not keep the values' spread that only the bound reads."""
+        return dataclasses.replace(self, lcb_z=0.0)
 
     def for_rollouts(self) -> SearchSettings:
         """These settings for pure MCTS over rollouts: UCT (the values are noisy and the
