@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 import tempfile
 import time
@@ -59,6 +60,8 @@ __all__ = [
     "weights_have_ownership",
     "weights_have_opponent_policy",
     "weights_have_score",
+    "weights_input_planes",
+    "weights_global_pooling_every",
     "CompiledModel",
     "weights_to_bytes",
     "weights_from_bytes",
@@ -646,6 +649,30 @@ def weights_have_opponent_policy(blob: bytes) -> bool:
 def weights_have_score(blob: bytes) -> bool:
     """Whether a weights blob holds a score head (read from its header alone)."""
     return _blob_has_head(blob, _SCORE_PREFIX)
+
+
+def weights_input_planes(blob: bytes) -> int | None:
+    """How many input planes a weights blob's network reads (its first layer's kernel,
+    from the header alone), or None when it has no stem."""
+    header = _read_header(bytes(blob))
+    for name, entry in header.items():
+        if name != "__metadata__" and name.split("/")[-2:] == ["stem_conv", "kernel"]:
+            return int(entry["shape"][2])
+    return None
+
+
+def weights_global_pooling_every(blob: bytes, blocks: int) -> int | None:
+    """The ``global_pooling_every`` that builds a net of ``blocks`` residual blocks with
+    the global pooling a weights blob has (0 for none, from the header alone), or None
+    when no setting gives its blocks (another depth, another layout)."""
+    pooled = {int(m.group(1)) for name in _read_header(bytes(blob))
+              if (m := re.search(r"(?:^|/)block(\d+)_gpool_", name))}
+    if not pooled:
+        return 0
+    for every in range(1, blocks + 1):
+        if pooled == {b for b in range(blocks) if (b + 1) % every == 0}:
+            return every
+    return None
 
 
 def weights_metadata(blob: bytes) -> dict:

@@ -58,7 +58,9 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     before it (or trained without it) load under a config that asks for it, as a
     network without one, and the config returned says so (GTP then estimates dead
     stones by playouts). The opponent-policy head likewise (nothing that plays reads it),
-    and the score head (analysis then estimates the score from ownership)."""
+    the score head (analysis then estimates the score from ownership), global pooling,
+    and Go's feature planes (the planes the first layer reads): a model from before
+    KataGo's techniques plays under today's Go configs."""
     weights = weights_file(checkpoint)
     if config is None:
         saved = weights.parent / CONFIG_FILE
@@ -71,12 +73,21 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     start_backend(config.network.backend, strict=False)
     from tengen.engine.network import (
         weights_from_bytes,
+        weights_global_pooling_every,
         weights_have_opponent_policy,
         weights_have_ownership,
         weights_have_score,
+        weights_input_planes,
     )
 
     blob = weights.read_bytes()
+    if config.game.name == "go" and weights_input_planes(blob) != game.planes_shape[2]:
+        other = config.with_changes({"game.features": not config.game.features}, source=str(weights))
+        if weights_input_planes(blob) == other.game.make().planes_shape[2]:
+            config, game = other, other.game.make()
+    pooling = weights_global_pooling_every(blob, config.network.blocks)
+    if pooling is not None and pooling != config.network.global_pooling_every:
+        config = config.with_changes({"network.global_pooling_every": pooling}, source=str(weights))
     if config.network.ownership != weights_have_ownership(blob):
         config = config.with_changes({"network.ownership": not config.network.ownership}, source=str(weights))
     if config.network.opponent_policy != weights_have_opponent_policy(blob):
