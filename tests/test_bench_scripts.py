@@ -328,12 +328,22 @@ def test_every_go9_learning_run_of_the_techniques_is_a_config_that_trains():
     from tengen.run.config import load_config
 
     learn_go9 = load("learn_go9")
-    everything = learn_go9.technique_settings("on", None)
-    assert "network.score=true" in everything and "game.features=true" in everything
+    is_on = {
+        "features": lambda c: bool(c.game.features),
+        "ownership": lambda c: c.network.ownership,
+        "playout_cap": lambda c: c.selfplay.full_search_fraction < 1,
+        "global_pooling": lambda c: c.network.global_pooling_every > 0,
+        "forced_playouts": lambda c: c.selfplay.forced_playouts_k > 0,
+        "lcb": lambda c: c.mcts.lcb_z > 0,
+        "opponent_policy": lambda c: c.network.opponent_policy,
+        "score": lambda c: c.network.score and c.mcts.score_utility > 0,
+    }
+    assert set(is_on) == set(learn_go9.TECHNIQUES)
     for ablate in [None, *learn_go9.TECHNIQUES]:
         settings = learn_go9.technique_settings("on", ablate)
         config = load_config("go9").with_settings(set_pairs(settings))  # as tengen train --set reads them
-        assert (config.network.score if ablate != "score" else not config.network.score), ablate
+        # the one named off, every other on
+        assert {name: bool(on(config)) for name, on in is_on.items()} == {name: name != ablate for name in is_on}
     assert learn_go9.technique_settings("config", "lcb") == ["mcts.lcb_z=0"]
 
 

@@ -9,6 +9,7 @@ the moves it shows. Screenshots are kept under the pytest basetemp, in
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,9 @@ def connect4_page(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def go9_page(tmp_path_factory):
-    yield from _server(tmp_path_factory, "go9", {"name": "go", "size": 9, "komi": 7.5}, simulations=16)
+    # as go9 ships: the feature planes, the ownership and score heads
+    yield from _server(tmp_path_factory, "go9", {"name": "go", "size": 9, "komi": 7.5, "features": True},
+                       simulations=16, network={"ownership": True, "score": True})
 
 
 # -- what a person sees -----------------------------------------------------------------------
@@ -177,6 +180,9 @@ def test_go_shows_coordinates_passes_and_resigns(browser, go9_page, shots, tmp_p
     WebDriverWait(browser, REPLY_TIMEOUT).until(lambda d: len(moves(d)) == 2 and status(d) == "your-move")
     assert stones(browser)[(6, 2)] == 0  # C3: row 7 from the top
     assert heat_map(browser)  # where the model's visits went
+    # the score head's estimate of the lead, as kata-analyze's scoreLead gives it
+    assert re.search(r"its score head: it (leads|trails) by \d+\.\d ± \d+\.\d points",
+                     browser.find_element(By.ID, "search-stats").text)
     browser.save_screenshot(str(shots / "go9-reply.png"))
     browser.find_element(By.ID, "pass").click()
     WebDriverWait(browser, REPLY_TIMEOUT).until(lambda d: len(moves(d)) >= 3 and status(d) != "thinking")
