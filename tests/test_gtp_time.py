@@ -72,6 +72,28 @@ def test_spending_enters_overtime_and_starts_new_periods() -> None:
     assert (canadian.sides[WHITE].period, canadian.sides[WHITE].count) == (20, 2)
 
 
+def test_moves_that_overrun_their_budgets_on_a_busy_machine_still_finish_the_game_in_time() -> None:
+    # Each of 60 moves takes 60 ms past its budget (a loaded machine's last batch and
+    # scheduling); the referee sends time_left in whole seconds, as GNU Go's does.
+    def game(learn: bool) -> float:
+        clock, used = Clock(TimeSettings("absolute", 20), lag=0.3), 0.0
+        for move in range(60):
+            budget = clock.budget(BLACK, board_size=9, moves_played=2 * move)
+            assert budget is not None
+            took = budget + 0.06
+            used += took
+            clock.spend(BLACK, took, budget=budget if learn else None)
+            clock.time_left(BLACK, max(0, int(20 - used)), 0)
+        return used
+
+    assert game(learn=False) > 20  # the lag kept back once does not cover 60 overruns
+    assert game(learn=True) < 20
+    clock = Clock(TimeSettings("absolute", 20), lag=0.3)
+    clock.spend(BLACK, 1.5, budget=0.5)  # one slow move: a quarter of its overrun is learned
+    assert clock.overhead == pytest.approx(0.25)
+    assert clock.budget(BLACK, board_size=9, moves_played=0) == pytest.approx((18.5 - 0.3) / 30.375 - 0.25)
+
+
 def test_the_engine_keeps_its_own_clock_between_time_left_commands() -> None:
     engine = GtpEngine(size=9, seed=0)
     assert engine.handle("time_settings 30 0 0") == "=\n\n"

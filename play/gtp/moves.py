@@ -80,7 +80,7 @@ def generate(session: Session, color: int, *, cleanup: bool = False, commit: boo
         except IllegalMove as e:
             raise GtpError(f"the search chose an illegal move: {e}") from None
     if commit:
-        session.clock.spend(color, time.perf_counter() - start)
+        session.clock.spend(color, time.perf_counter() - start, budget=seconds)
     return "resign" if resign else game.action_to_text(action)
 
 
