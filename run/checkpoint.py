@@ -81,10 +81,12 @@ def load_model(checkpoint: str | Path, config: TengenConfig | None = None):
     )
 
     blob = weights.read_bytes()
-    if config.game.name == "go" and weights_input_planes(blob) != game.planes_shape[2]:
+    planes = weights_input_planes(blob)
+    if config.game.name == "go" and planes != game.planes_shape[2]:
         other = config.with_changes({"game.features": not config.game.features}, source=str(weights))
-        if weights_input_planes(blob) == other.game.make().planes_shape[2]:
-            config, game = other, other.game.make()
+        other_game = other.game.make()
+        if planes == other_game.planes_shape[2]:
+            config, game = other, other_game
     pooling = weights_global_pooling_every(blob, config.network.blocks)
     if pooling is not None and pooling != config.network.global_pooling_every:
         config = config.with_changes({"network.global_pooling_every": pooling}, source=str(weights))
