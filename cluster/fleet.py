@@ -290,7 +290,7 @@ class Fleet:
                 self._drop_worker(ids[-1])
             self.target_workers -= 1
         self.pool.update_clients()
-        self.log(f"scaled to {self.target_workers} self-play workers")
+        self.log(f"scaled to {self.target_workers} self-play worker{'s' * (self.target_workers != 1)}")
 
     # -- parts that wait for room -------------------------------------------------------------
     def retry(self, waiting: Waiting) -> None:
@@ -313,7 +313,7 @@ class Fleet:
         if waiting is None:
             if self.held_for is not None:
                 self.log(f"{self.held_for} no longer waits for room: holding {self.target_workers} "
-                         "self-play workers again")
+                         f"self-play worker{'s' * (self.target_workers != 1)} again")
                 self.held_for = self._no_room_said = None
                 self.hold_workers()
             return
@@ -405,7 +405,8 @@ class Fleet:
             if key not in self.pool.servers:
                 return  # its node went meanwhile
             if self._restart_server(key):
-                self.log(f"inference server {key} restarted with {len(self.pool.servers[key].workers)} workers")
+                clients = len(self.pool.servers[key].workers)
+                self.log(f"inference server {key} restarted with {clients} worker{'s' * (clients != 1)}")
 
         if delay:
             self.supervisor.schedule(f"inference {key}", delay, restart)
