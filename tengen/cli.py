@@ -58,10 +58,10 @@ def _add_gtp(subparsers: argparse._SubParsersAction) -> None:
                    help="komi (default: 7.5, or the model's; the controller's komi command overrides it)")
     p.add_argument("--superko", action="store_true", help="positional superko instead of simple ko")
     p.add_argument("--seed", type=int, default=None, help="seed for the engine's move choice")
-    p.add_argument("--checkpoint", default=None,
+    p.add_argument("--checkpoint", "--model", default=None,
                    help="a trained model (a run's best/ directory, a .safetensors file, or packaged: the one that "
                    "ships with tengen for --game): play with it and MCTS; the board size and ko rule then come from "
-                   "its config")
+                   "its config (--model is KataGo's name for it)")
     p.add_argument("--config", default=None,
                    help="the run config of --checkpoint (default: the config.yaml saved beside it)")
     p.add_argument("--sims", type=int, default=400,
@@ -163,9 +163,9 @@ def _add_analysis(subparsers: argparse._SubParsersAction) -> None:
         "score head, else its ownership head (or playouts). For KaTrain, set its KataGo command to: "
         "tengen analysis --checkpoint DIR.",
     )
-    p.add_argument("--checkpoint", default=None,
-                   help="a trained Go model (a run's best/ directory or a .safetensors file); without it, rollout "
-                   "MCTS on a --game board")
+    p.add_argument("--checkpoint", "--model", default=None,
+                   help="a trained Go model (a run's best/ directory or a .safetensors file; --model is KataGo's "
+                   "name for it); without it, rollout MCTS on a --game board")
     p.add_argument("--config", default=None, help="the run config of --checkpoint (default: the one beside it)")
     p.add_argument("--game", choices=sorted(GO_GAMES), default="go9", help="the board without a model (go9)")
     p.add_argument("--visits", type=int, default=500,
@@ -553,7 +553,7 @@ def _run_scale(args: argparse.Namespace) -> int:
         request_workers(Path(args.run_dir), args.workers)
     except (FileNotFoundError, ValueError, ConnectionError) as e:
         return _fail("scale", e)
-    print(f"asked the run for {args.workers} self-play workers")
+    print(f"asked the run for {args.workers} self-play worker{'s' * (args.workers != 1)}")
     return 0
 
 
@@ -870,11 +870,20 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(subparsers)
-    for sub in subparsers.choices.values():  # `tengen train --verbose ...` as well as `tengen --verbose train`
+    for sub in _commands(parser):  # `tengen train --verbose ...` as well as `tengen --verbose train`
         if not any("--verbose" in action.option_strings for action in sub._actions):
             sub.add_argument("--verbose", action="store_true", dest="verbose_here",
                              help="the same as tengen --verbose: start-up messages through to stderr")
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers of the commands that take options, nested ones (``config show``) too.
+    Not the parsers of command groups: a subcommand's defaults would overwrite their flags."""
+    groups = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    if not groups:
+        return [parser]
+    return [command for group in groups for sub in group.choices.values() for command in _commands(sub)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

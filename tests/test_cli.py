@@ -165,9 +165,15 @@ def test_global_flags_follow_the_subcommand_too_and_every_option_says_what_it_is
     parser = build_parser()
     assert parser.parse_args(["status", "--run-dir", "r", "--verbose"]).verbose_here
     assert parser.parse_args(["--verbose", "status", "--run-dir", "r"]).verbose_all
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    missing = [(name, action.option_strings or action.dest) for name, sub in commands.items()
-               for action in sub._actions if not action.help and not isinstance(action, argparse._HelpAction)]
+    assert parser.parse_args(["config", "show", "go9", "--verbose"]).verbose_here  # a command in a group too
+
+    def commands(parser):
+        groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return [(parser.prog, parser)] + [c for g in groups for sub in g.choices.values() for c in commands(sub)]
+
+    missing = [(name, action.option_strings or action.dest) for name, sub in commands(parser)
+               for action in sub._actions if not action.help and not isinstance(action, argparse._HelpAction)
+               and not isinstance(action, argparse._SubParsersAction)]
     assert missing == []
     listed = tengen("config", "list").stdout.splitlines()
     assert all(line.rstrip().endswith(".") for line in listed), listed  # whole sentences, not cut mid-way

@@ -80,7 +80,8 @@ def test_a_packaged_model_is_a_checkpoint_for_every_command():
 
 
 def test_a_model_that_does_not_ship_is_refused_with_what_does():
-    done = tengen("gtp", "--checkpoint", PACKAGED, "--game", "go9", stdin="quit\n")
+    # as a KataGo user would type it: --model is --checkpoint's other name
+    done = tengen("gtp", "--game", "go9", "--model", PACKAGED, stdin="quit\n")
     assert done.returncode == 2, done
     assert "packaged:go9: tengen ships no model for go9" in done.stderr and "packaged:connect4" in done.stderr
     assert "tengen train go9" in done.stderr
