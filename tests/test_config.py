@@ -160,6 +160,17 @@ def test_command_line_overrides_go_through_the_schema():
         config.with_changes({"stop.hours": 1})
 
 
+def test_set_null_lifts_a_stop_limit_the_run_was_started_with():
+    from tengen.cli import set_pairs
+
+    # `tengen train go9 --minutes 10`, then `--resume --set stop.minutes=null`: it trains on until stopped
+    started = parse_config(ttt()).with_changes({"stop.minutes": 10})
+    resumed = started.with_settings(set_pairs(["stop.minutes=null", "mcts.simulations=12"]))
+    assert resumed.stop.minutes is None and resumed.mcts.simulations == 12
+    assert yaml.safe_load(resumed.to_yaml())["stop"]["minutes"] is None  # what the run's config.yaml then says
+    assert started.with_settings(set_pairs(["stop.minutes="])).stop.minutes is None  # an empty value is null too
+
+
 def test_the_search_is_puct_unless_a_config_says_gumbel():
     # the schema's defaults are the library's: AlphaZero's PUCT, and for Danihelka et al.
     # 2022's search mctx's constants (m = 16, c_visit = 50, c_scale = 0.1)

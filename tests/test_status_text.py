@@ -61,13 +61,20 @@ def test_status_shows_the_newest_strength_evaluation(tmp_path):
 
 def test_a_run_that_stopped_on_an_error_says_why_and_how_to_go_on(tmp_path):
     files = stopped_run(tmp_path / "run")
-    when = rewrite_last_line(files, error="redis redis://10.0.0.2:6379/0: unreachable for 900 s")
+    memory = {"used_memory": 3 * 2**20, "maxmemory": 2**30, "samples": 2**20, "models": 512 * 2**10}
+    when = rewrite_last_line(files, error="redis redis://10.0.0.2:6379/0: unreachable for 900 s",
+                             wiring={**read_line(files).wiring, "redis_memory": memory})
     status = read_status(files.path)
     assert run_state(status, now=when + 5) == "failed" and EXIT_STATUS["failed"] == 4
     lines = describe_status(status, now=when + 5)
     assert lines[0].endswith("stopped on an error 5 s ago, after 10 s: redis redis://10.0.0.2:6379/0: "
                              "unreachable for 900 s")
+    assert "  Redis 3.0 MB of 1.0 GB (samples 1.0 MB, models 512.0 kB)" in lines
     assert lines[-1] == f"  continue it with: tengen train --resume --run-dir {files.path}"
+    # a script sees the same: exit status 4, not 0
+    shown = subprocess.run([sys.executable, "-m", "tengen.cli", "status", "--run-dir", str(files.path)],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert shown.returncode == 4 and "stopped on an error" in shown.stdout.splitlines()[0], shown.stderr
 
 
 def test_a_run_without_its_final_report_is_lost_once_its_report_is_stale(tmp_path):
