@@ -447,10 +447,12 @@ class EvaluationConfig(_Strict):
     cpu_share: float = Field(default=0.5, gt=0, le=64)
     """the cores the evaluator may use on average (its process runs at nice 19 and sleeps off what it used past
     this share); on a Ray cluster its actor asks for no CPU (as the gatekeeper's: a worker's or the learner's
-    place is never taken by it), so this share is what bounds it. Measured 2026-12-06 (bench/evaluator_cost.py, 3
-    minutes of single-process Connect Four on 2 cores, same seed): 4,994 positions/min with the evaluator on at 0.5 and
-    4,791 off (1.04x: within the noise; one evaluation, 6 s of CPU over 50 s at nice 19, as no candidate was
-    promoted in 3 minutes), so 0.5 costs the main job nothing measurable"""
+    place is never taken by it), so this share is what bounds it. The share spreads an evaluation's CPU out; what an
+    evaluation costs in all is set by evaluation.min_interval_s. Measured with the evaluator busy all the time
+    (bench/evaluator_cost.py, min_interval_s 0, 2 cores, one pair of runs each, about ±10% apart by chance):
+    single-process Connect Four 1.04x the positions/min with it off (2026-12-06); the main job, Connect Four
+    1.10x (6 minutes, 4 evaluations) and go9 0.83x (8 minutes, one evaluation against MCTS-400 and GNU Go of
+    274 s, 92 s of CPU: 0.34 of a core, under 0.5) (2026-12-08)"""
     deadline_s: float = Field(default=3600.0, gt=0, le=7 * 86_400)
     """an evaluation not back within this (plus cluster.hang_grace_s) is taken for a hung evaluator, which is
     replaced"""
