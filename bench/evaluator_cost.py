@@ -35,7 +35,8 @@ TARGET = 0.95
 def run(config: str, mode: str, run_dir: Path, minutes: float, settings: list[str]) -> dict:
     """``tengen train`` (``--single-process`` in that mode) for ``minutes``; its positions
     per minute and the evaluations it recorded."""
-    command = [sys.executable, "-m", "tengen.cli", "train", config, "--run-dir", str(run_dir), "--minutes", str(minutes)]
+    command = [sys.executable, "-m", "tengen.cli", "train", config, "--run-dir", str(run_dir),
+               "--minutes", str(minutes)]
     command += (["--single-process"] if mode == "single" else []) + [arg for s in settings for arg in ("--set", s)]
     print(" ".join(command[2:]), flush=True)
     started = time.monotonic()
