@@ -101,6 +101,7 @@ from tengen.run.loop import TrainingLoop, stop_on_sigterm
 from tengen.run.outage import ResilientStorage, StorageUnavailable
 from tengen.run.run_dir import RunDir, RunDirError, version_id
 from tengen.run.run_log import RunLog
+from tengen.run.wording import counted
 
 if TYPE_CHECKING:
     from tengen.learner.learner import LearnerStats, LearnerStep
@@ -321,8 +322,8 @@ class ClusterRun:
         strength.start()
         fleet.start_workers(first_servers)
         workers, servers = len(fleet.workers), len(fleet.pool.servers)
-        self.log(f"run {self.run_id}: {self.game.name}, {workers} self-play worker{'s' * (workers != 1)}, "
-                 f"{servers} inference server{'s' * (servers != 1)}, redis {redis_url}"
+        self.log(f"run {self.run_id}: {self.game.name}, {counted(workers, 'self-play worker')}, "
+                 f"{counted(servers, 'inference server')}, redis {redis_url}"
                  + (f" ({self.redis.binary.describe()})" if self.redis is not None else "")
                  + f", ray {self.address or 'local'}; "
                  f"best {version_id(best)}"

@@ -50,6 +50,7 @@ from tengen.cluster.placement import (
 from tengen.cluster.supervision import Supervisor, kill_actor, node_lost
 from tengen.run.config import TengenConfig
 from tengen.run.loop import TrainingLoop
+from tengen.run.wording import counted
 
 __all__ = ["Fleet", "STOP_PAUSE_S"]
 
@@ -290,7 +291,7 @@ class Fleet:
                 self._drop_worker(ids[-1])
             self.target_workers -= 1
         self.pool.update_clients()
-        self.log(f"scaled to {self.target_workers} self-play worker{'s' * (self.target_workers != 1)}")
+        self.log(f"scaled to {counted(self.target_workers, 'self-play worker')}")
 
     # -- parts that wait for room -------------------------------------------------------------
     def retry(self, waiting: Waiting) -> None:
@@ -312,8 +313,8 @@ class Fleet:
         fleet holds its worker count again."""
         if waiting is None:
             if self.held_for is not None:
-                self.log(f"{self.held_for} no longer waits for room: holding {self.target_workers} "
-                         f"self-play worker{'s' * (self.target_workers != 1)} again")
+                self.log(f"{self.held_for} no longer waits for room: holding "
+                         f"{counted(self.target_workers, 'self-play worker')} again")
                 self.held_for = self._no_room_said = None
                 self.hold_workers()
             return
@@ -406,7 +407,7 @@ class Fleet:
                 return  # its node went meanwhile
             if self._restart_server(key):
                 clients = len(self.pool.servers[key].workers)
-                self.log(f"inference server {key} restarted with {clients} worker{'s' * (clients != 1)}")
+                self.log(f"inference server {key} restarted with {counted(clients, 'worker')}")
 
         if delay:
             self.supervisor.schedule(f"inference {key}", delay, restart)

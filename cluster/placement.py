@@ -38,6 +38,8 @@ from typing import Any
 
 import ray
 
+from tengen.run.wording import counted
+
 __all__ = ["CPU", "GPU", "MIN_GPU_SHARE", "WORKER_ASK", "ActorState", "LearnerPlan", "NodeRoom", "Room",
            "Starting", "Waiting", "actor_states", "describe_free", "explain", "explain_text", "fits", "gpu_left",
            "learner_gpu_share", "nodes_alive", "plan_learner", "server_gpu_shares"]
@@ -247,7 +249,7 @@ class Starting:
         waiting = self._parts.pop(part, None)
         if waiting is not None and waiting.said:
             self.log(f"{part} runs, {self.clock() - waiting.first:.0f} s after it was first started "
-                     f"({waiting.tries} {'try' if waiting.tries == 1 else 'tries'})")
+                     f"({counted(waiting.tries, 'try', 'tries')})")
         return waiting
 
     def forget(self, part: str) -> None:

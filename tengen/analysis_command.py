@@ -15,6 +15,7 @@ from tengen.engine.mcts.shared_evaluator import SharedEvaluator
 from tengen.play.analysis_engine import AnalysisEngine
 from tengen.play.ownership import PlayoutOwnership
 from tengen.play.search_player import SearchPlayer
+from tengen.run.wording import counted
 
 __all__ = ["serve_analysis"]
 
@@ -70,7 +71,7 @@ def serve_analysis(*, checkpoint: str | None, config: str | None, size: int, vis
     engine = AnalysisEngine(make_player=make_player, sizes=sizes, ownership_for=ownership_for,
                             default_visits=visits, write=write, version=__version__, model_name=name, threads=threads,
                             score_for=score_for if score_head is not None else None)
-    print(f"tengen analysis: ready ({name}, {threads} search thread{'s' * (threads != 1)})", file=sys.stderr,
+    print(f"tengen analysis: ready ({name}, {counted(threads, 'search thread')})", file=sys.stderr,
           flush=True)
     for raw in stdin:
         try:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tengen import QUIET_ENV
+from tengen.run.wording import counted
 
 if TYPE_CHECKING:  # the config module loads the engine (numba): not for --version
     from tengen.run.config import TengenConfig
@@ -553,7 +554,7 @@ def _run_scale(args: argparse.Namespace) -> int:
         request_workers(Path(args.run_dir), args.workers)
     except (FileNotFoundError, ValueError, ConnectionError) as e:
         return _fail("scale", e)
-    print(f"asked the run for {args.workers} self-play worker{'s' * (args.workers != 1)}")
+    print(f"asked the run for {counted(args.workers, 'self-play worker')}")
     return 0
 
 

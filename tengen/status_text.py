@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from tengen.run import records
+from tengen.run.wording import counted
 
 __all__ = ["STALE_S", "EXIT_STATUS", "run_state", "describe_status"]
 
@@ -70,10 +71,6 @@ def _bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{_count(n)} {one if n == 1 else (many or one + 's')}"
-
-
 def _gating(g: dict[str, Any]) -> str:
     return (f"{g['candidate']:06d} vs {g['best']:06d}: {g['wins']}-{g['draws']}-{g['losses']} (W-D-L), "
             f"{g['decision']}")
@@ -88,12 +85,12 @@ def _trouble(last: dict[str, Any]) -> list[str]:
     if last.get("disk_outage_s"):
         said.append(f"the run directory's disk failing for {_span(last['disk_outage_s'])}")
     if last.get("trimmed_unread"):
-        said.append(f"{_plural(last['trimmed_unread'], 'game')} trimmed from the stream before the learner "
+        said.append(f"{counted(last['trimmed_unread'], 'game')} trimmed from the stream before the learner "
                     "read them (train.replay_window is too small for the learner's downtime: README)")
     if last.get("duplicate_games"):
-        said.append(f"{_plural(last['duplicate_games'], 'game')} received twice and dropped")
+        said.append(f"{counted(last['duplicate_games'], 'game')} received twice and dropped")
     if last.get("bad_entries"):
-        said.append(f"{_plural(last['bad_entries'], 'stream entry', 'stream entries')} the learner could not read")
+        said.append(f"{counted(last['bad_entries'], 'stream entry', 'stream entries')} the learner could not read")
     return said
 
 
@@ -128,7 +125,7 @@ def describe_status(status: dict[str, Any], *, now: float | None = None) -> list
         learner = f"  learner step {_count(last['learner_step'])}, loss {last['loss']:.3f}" + (f" ({parts})" if parts
                                                                                                else "")
     lines.append(learner)
-    best = f"  best model {last['best']}, {_plural(last['promotions'], 'promotion')} this session"
+    best = f"  best model {last['best']}, {counted(last['promotions'], 'promotion')} this session"
     if last.get("last_gating"):
         best += f"; last gating {_gating(last['last_gating'])}"
     lines.append(best)
@@ -139,14 +136,14 @@ def describe_status(status: dict[str, Any], *, now: float | None = None) -> list
     workers, servers = status.get("workers") or {}, status.get("inference_servers") or {}
     if workers.get("running") is not None:
         lines.append(("  " if state == "running" else "  at its last report: ")
-                     + f"{_plural(workers['running'], 'self-play worker')} running"
+                     + f"{counted(workers['running'], 'self-play worker')} running"
                      + (f" (target {workers['target']})" if workers.get("target") is not None else "")
                      + (f", {workers['starting']} starting" if workers.get("starting") else "")
-                     + f"; {_plural(servers.get('running') or 0, 'inference server')}")
+                     + f"; {counted(servers.get('running') or 0, 'inference server')}")
     for part, info in sorted((status.get("components") or {}).items()):
         if not isinstance(info, dict) or not (info.get("restarts") or info.get("last_error")):
             continue
-        lines.append(f"  {part}: {_plural(info.get('restarts') or 0, 'restart')}"
+        lines.append(f"  {part}: {counted(info.get('restarts') or 0, 'restart')}"
                      + (f", last error: {info['last_error']}" if info.get("last_error") else ""))
     trouble = _trouble(last)
     if trouble:

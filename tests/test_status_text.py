@@ -13,6 +13,7 @@ from pathlib import Path
 from tengen.cluster.lease import DriverLease
 from tengen.run.records import EvaluationLine, append_evaluation, write_status
 from tengen.run.records import read_status as read_line
+from tengen.run.wording import counted
 from tengen.run_control import read_status
 from tengen.status_text import EXIT_STATUS, STALE_S, describe_status, run_state
 from tengen.testing.run_files import status_line, stopped_run
@@ -141,3 +142,10 @@ def test_status_says_what_the_data_waits_on_or_lost():
             ) in describe_status(status, now=line.time + 1)
     quiet = {**status, "last_report": status_line(3).to_json()}
     assert not any("trimmed" in text or "unreachable" in text for text in describe_status(quiet, now=line.time + 1))
+
+
+def test_a_count_takes_its_noun_in_the_number_it_needs():
+    assert counted(1, "self-play worker") == "1 self-play worker"
+    assert counted(0, "game") == "0 games" and counted(2, "game") == "2 games"
+    assert counted(1_200, "stream entry", "stream entries") == "1,200 stream entries"
+    assert counted(1, "try", "tries") == "1 try"
